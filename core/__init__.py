@@ -1,0 +1,58 @@
+"""webgrad: PyTorch-style tensors, autograd, nn and optim that run natively and
+in the browser, with the heavy maths on WebGPU.
+
+Example:
+    >>> import webgrad
+    >>> x = webgrad.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad
+    tensor([2., 4., 6.])
+"""
+from .dtypes import (  # noqa: F401
+    DType, bool_ as bool, float32, float64, get_default_dtype, int32, int64, set_default_dtype,
+)
+from .dtypes import float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401
+from .tensor import Size, Tensor  # noqa: F401
+from .backends import default_device as get_default_device, set_default_device  # noqa: F401
+from .creation import (  # noqa: F401
+    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,
+    ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm, tensor,
+    zeros, zeros_like,
+)
+from .ops import (  # noqa: F401
+    abs, add, all, amax, amin, any, argmax, argmin, bmm, cat, ceil, chunk, clamp, clone,
+    concatenate, cos, div, eq, erf, exp, flatten, flip, floor, gather, ge, gt, index_select,
+    le, log, log1p, log_softmax, logical_and, logical_not, logical_or, logical_xor,
+    logsumexp, lt, masked_fill, matmul, max, maximum, mean, min, minimum, mm, movedim, mul,
+    narrow, ne, neg, nonzero, norm, permute, pow, prod, reciprocal, relu, remainder, repeat,
+    reshape, round, rsqrt, scatter_add, sigmoid, sign, sin, softmax, split, sqrt, squeeze,
+    stack, std, sub, sum, tanh, transpose, true_divide, unbind, unflatten, unsqueeze, var,
+    where,
+)
+from .ops.registry import OpError  # noqa: F401
+from .autograd import enable_grad, no_grad, set_grad_enabled, functional_grad as grad  # noqa: F401
+from .autograd import is_grad_enabled  # noqa: F401
+from .random import initial_seed, manual_seed  # noqa: F401
+from . import autograd, dtypes, random  # noqa: F401
+
+clip = clamp
+__version__ = "0.1.0"
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(x) -> int:
+    return x.numel()
+
+
+def __getattr__(name):
+    # Subpackages load on first use so `import webgrad` stays fast (and light in Pyodide).
+    import importlib
+
+    if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler"):
+        return importlib.import_module(f"webgrad.{name}")
+    if name in ("save", "load"):
+        return getattr(importlib.import_module("webgrad.serialize"), name)
+    raise AttributeError(f"module 'webgrad' has no attribute {name!r}")

@@ -1,0 +1,286 @@
+"""Reverse-mode autograd: the graph, grad modes, and the backward walk.
+
+Every differentiable op call records a ``Node`` on its output. ``backward`` sorts
+the graph with an explicit stack (never recursion, so 10,000-op chains are fine)
+and feeds each node's gradient through its op's vjp, which is written in Tensor
+ops: with ``create_graph=True`` the backward pass is itself recorded.
+Broadcasting is undone in one place, ``_sum_to``, never inside a vjp.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+_mode = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_mode, "enabled", True)
+
+
+class set_grad_enabled:
+    """Context manager (and decorator) that turns gradient recording on or off."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _mode.enabled = self.mode
+
+    def __exit__(self, *exc):
+        _mode.enabled = self.prev
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(set_grad_enabled):
+    """Disable gradient recording, e.g. ``with webgrad.no_grad(): y = model(x)``."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """Re-enable gradient recording inside a ``no_grad`` block."""
+
+    def __init__(self):
+        super().__init__(True)
+
+
+class Node:
+    """One recorded op application: enough to run its vjp later."""
+
+    __slots__ = ("op", "inputs", "attrs", "out", "versions", "out_ref", "__weakref__")
+
+    def __init__(self, op, inputs, attrs, out):
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.out = out.detach()  # the data without a back-edge to this node (no cycle)
+        self.versions = tuple(t._version_counter[0] for t in inputs)
+        self.out_ref = weakref.ref(out)
+
+    def name(self) -> str:
+        return "".join(part.capitalize() for part in self.op.name.split("_")) + "Backward"
+
+
+def record(op, inputs, attrs, out) -> None:
+    out.requires_grad = True
+    out._node = Node(op, inputs, attrs, out)
+
+
+def check_inplace_allowed(op_name: str, t) -> None:
+    if t.requires_grad and is_grad_enabled():
+        kind = "a leaf tensor" if t._node is None else "a tensor"
+        raise RuntimeError(
+            f"{op_name}: in-place change of {kind} that requires grad "
+            f"(shape {tuple(t.shape)}, {t.dtype.name}); do it inside `with webgrad.no_grad():` "
+            f"or use the out-of-place form (x = x + y)")
+
+
+def _sum_to(grad, shape):
+    """Sum a broadcast gradient back down to ``shape``."""
+    if tuple(grad.shape) == tuple(shape):
+        return grad
+    lead = grad.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        i + lead for i, n in enumerate(shape) if n == 1 and grad.shape[i + lead] != 1)
+    if dims:
+        grad = grad.sum(dim=dims, keepdim=True)
+    if lead:
+        grad = grad.reshape(shape)
+    return grad
+
+
+def _topological_order(roots):
+    """Nodes reachable from ``roots``, each after every node that consumes it."""
+    order, visited = [], set()
+    stack = [(node, False) for node in roots if node is not None]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        for t in node.inputs or ():
+            if t._node is not None and id(t._node) not in visited:
+                stack.append((t._node, False))
+    order.reverse()
+    return order
+
+
+def _check_versions(node) -> None:
+    for i, (t, saved) in enumerate(zip(node.inputs, node.versions)):
+        if t._version_counter[0] != saved:
+            raise RuntimeError(
+                f"one of the tensors needed for gradient computation has been modified by an "
+                f"in-place operation: input {i} of {node.op.name} (shape {tuple(t.shape)}, "
+                f"{t.dtype.name}) is at version {t._version_counter[0]}; expected version {saved}. "
+                f"Use an out-of-place op (x = x * 2) instead of changing it in place.")
+
+
+def _saved_output(node, create_graph):
+    """The op's output for its vjp. With ``create_graph`` it must lead back to this
+    node (so d(out)/d(x) is seen); it is rebuilt here rather than stored, which
+    would make a reference cycle between a tensor and its node (PyTorch does the same)."""
+    if not create_graph:
+        return node.out
+    out = node.out.detach()
+    out._node = node
+    out._requires_grad = True
+    return out
+
+
+def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, inputs=None):
+    """Propagate ``root_grads`` from ``roots`` back through the graph.
+
+    With ``inputs`` given, return their gradients (``webgrad.autograd.grad``);
+    otherwise accumulate into the ``.grad`` of every leaf that requires grad.
+    """
+    wanted = None if inputs is None else {id(t): None for t in inputs}
+    node_grads = {}   # id(node) -> gradient of that node's output
+    leaf_grads = {}   # id(leaf) -> (leaf, gradient)
+
+    def deliver(t, g):
+        if wanted is not None and id(t) in wanted:
+            wanted[id(t)] = g if wanted[id(t)] is None else wanted[id(t)] + g
+            if t._node is None:
+                return
+        if t._node is not None:
+            key = id(t._node)
+            node_grads[key] = g if key not in node_grads else node_grads[key] + g
+            if t._retains_grad and wanted is None:
+                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+        elif wanted is None:
+            prev = leaf_grads.get(id(t))
+            leaf_grads[id(t)] = (t, g if prev is None else prev[1] + g)
+
+    with set_grad_enabled(create_graph):
+        for t, g in zip(roots, root_grads):
+            deliver(t, g)
+        for node in _topological_order([t._node for t in roots]):
+            g = node_grads.pop(id(node), None)
+            if g is None:
+                continue
+            if node.inputs is None:
+                raise RuntimeError(
+                    "Trying to backward through the graph a second time; its saved values were "
+                    "freed. Pass retain_graph=True to the first backward() to keep them.")
+            _check_versions(node)
+            grads = node.op.vjp(g, *node.inputs, out=_saved_output(node, create_graph), **node.attrs)
+            if not isinstance(grads, tuple):
+                grads = (grads,)
+            for t, gi in zip(node.inputs, grads):
+                if gi is not None and t.requires_grad:
+                    deliver(t, _sum_to(gi, t.shape))
+            if not retain_graph:
+                node.inputs = None
+                node.out = None
+
+    for t, g in leaf_grads.values():
+        g = g if create_graph else g.detach()
+        t.grad = g if t.grad is None else t.grad + g
+    if wanted is not None:
+        return [wanted[id(t)] for t in inputs]
+    return None
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+    """Gradients of ``outputs`` with respect to ``inputs`` (like ``torch.autograd.grad``),
+    returned as a tuple without touching any ``.grad``."""
+    from .tensor import Tensor
+
+    single = isinstance(outputs, Tensor)
+    outputs = [outputs] if single else list(outputs)
+    inputs_list = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    root_grads = [_initial_grad(o, g, "grad") for o, g in zip(outputs, grad_outputs)]
+    result = run_backward(outputs, root_grads, inputs=inputs_list, create_graph=create_graph,
+                          retain_graph=create_graph if retain_graph is None else retain_graph)
+    for t, g in zip(inputs_list, result):
+        if g is None and not allow_unused:
+            raise RuntimeError(f"grad: an input of shape {tuple(t.shape)} was not used to compute "
+                               f"the outputs; pass allow_unused=True to get None for it")
+    return tuple(result)
+
+
+def _initial_grad(out, gradient, caller):
+    from .tensor import Tensor
+    from . import creation
+
+    if not out.requires_grad:
+        raise RuntimeError(f"{caller}: tensor of shape {tuple(out.shape)} does not require grad "
+                           f"and has no grad_fn; did you create it under no_grad or forget "
+                           f"requires_grad=True on the inputs?")
+    if gradient is None:
+        if out.numel() != 1:
+            raise RuntimeError(
+                f"{caller}: grad can be implicitly created only for scalar outputs, but the output "
+                f"has shape {tuple(out.shape)}; pass gradient= (e.g. webgrad.ones_like(out)) "
+                f"or reduce it first (out.sum())")
+        return creation.ones_like(out)
+    if not isinstance(gradient, Tensor):
+        gradient = creation.tensor(gradient, dtype=out.dtype, device=out.device)
+    if tuple(gradient.shape) != tuple(out.shape):
+        raise RuntimeError(f"{caller}: gradient has shape {tuple(gradient.shape)} but the output "
+                           f"has shape {tuple(out.shape)}")
+    return gradient
+
+
+def backward(tensor, gradient=None, retain_graph=None, create_graph=False) -> None:
+    root_grad = _initial_grad(tensor, gradient, "backward")
+    retain = create_graph if retain_graph is None else retain_graph
+    run_backward([tensor], [root_grad], retain_graph=retain, create_graph=create_graph)
+
+
+def functional_grad(fn, argnums=0):
+    """JAX-style ``webgrad.grad(f)``: a function returning d f / d args[argnums].
+
+    ``f`` must return a scalar tensor. Nesting works (``grad(grad(f))``).
+
+    Example:
+        >>> webgrad.grad(webgrad.tanh)(1.0).item()   # 1 - tanh(1)**2
+        0.41997434...
+    """
+    from .tensor import Tensor
+    from . import creation
+
+    def wrapped(*args):
+        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        args = list(args)
+        outer_graph = False
+        for i in nums:
+            a = args[i]
+            if isinstance(a, Tensor) and a.requires_grad:
+                outer_graph = True
+            else:
+                a = a.detach() if isinstance(a, Tensor) else creation.tensor(a)
+                if not a.dtype.is_floating_point:
+                    a = a.float()
+                args[i] = a.requires_grad_()
+        with enable_grad():
+            out = fn(*args)
+            grads = grad(out, [args[i] for i in nums], create_graph=True, allow_unused=True)
+        grads = tuple(creation.zeros_like(args[i]) if g is None else g for g, i in zip(grads, nums))
+        if not outer_graph:
+            grads = tuple(g.detach() for g in grads)
+        return grads[0] if isinstance(argnums, int) else grads
+
+    return wrapped

@@ -1,0 +1,55 @@
+"""The numpy backend (device ``"cpu"``): the reference every other backend is
+tested against. It runs natively and, unchanged, inside Pyodide.
+
+A tensor's data here is a plain ``np.ndarray`` (views share memory, as in
+PyTorch). Each op's numpy kernel is declared beside the op in ``webgrad.ops``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import random as wg_random
+
+
+class NumpyBackend:
+    name = "numpy"
+    device = "cpu"
+
+    def run(self, op, inputs, attrs, shape, dtype):
+        kernel = op.impls.get("numpy")
+        if kernel is None:
+            raise NotImplementedError(f"{op.name}: no numpy kernel")
+        result = kernel(*[t._data for t in inputs], **attrs)
+        if type(result) is not np.ndarray:
+            result = np.asarray(result)
+        if result.dtype != dtype.np:
+            result = result.astype(dtype.np)
+        return result
+
+    def run_inplace(self, op, tensors, attrs):
+        op.impls["numpy"](*[t._data for t in tensors], **attrs)
+
+    # -- data in and out ------------------------------------------------------
+    def from_numpy(self, array: np.ndarray, dtype):
+        return array if array.dtype == dtype.np else array.astype(dtype.np)
+
+    def to_numpy(self, data) -> np.ndarray:
+        return data
+
+    def full(self, shape, value, dtype):
+        return np.full(shape, value, dtype=dtype.np)
+
+    def arange(self, start, end, step, dtype):
+        return np.arange(start, end, step).astype(dtype.np, copy=False)
+
+    def uniform(self, shape, low, high, dtype):
+        return wg_random.numpy_generator().uniform(low, high, size=shape).astype(dtype.np)
+
+    def normal(self, shape, mean, std, dtype):
+        return (wg_random.numpy_generator().standard_normal(size=shape) * std + mean).astype(dtype.np)
+
+    def randint(self, shape, low, high, dtype):
+        return wg_random.numpy_generator().integers(low, high, size=shape).astype(dtype.np)
+
+    def synchronize(self) -> None:
+        pass

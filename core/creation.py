@@ -1,0 +1,229 @@
+"""Creation ops: ``tensor``, ``zeros``, ``ones``, ``full``, ``arange``,
+``linspace``, ``eye``, random tensors and the ``*_like`` forms."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import dtypes
+from .backends import get_backend, normalize_device
+from .tensor import Tensor
+
+
+def _make(array: np.ndarray, dtype, device, requires_grad=False) -> Tensor:
+    device = normalize_device(device)
+    data = get_backend(device).from_numpy(array, dtype)
+    t = Tensor._make(data, array.shape, dtype, device)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _infer_dtype(data, array: np.ndarray):
+    """Python floats give the default float dtype, ints int64, bools bool; numpy
+    arrays keep their dtype (float64 stays float64, as in PyTorch)."""
+    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        return dtypes.from_numpy(array.dtype)
+    if array.dtype.kind == "f":
+        return dtypes.get_default_dtype()
+    if array.dtype.kind in "iu":
+        return dtypes.int64
+    if array.dtype.kind == "b":
+        return dtypes.bool_
+    if array.size == 0:
+        return dtypes.get_default_dtype()
+    raise TypeError(f"tensor: could not infer a dtype from {type(data).__name__} "
+                    f"(numpy saw {array.dtype}); pass numbers, nested lists or a numpy array")
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Copy ``data`` (a number, nested lists, a numpy array or a Tensor) into a new tensor.
+
+    Example:
+        >>> webgrad.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    """
+    if isinstance(data, Tensor):
+        data = data.detach()._host()
+    elif isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
+        data = _nested_tensors_to_array(data)
+    try:
+        array = np.array(data)
+    except ValueError as err:
+        raise ValueError(f"tensor: data is ragged (sublists of different lengths): {err}") from None
+    if array.dtype == object:
+        raise TypeError(f"tensor: could not convert {type(data).__name__} to a tensor; "
+                        f"expected numbers, nested lists of equal lengths or a numpy array")
+    dtype = dtypes.to_dtype(dtype) if dtype is not None else _infer_dtype(data, array)
+    return _make(array.astype(dtype.np, order="C", copy=True), dtype, device, requires_grad)
+
+
+def _flat(items):
+    for v in items:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def _nested_tensors_to_array(data):
+    if isinstance(data, (list, tuple)):
+        return [_nested_tensors_to_array(v) for v in data]
+    return data.detach()._host() if isinstance(data, Tensor) else data
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype) if (device or dtype) else data
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """Wrap a numpy array as a cpu tensor sharing its memory."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    dtype = dtypes.from_numpy(array.dtype)
+    if array.dtype != dtype.np:
+        raise TypeError(f"from_numpy: numpy dtype {array.dtype} is not supported; convert it to "
+                        f"one of {', '.join(d.name for d in dtypes.ALL)} first")
+    return Tensor._make(array, array.shape, dtype, "cpu")
+
+
+_scalar_cache: dict = {}
+
+
+def scalar_tensor(value, dtype, device) -> Tensor:
+    """A 0-d tensor for a Python number inside an op. Cached: these are never
+    handed to the user, and building one per op call dominated small ops."""
+    key = (type(value), value, dtype.name, device)
+    t = _scalar_cache.get(key)
+    if t is None:
+        if len(_scalar_cache) > 512:
+            _scalar_cache.clear()
+        t = _make(np.array(value, dtype=dtype.np), dtype, device)
+        _scalar_cache[key] = t
+    return t
+
+
+def _size(op_name, size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
+            raise ValueError(f"{op_name}: sizes must be non-negative ints, got {tuple(size)}")
+    return tuple(int(s) for s in size)
+
+
+def _creation(op_name, size, dtype, device, requires_grad, make):
+    size = _size(op_name, size)
+    dtype = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    device = normalize_device(device)
+    t = Tensor._make(make(get_backend(device), size, dtype), size, dtype, device)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if dtype is None:
+        dtype = dtypes.result_type([], [], [fill_value])
+    return _creation("full", (size,) if isinstance(size, int) else tuple(size), dtype, device,
+                     requires_grad, lambda b, s, d: b.full(s, fill_value, d))
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _creation("zeros", size, dtype, device, requires_grad, lambda b, s, d: b.full(s, 0, d))
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _creation("ones", size, dtype, device, requires_grad, lambda b, s, d: b.full(s, 1, d))
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples in [0, 1); reproducible with ``webgrad.manual_seed``."""
+    return _creation("rand", size, dtype, device, requires_grad, lambda b, s, d: b.uniform(s, 0.0, 1.0, d))
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples; reproducible with ``webgrad.manual_seed``."""
+    return _creation("randn", size, dtype, device, requires_grad, lambda b, s, d: b.normal(s, 0.0, 1.0, d))
+
+
+def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
+    """Integers in [low, high), like ``torch.randint(low, high, size)``."""
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: size is required, e.g. randint(0, 10, (3,))")
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    return _creation("randint", (tuple(size),), dtype or dtypes.int64, device, False,
+                     lambda b, s, d: b.randint(s, low, high, d))
+
+
+def randperm(n, dtype=None, device=None) -> Tensor:
+    from . import random as wg_random
+
+    perm = wg_random.numpy_generator().permutation(n)
+    return tensor(perm, dtype=dtype or dtypes.int64, device=device)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        dtype = dtypes.result_type([], [], [start, end, step])
+    count = max(0, math.ceil((end - start) / step))
+    return _creation("arange", (count,), dtype, device, requires_grad,
+                     lambda b, s, d: b.arange(start, start + count * step, step, d)[:count])
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:
+    array = np.linspace(start, end, steps)
+    return tensor(array, dtype=dtype or dtypes.get_default_dtype(), device=device,
+                  requires_grad=requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return tensor(np.eye(n, m), dtype=dtype or dtypes.get_default_dtype(), device=device,
+                  requires_grad=requires_grad)
+
+
+def _like(fn, x, dtype, device, requires_grad, *args):
+    return fn(*args, tuple(x.shape), dtype=dtype or x.dtype, device=device or x.device,
+              requires_grad=requires_grad)
+
+
+def zeros_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(zeros, x, dtype, device, requires_grad)
+
+
+def ones_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(ones, x, dtype, device, requires_grad)
+
+
+def empty_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(zeros, x, dtype, device, requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(tuple(x.shape), fill_value, dtype=dtype or x.dtype, device=device or x.device,
+                requires_grad=requires_grad)
+
+
+def rand_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(rand, x, dtype, device, requires_grad)
+
+
+def randn_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _like(randn, x, dtype, device, requires_grad)
+
+
+def randint_like(x, low, high=None, dtype=None, device=None) -> Tensor:
+    return randint(low, high, tuple(x.shape), dtype=dtype or x.dtype, device=device or x.device)

@@ -1,0 +1,24 @@
+"""Every op in function form. Tensor methods and ``webgrad.xxx`` both land here."""
+from ._helpers import normalize_dim  # noqa: F401
+from .elementwise import (  # noqa: F401
+    abs, add, cast, ceil, clamp, cos, div, eq, erf, exp, floor, floor_divide, ge, gt, le,
+    log, log1p, logical_and, logical_not, logical_or, logical_xor, lt, masked_fill, maximum,
+    minimum, mul, ne, neg, pow, promote, reciprocal, relu, remainder, round, rsqrt, sigmoid,
+    sign, sin, sqrt, sub, tanh, true_divide, where,
+)
+from .reduce import (  # noqa: F401
+    all, amax, amin, any, argmax, argmin, log_softmax, logsumexp, max, mean, min, norm, prod,
+    softmax, std, sum, var,
+)
+from .movement import (  # noqa: F401
+    cat, chunk, clone, concatenate, contiguous, expand, flatten, flip, movedim, narrow, pad,
+    permute, repeat, reshape, split, squeeze, stack, transpose, unbind, unflatten, unslice,
+    unsqueeze, view,
+)
+from .linalg import bmm, matmul, mm  # noqa: F401
+from .indexing import (  # noqa: F401
+    copy_, gather, getitem, index_add, index_select, nonzero, scatter_add, setitem, take,
+)
+from .device import to_device  # noqa: F401
+from ..creation import rand_like, randn_like  # noqa: F401
+from .registry import OPS, OpError, apply, apply_inplace, bind, defop  # noqa: F401

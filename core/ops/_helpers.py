@@ -1,0 +1,72 @@
+"""Shape/dtype rules shared by op declarations, and turning Python scalars into
+tensors. Every user-facing error an op raises is built here or in its ``infer``."""
+from __future__ import annotations
+
+from .. import dtypes
+from .registry import OpError
+
+
+def describe(*tensors) -> str:
+    return " and ".join(f"{tuple(t.shape)} {t.dtype.name}" for t in tensors)
+
+
+def broadcast_shapes(op_name: str, *shapes) -> tuple:
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
+            if d != 1:
+                if size != 1 and size != d:
+                    shown = " and ".join(str(tuple(x)) for x in shapes)
+                    raise OpError(f"{op_name}: shapes {shown} cannot be broadcast together "
+                                  f"(dimension {i - ndim}: {size} vs {d})")
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def normalize_dim(op_name: str, dim, ndim: int) -> int:
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"{op_name}: dim must be an int, got {dim!r}")
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= dim <= hi:
+        raise IndexError(f"{op_name}: dimension out of range (expected to be in range of "
+                         f"[{lo}, {hi}], but got {dim})")
+    return dim % ndim if ndim else 0
+
+
+def normalize_dims(op_name: str, dim, ndim: int) -> tuple:
+    """``None`` means every dim; an int or a sequence of ints otherwise."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, int):
+        dim = (dim,)
+    dims = tuple(sorted(normalize_dim(op_name, d, ndim) for d in dim))
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"{op_name}: dim {dim} appears more than once")
+    return dims
+
+
+def same_dtype_infer(x, *rest, **attrs):
+    return x.shape, x.dtype
+
+
+def broadcast_infer(op_name: str):
+    def infer(x, y, **attrs):
+        return broadcast_shapes(op_name, x.shape, y.shape), x.dtype
+    return infer
+
+
+def compare_infer(op_name: str):
+    def infer(x, y, **attrs):
+        return broadcast_shapes(op_name, x.shape, y.shape), dtypes.bool_
+    return infer
+
+
+def require_float(op_name: str, *tensors) -> None:
+    for t in tensors:
+        if not t.dtype.is_floating_point:
+            raise OpError(f"{op_name}: expected a floating point tensor, got {describe(t)}; "
+                          f"convert with .float()")

@@ -1,0 +1,276 @@
+"""Elementwise primitives: unary, binary with broadcasting, where, and cast.
+
+Binary functions first promote both operands to one dtype (PyTorch's rules, see
+``dtypes.result_type``), so every kernel sees equal input dtypes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes
+from ..tensor import Tensor
+from ._helpers import broadcast_infer, compare_infer, describe, require_float, same_dtype_infer
+from .registry import OpError, apply, defop
+
+# -- unary ------------------------------------------------------------------------
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _float_unary_infer(name):
+    def infer(x, **attrs):
+        require_float(name, x)
+        return x.shape, x.dtype
+    return infer
+
+
+def _unary(name, numpy_kernel, vjp=None, float_only=True):
+    op = defop(name, infer=_float_unary_infer(name) if float_only else same_dtype_infer,
+               vjp=vjp, numpy=numpy_kernel)
+    return op
+
+
+NEG = _unary("neg", np.negative, lambda g, x, *, out: -g, float_only=False)
+ABS = _unary("abs", np.abs, lambda g, x, *, out: g * sign(x), float_only=False)
+EXP = _unary("exp", np.exp, lambda g, x, *, out: g * out)
+LOG = _unary("log", np.log, lambda g, x, *, out: g / x)
+LOG1P = _unary("log1p", np.log1p, lambda g, x, *, out: g / (x + 1))
+SQRT = _unary("sqrt", np.sqrt, lambda g, x, *, out: g * 0.5 / out)
+RSQRT = _unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda g, x, *, out: g * -0.5 * out * out * out)
+SIN = _unary("sin", np.sin, lambda g, x, *, out: g * cos(x))
+COS = _unary("cos", np.cos, lambda g, x, *, out: -g * sin(x))
+TANH = _unary("tanh", np.tanh, lambda g, x, *, out: g * (1 - out * out))
+SIGMOID = _unary("sigmoid", lambda x: 0.5 * (1 + np.tanh(0.5 * x)),  # no overflow for large |x|
+                 lambda g, x, *, out: g * out * (1 - out))
+ERF = _unary("erf", lambda x: _erf(x).astype(x.dtype),
+             lambda g, x, *, out: g * (2 / math.sqrt(math.pi)) * exp(-x * x))
+RELU = _unary("relu", lambda x: np.maximum(x, 0), lambda g, x, *, out: g * (out > 0),
+              float_only=False)
+RECIPROCAL = _unary("reciprocal", np.reciprocal, lambda g, x, *, out: -g * out * out)
+FLOOR = _unary("floor", np.floor, float_only=False)
+CEIL = _unary("ceil", np.ceil, float_only=False)
+ROUND = _unary("round", np.round, float_only=False)  # half to even, like PyTorch
+SIGN = _unary("sign", np.sign, float_only=False)
+LOGICAL_NOT = defop("logical_not", infer=lambda x: (x.shape, dtypes.bool_), numpy=np.logical_not)
+
+
+def neg(x): return apply(NEG, _check_numeric("neg", x))
+def abs(x): return apply(ABS, x)  # noqa: A001  (torch.abs)
+def exp(x): return apply(EXP, _floatify(x))
+def log(x): return apply(LOG, _floatify(x))
+def log1p(x): return apply(LOG1P, _floatify(x))
+def sqrt(x): return apply(SQRT, _floatify(x))
+def rsqrt(x): return apply(RSQRT, _floatify(x))
+def sin(x): return apply(SIN, _floatify(x))
+def cos(x): return apply(COS, _floatify(x))
+def tanh(x): return apply(TANH, _floatify(x))
+def sigmoid(x): return apply(SIGMOID, _floatify(x))
+def erf(x): return apply(ERF, _floatify(x))
+def relu(x): return apply(RELU, x)
+def reciprocal(x): return apply(RECIPROCAL, _floatify(x))
+def floor(x): return x if x.dtype.category != "float" else apply(FLOOR, x)
+def ceil(x): return x if x.dtype.category != "float" else apply(CEIL, x)
+def round(x): return x if x.dtype.category != "float" else apply(ROUND, x)  # noqa: A001
+def sign(x): return apply(SIGN, x)
+def logical_not(x): return apply(LOGICAL_NOT, x)
+
+
+def _check_numeric(name, x):
+    if x.dtype is dtypes.bool_:
+        raise OpError(f"{name}: not supported for bool tensors; use logical_not (~x)")
+    return x
+
+
+def _floatify(x):
+    """Integer inputs of float functions (exp, log, ...) compute in the default float dtype."""
+    return x if x.dtype.is_floating_point else cast(x, dtypes.get_default_dtype())
+
+
+# -- cast -------------------------------------------------------------------------
+def _cast_vjp(g, x, *, out, dtype):
+    return cast(g, x.dtype) if x.dtype.is_floating_point else None
+
+
+CAST = defop("cast", infer=lambda x, *, dtype: (x.shape, dtype), vjp=_cast_vjp,
+             numpy=lambda x, *, dtype: x.astype(dtype.np))
+
+
+def cast(x, dtype):
+    return x if x.dtype is dtype else apply(CAST, x, dtype=dtype)
+
+
+# -- binary -----------------------------------------------------------------------
+def _pow_vjp(g, x, y, *, out):
+    gx = g * y * pow(x, y - 1)
+    gy = g * out * log(where(x > 0, x, 1)) if y.requires_grad else None
+    return gx, gy
+
+
+def _max_vjp(g, x, y, *, out):
+    # Ties split the gradient evenly, as in PyTorch.
+    wx = (x > y) + (x == y) * 0.5
+    return g * wx, g * (1 - wx)
+
+
+def _min_vjp(g, x, y, *, out):
+    wx = (x < y) + (x == y) * 0.5
+    return g * wx, g * (1 - wx)
+
+
+def _remainder(x, y):
+    return np.remainder(x, y) if x.dtype.kind == "f" else np.remainder(x, np.where(y == 0, 1, y))
+
+
+def _floor_divide(x, y):
+    return np.floor_divide(x, y) if x.dtype.kind == "f" else np.floor_divide(x, np.where(y == 0, 1, y))
+
+
+ADD = defop("add", infer=broadcast_infer("add"), numpy=np.add, vjp=lambda g, x, y, *, out: (g, g))
+SUB = defop("sub", infer=broadcast_infer("sub"), numpy=np.subtract, vjp=lambda g, x, y, *, out: (g, -g))
+MUL = defop("mul", infer=broadcast_infer("mul"), numpy=np.multiply,
+            vjp=lambda g, x, y, *, out: (g * y, g * x))
+DIV = defop("div", infer=broadcast_infer("div"), numpy=np.divide,
+            vjp=lambda g, x, y, *, out: (g / y, -g * out / y))
+POW = defop("pow", infer=broadcast_infer("pow"), numpy=np.power, vjp=_pow_vjp)
+MAXIMUM = defop("maximum", infer=broadcast_infer("maximum"), numpy=np.maximum, vjp=_max_vjp)
+MINIMUM = defop("minimum", infer=broadcast_infer("minimum"), numpy=np.minimum, vjp=_min_vjp)
+REMAINDER = defop("remainder", infer=broadcast_infer("remainder"), numpy=_remainder,
+                  vjp=lambda g, x, y, *, out: (g, -g * floor(x / y)))
+FLOOR_DIVIDE = defop("floor_divide", infer=broadcast_infer("floor_divide"), numpy=_floor_divide)
+EQ = defop("eq", infer=compare_infer("eq"), numpy=np.equal)
+NE = defop("ne", infer=compare_infer("ne"), numpy=np.not_equal)
+LT = defop("lt", infer=compare_infer("lt"), numpy=np.less)
+LE = defop("le", infer=compare_infer("le"), numpy=np.less_equal)
+GT = defop("gt", infer=compare_infer("gt"), numpy=np.greater)
+GE = defop("ge", infer=compare_infer("ge"), numpy=np.greater_equal)
+LOGICAL_AND = defop("logical_and", infer=compare_infer("logical_and"), numpy=np.logical_and)
+LOGICAL_OR = defop("logical_or", infer=compare_infer("logical_or"), numpy=np.logical_or)
+LOGICAL_XOR = defop("logical_xor", infer=compare_infer("logical_xor"), numpy=np.logical_xor)
+
+
+def _scalar_tensor(value, dtype, device):
+    from ..creation import scalar_tensor
+
+    return scalar_tensor(value, dtype, device)
+
+
+def promote(op_name, *operands, float_result=False):
+    """Cast operands (Tensors or Python numbers) to their common dtype, as tensors."""
+    tensors = [a for a in operands if isinstance(a, Tensor)]
+    if not tensors:
+        raise TypeError(f"{op_name}: expected at least one Tensor operand")
+    for a in operands:
+        if not isinstance(a, (Tensor, bool, int, float, np.number, np.bool_)):
+            raise TypeError(f"{op_name}: unsupported operand type {type(a).__name__}; "
+                            f"expected a Tensor or a Python number")
+    dtype = dtypes.result_type([t.dtype for t in tensors if t.shape],
+                               [t.dtype for t in tensors if not t.shape],
+                               [a for a in operands if not isinstance(a, Tensor)])
+    if float_result and not dtype.is_floating_point:
+        dtype = dtypes.get_default_dtype()
+    device = tensors[0].device
+    return [cast(a, dtype) if isinstance(a, Tensor) else _scalar_tensor(a, dtype, device)
+            for a in operands]
+
+
+def _binary(op, x, y, float_result=False):
+    x, y = promote(op.name, x, y, float_result=float_result)
+    return apply(op, x, y)
+
+
+def add(x, y, *, alpha=1):
+    if alpha != 1:
+        y = mul(y, alpha)
+    return _binary(ADD, x, y)
+
+
+def sub(x, y, *, alpha=1):
+    if alpha != 1:
+        y = mul(y, alpha)
+    x, y = promote("sub", x, y)
+    if x.dtype is dtypes.bool_:
+        raise OpError("sub: subtracting bool tensors is not supported; use logical_xor")
+    return apply(SUB, x, y)
+
+
+def mul(x, y): return _binary(MUL, x, y)
+def div(x, y): return _binary(DIV, x, y, float_result=True)
+def true_divide(x, y): return div(x, y)
+def maximum(x, y): return _binary(MAXIMUM, x, y)
+def minimum(x, y): return _binary(MINIMUM, x, y)
+def remainder(x, y): return _binary(REMAINDER, x, y)
+def floor_divide(x, y): return _binary(FLOOR_DIVIDE, x, y)
+def eq(x, y): return _binary(EQ, x, y)
+def ne(x, y): return _binary(NE, x, y)
+def lt(x, y): return _binary(LT, x, y)
+def le(x, y): return _binary(LE, x, y)
+def gt(x, y): return _binary(GT, x, y)
+def ge(x, y): return _binary(GE, x, y)
+def logical_and(x, y): return _binary(LOGICAL_AND, x, y)
+def logical_or(x, y): return _binary(LOGICAL_OR, x, y)
+def logical_xor(x, y): return _binary(LOGICAL_XOR, x, y)
+
+
+def pow(x, y):  # noqa: A001  (torch.pow)
+    if isinstance(y, Tensor) or not isinstance(x, Tensor):
+        return _binary(POW, x, y)
+    # A Python exponent keeps the base's dtype; negative int powers of ints are an error.
+    if x.dtype.category != "float" and isinstance(y, int) and y < 0:
+        raise OpError(f"pow: integers to negative integer powers are not allowed ({describe(x)} ** {y})")
+    return _binary(POW, x, y)
+
+
+# -- where / clamp ------------------------------------------------------------------
+def _where_infer(c, x, y):
+    from ._helpers import broadcast_shapes
+
+    if c.dtype is not dtypes.bool_:
+        raise OpError(f"where: condition must be a bool tensor, got {describe(c)}")
+    return broadcast_shapes("where", c.shape, x.shape, y.shape), x.dtype
+
+
+def _where_vjp(g, c, x, y, *, out):
+    zero = zeros_like_scalar(g)
+    return None, where(c, g, zero), where(c, zero, g)
+
+
+def zeros_like_scalar(t):
+    return _scalar_tensor(0, t.dtype, t.device)
+
+
+WHERE = defop("where", infer=_where_infer, vjp=_where_vjp, numpy=np.where)
+
+
+def where(condition, x, y):
+    """``x`` where ``condition`` holds, else ``y`` (either may be a Python number)."""
+    if not isinstance(condition, Tensor):
+        raise TypeError("where: condition must be a bool Tensor")
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        x = _scalar_tensor(x, dtypes.result_type([], [], [x, y]), condition.device)
+    x, y = promote("where", x, y)
+    return apply(WHERE, condition, x, y)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002  (torch's names)
+    """Limit ``x`` to [min, max]; the gradient flows where min <= x <= max."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    out = x
+    if min is not None:
+        out = where(out < min, min, out)
+    if max is not None:
+        out = where(out > max, max, out)
+    return out
+
+
+def masked_fill(x, mask, value):
+    """Where ``mask`` is True, replace ``x`` by ``value``."""
+    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool_:
+        raise OpError(f"masked_fill: mask must be a bool tensor, got "
+                      f"{describe(mask) if isinstance(mask, Tensor) else type(mask).__name__}")
+    if isinstance(value, Tensor):
+        value = cast(value, x.dtype)
+    else:
+        value = _scalar_tensor(value, x.dtype, x.device)
+    return apply(WHERE, mask, value, x)

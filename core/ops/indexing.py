@@ -1,0 +1,323 @@
+"""Indexing. Primitives: take (rows of dim 0 by an index tensor of any shape),
+its adjoint index_add, gather and its adjoint scatter_add, and the in-place
+copy/setitem. ``x[key]`` is composed from basic slicing and ``take`` following
+numpy's (and so PyTorch's) rules for ints, slices, None, Ellipsis, integer
+tensors and boolean masks.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes
+from ._helpers import broadcast_shapes, describe, normalize_dim
+from .registry import OpError, apply, apply_inplace, defop
+
+_INDEX_DTYPES = ("int64", "int32")
+
+
+def _check_index(op_name, index):
+    if index.dtype.name not in _INDEX_DTYPES:
+        raise OpError(f"{op_name}: index must be an int64 or int32 tensor, got {describe(index)}")
+
+
+# -- take / index_add ---------------------------------------------------------
+def _take_infer(x, index):
+    _check_index("index", index)
+    if x.ndim == 0:
+        raise OpError(f"index: cannot index a 0-d tensor with a tensor ({describe(x, index)})")
+    return tuple(index.shape) + tuple(x.shape[1:]), x.dtype
+
+
+def _take_kernel(x, index):
+    if index.size and (index.max() >= x.shape[0] or index.min() < -x.shape[0]):
+        bad = index.max() if index.max() >= x.shape[0] else index.min()
+        raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {x.shape[0]}")
+    return x[index]
+
+
+def _index_add_kernel(base, index, src):
+    out = np.array(base, copy=True)
+    np.add.at(out, index, src)
+    return out
+
+
+TAKE = defop("take", infer=_take_infer, numpy=_take_kernel,
+             vjp=lambda g, x, index, *, out: (index_add(_zeros_like(x), index, g), None))
+INDEX_ADD = defop("index_add", infer=lambda base, index, src: (base.shape, base.dtype),
+                  numpy=_index_add_kernel,
+                  vjp=lambda g, base, index, src, *, out: (g, None, take(g, index)))
+
+
+def take(x, index):
+    return apply(TAKE, x, index)
+
+
+def index_add(base, index, src):
+    return apply(INDEX_ADD, base, index, src)
+
+
+def _zeros_like(x):
+    from ..creation import zeros
+
+    return zeros(x.shape, dtype=x.dtype, device=x.device)
+
+
+def index_select(x, dim, index):
+    d = normalize_dim("index_select", dim, x.ndim)
+    if index.ndim > 1:
+        raise OpError(f"index_select: index must be 0-D or 1-D, got {describe(index)}")
+    return take(x.movedim(d, 0), index.reshape(-1)).movedim(0, d)
+
+
+# -- gather / scatter_add -----------------------------------------------------
+def _gather_infer(x, index, *, dim):
+    _check_index("gather", index)
+    if index.ndim != x.ndim:
+        raise OpError(f"gather: index must have as many dims as input ({describe(x, index)})")
+    for d in range(x.ndim):
+        if d != dim and index.shape[d] > x.shape[d]:
+            raise OpError(f"gather: index {tuple(index.shape)} is larger than input "
+                          f"{tuple(x.shape)} at dimension {d}")
+    return index.shape, x.dtype
+
+
+def _full_index(index, dim):
+    grids = list(np.ogrid[tuple(slice(0, n) for n in index.shape)])
+    grids[dim] = index
+    return tuple(grids)
+
+
+def _gather_kernel(x, index, *, dim):
+    return x[_full_index(index, dim)]
+
+
+def _scatter_add_kernel(x, index, src, *, dim):
+    out = np.array(x, copy=True)
+    np.add.at(out, _full_index(index, dim), src[tuple(slice(0, n) for n in index.shape)])
+    return out
+
+
+def _scatter_add_infer(x, index, src, *, dim):
+    _gather_infer(x, index, dim=dim)
+    if src.ndim != index.ndim or any(s < i for s, i in zip(src.shape, index.shape)):
+        raise OpError(f"scatter_add: src {tuple(src.shape)} must be at least as large as index "
+                      f"{tuple(index.shape)} in every dimension")
+    return x.shape, x.dtype
+
+
+def _scatter_add_vjp(g, x, index, src, *, out, dim):
+    from .movement import unslice
+
+    gs = gather(g, dim, index)
+    if tuple(gs.shape) != tuple(src.shape):
+        gs = unslice(gs, src.shape, [(0, n, 1) for n in index.shape])
+    return g, None, gs
+
+
+GATHER = defop("gather", infer=_gather_infer, numpy=_gather_kernel,
+               vjp=lambda g, x, index, *, out, dim: (scatter_add(_zeros_like(x), dim, index, g), None))
+SCATTER_ADD = defop("scatter_add", infer=_scatter_add_infer, numpy=_scatter_add_kernel,
+                    vjp=_scatter_add_vjp)
+
+
+def gather(x, dim, index):
+    """``out[i][j] = x[index[i][j]][j]`` for dim 0, and so on, as in ``torch.gather``."""
+    return apply(GATHER, x, index, dim=normalize_dim("gather", dim, x.ndim))
+
+
+def scatter_add(x, dim, index, src):
+    """Out-of-place ``torch.scatter_add``: ``out[index[i][j]][j] += src[i][j]`` for dim 0."""
+    return apply(SCATTER_ADD, x, index, src, dim=normalize_dim("scatter_add", dim, x.ndim))
+
+
+# -- x[key] -----------------------------------------------------------------------
+def _to_index_tensor(item, device):
+    from ..creation import tensor
+    from ..tensor import Tensor
+
+    if isinstance(item, Tensor):
+        return item if item.device == device else item.to(device)
+    return tensor(np.asarray(item) if not isinstance(item, np.ndarray) else item, device=device)
+
+
+def _normalize_key(x, key):
+    """Expand Ellipsis, turn lists/arrays into tensors and masks into index tensors."""
+    from ..tensor import Tensor
+
+    if not isinstance(key, tuple):
+        key = (key,)
+    items = []
+    for item in key:
+        if isinstance(item, (list, np.ndarray)):
+            item = _to_index_tensor(item, x.device)
+        if isinstance(item, (bool, np.bool_)):
+            raise OpError("index: a Python bool as an index is not supported; use a bool tensor mask")
+        items.append(item)
+    consumed = sum(i.ndim if isinstance(i, Tensor) and i.dtype is dtypes.bool_ else
+                   0 if i is None or i is Ellipsis else 1 for i in items)
+    if sum(i is Ellipsis for i in items) > 1:
+        raise OpError("index: an index can only have a single ellipsis ('...')")
+    if consumed > x.ndim:
+        raise IndexError(f"index: too many indices for tensor of dimension {x.ndim} "
+                         f"(shape {tuple(x.shape)}, got {consumed})")
+    expanded, dim = [], 0
+    for item in items:
+        if item is Ellipsis:
+            expanded += [slice(None)] * (x.ndim - consumed)
+            dim += x.ndim - consumed
+        elif isinstance(item, Tensor) and item.dtype is dtypes.bool_:
+            covered = tuple(x.shape[dim:dim + item.ndim])
+            if tuple(item.shape) != covered:
+                raise IndexError(f"index: the mask of shape {tuple(item.shape)} does not match the "
+                                 f"indexed tensor's shape {covered} at dimension {dim}")
+            positions = np.nonzero(item._host())
+            expanded += [_to_index_tensor(p.astype(np.int64), x.device) for p in positions]
+            dim += item.ndim
+        else:
+            if isinstance(item, Tensor) and not item.dtype.name in _INDEX_DTYPES:
+                raise OpError(f"index: tensors used as indices must be int64, int32 or bool "
+                              f"tensors, got {describe(item)}")
+            expanded.append(item)
+            dim += item is not None
+    if not any(i is Ellipsis for i in items):
+        expanded += [slice(None)] * (x.ndim - consumed)
+    return expanded
+
+
+def getitem(x, key):
+    from ..tensor import Tensor
+    from .elementwise import where
+    from .movement import permute, reshape, slice_dims
+
+    items = _normalize_key(x, key)
+    advanced = any(isinstance(i, Tensor) for i in items)
+    slices, out_shape, adv = [], [], []  # adv: (position in out_shape, index tensor)
+    dim = 0
+    for item in items:
+        if item is None:
+            out_shape.append(1)
+            continue
+        n = x.shape[dim]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(n)
+            if step <= 0:
+                raise ValueError(f"index: step must be greater than zero, got {item.step}")
+            slices.append((start, stop, step))
+            out_shape.append(len(range(start, stop, step)))
+        elif isinstance(item, Tensor) or advanced:
+            if not isinstance(item, Tensor):
+                item = _int_index(item, n, dim)
+                item = _to_index_tensor(np.int64(item), x.device)
+            slices.append((0, n, 1))
+            adv.append((len(out_shape), item, n))
+            out_shape.append(n)
+        else:
+            i = _int_index(item, n, dim)
+            slices.append((i, i + 1, 1))
+        dim += 1
+    y = reshape(slice_dims(x, slices), tuple(out_shape))
+    if not adv:
+        return y
+    positions = [p for p, _, _ in adv]
+    rest = [p for p in range(y.ndim) if p not in positions]
+    y = permute(y, *(positions + rest))
+    y = reshape(y, (math.prod(n for _, _, n in adv),) + tuple(y.shape[len(adv):]))
+    batch = broadcast_shapes("index", *[tuple(t.shape) for _, t, _ in adv])
+    flat, stride = None, 1
+    for _, t, n in reversed(adv):
+        t = where(t < 0, t + n, t) if t.numel() else t
+        term = t * stride if stride != 1 else t
+        flat = term if flat is None else flat + term
+        stride *= n
+    out = take(y, flat.expand(batch) if tuple(flat.shape) != batch else flat)
+    contiguous = positions == list(range(positions[0], positions[0] + len(positions)))
+    if contiguous and positions[0] > 0:
+        nb, p = len(batch), positions[0]
+        order = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, out.ndim))
+        out = permute(out, *order)
+    return out
+
+
+def _int_index(item, n, dim):
+    try:
+        i = int(item.__index__())
+    except (AttributeError, TypeError):
+        raise TypeError(f"index: only integers, slices, None, Ellipsis, and int or bool tensors "
+                        f"are valid indices, got {type(item).__name__}") from None
+    if not -n <= i < n:
+        raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {n}")
+    return i % n if n else i
+
+
+# -- writing ------------------------------------------------------------------------
+def _numpy_key(key):
+    from ..tensor import Tensor
+
+    items = key if isinstance(key, tuple) else (key,)
+    out = tuple(i._host() if isinstance(i, Tensor) else i for i in items)
+    return out if isinstance(key, tuple) else out[0]
+
+
+def _assign_infer(dst, src, **attrs):
+    target = tuple(dst.shape)
+    if "key" in attrs:
+        target = tuple(getitem(dst.detach(), attrs["key"]).shape)
+    try:
+        broadcast_shapes("setitem", src.shape, target)
+        if broadcast_shapes("setitem", src.shape, target) != target:
+            raise OpError("")
+    except OpError:
+        raise OpError(f"setitem: value of shape {tuple(src.shape)} cannot be broadcast to the "
+                      f"indexed shape {target}") from None
+    return dst.shape, dst.dtype
+
+
+def _setitem_kernel(dst, src, *, key):
+    dst[_numpy_key(key)] = src
+
+
+def _copy_kernel(dst, src):
+    np.copyto(dst, src, casting="unsafe")
+
+
+SETITEM = defop("setitem", infer=_assign_infer, inplace=True, numpy=_setitem_kernel)
+COPY_INTO = defop("copy_into", infer=_assign_infer, inplace=True, numpy=_copy_kernel)
+
+
+def _value_tensor(dst, value):
+    from ..creation import scalar_tensor
+    from ..tensor import Tensor
+    from .elementwise import cast
+
+    if isinstance(value, Tensor):
+        if value.device != dst.device:
+            value = value.to(dst.device)
+        return cast(value.detach(), dst.dtype)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        from ..creation import tensor
+
+        return tensor(np.asarray(value), dtype=dst.dtype, device=dst.device)
+    return scalar_tensor(value, dst.dtype, dst.device)
+
+
+def setitem(x, key, value):
+    """``x[key] = value`` in place (only for tensors that do not require grad,
+    or inside ``no_grad``)."""
+    apply_inplace(SETITEM, x, _value_tensor(x, value), key=key)
+
+
+def copy_(x, src):
+    """Overwrite ``x``'s data with ``src`` (broadcast and cast to ``x``)."""
+    return apply_inplace(COPY_INTO, x, _value_tensor(x, src))
+
+
+def nonzero(x, as_tuple=False):
+    """Indices of the non-zero elements (reads the data back to the host)."""
+    from ..creation import tensor
+
+    positions = np.nonzero(x._host())
+    if as_tuple:
+        return tuple(tensor(p.astype(np.int64), device=x.device) for p in positions)
+    return tensor(np.stack(positions, axis=1).astype(np.int64).reshape(-1, x.ndim), device=x.device)

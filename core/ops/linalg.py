@@ -1,0 +1,74 @@
+"""Matrix multiplication: one batched, broadcasting primitive. 1-D operands are
+handled as PyTorch does (a vector is a row on the left, a column on the right,
+and that dim is removed from the result)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._helpers import broadcast_shapes, describe
+from .registry import OpError, apply, defop
+
+
+def _matmul_infer(x, y):
+    if x.ndim < 2 or y.ndim < 2:
+        raise OpError(f"matmul: internal error, operands must be at least 2-D ({describe(x, y)})")
+    if x.shape[-1] != y.shape[-2]:
+        raise OpError(f"matmul: {tuple(x.shape)} @ {tuple(y.shape)}: inner dimensions differ "
+                      f"({x.shape[-1]} != {y.shape[-2]})")
+    if x.dtype is not y.dtype:
+        raise OpError(f"matmul: expected both operands to have the same dtype, got {describe(x, y)}")
+    batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+    return batch + (x.shape[-2], y.shape[-1]), x.dtype
+
+
+def _matmul_vjp(g, x, y, *, out):
+    gx = g @ y.mT if x.requires_grad else None
+    gy = x.mT @ g if y.requires_grad else None
+    return gx, gy
+
+
+MATMUL = defop("matmul", infer=_matmul_infer, vjp=_matmul_vjp, numpy=np.matmul)
+
+
+def matmul(x, y):
+    """Matrix product with batching and broadcasting, like ``torch.matmul``.
+
+    Example:
+        >>> webgrad.ones(2, 3) @ webgrad.ones(3)   # -> shape (2,)
+    """
+    from ..tensor import Tensor
+    from .elementwise import promote
+
+    if not isinstance(x, Tensor) or not isinstance(y, Tensor):
+        raise TypeError("matmul: both operands must be Tensors")
+    if x.ndim == 0 or y.ndim == 0:
+        raise OpError(f"matmul: both arguments need at least 1 dimension, got {describe(x, y)}")
+    if x.dtype is not y.dtype:
+        x, y = promote("matmul", x, y)
+    if x.dtype.name == "bool":
+        raise OpError(f"matmul: not supported for bool tensors ({describe(x, y)})")
+    x2 = x.unsqueeze(0) if x.ndim == 1 else x
+    y2 = y.unsqueeze(-1) if y.ndim == 1 else y
+    if x2.shape[-1] != y2.shape[-2]:
+        raise OpError(f"matmul: {tuple(x.shape)} @ {tuple(y.shape)}: inner dimensions differ "
+                      f"({x2.shape[-1]} != {y2.shape[-2]})")
+    out = apply(MATMUL, x2, y2)
+    if y.ndim == 1:
+        out = out.squeeze(-1)
+    if x.ndim == 1:
+        out = out.squeeze(-2 if y.ndim > 1 else -1)
+    return out
+
+
+def mm(x, y):
+    if x.ndim != 2 or y.ndim != 2:
+        raise OpError(f"mm: expected 2-D tensors, got {describe(x, y)}")
+    return matmul(x, y)
+
+
+def bmm(x, y):
+    if x.ndim != 3 or y.ndim != 3:
+        raise OpError(f"bmm: expected 3-D tensors, got {describe(x, y)}")
+    if x.shape[0] != y.shape[0]:
+        raise OpError(f"bmm: batch sizes differ ({describe(x, y)})")
+    return matmul(x, y)

@@ -1,0 +1,240 @@
+"""Reductions. Primitives: sum, amax, amin, prod, argmax, argmin. Composed from
+them: mean, var, std, max/min with indices, logsumexp, softmax, log_softmax, norm.
+"""
+from __future__ import annotations
+
+import builtins
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes
+from ._helpers import normalize_dim, normalize_dims, require_float
+from .elementwise import cast, exp, log, sqrt, where
+from .registry import OpError, apply, defop
+
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
+
+
+def _reduced_shape(shape, dims, keepdim):
+    if keepdim:
+        return tuple(1 if i in dims else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in dims)
+
+
+def _reduce_infer(name, result_dtype=None):
+    def infer(x, *, dims, keepdim):
+        if name in ("amax", "amin") and any(x.shape[d] == 0 for d in dims):
+            raise OpError(f"{name}: cannot reduce over a zero-size dimension of shape {tuple(x.shape)}")
+        return _reduced_shape(x.shape, dims, keepdim), result_dtype or x.dtype
+    return infer
+
+
+def _expand_back(g, x, dims, keepdim):
+    """Broadcast a reduced gradient back over the reduced dims of ``x``."""
+    if not keepdim:
+        g = g.reshape(_reduced_shape(x.shape, dims, True))
+    return g.expand(x.shape)
+
+
+def _sum_vjp(g, x, *, out, dims, keepdim):
+    return _expand_back(g, x, dims, keepdim)
+
+
+def _extreme_vjp(g, x, *, out, dims, keepdim):
+    # Ties share the gradient evenly (PyTorch's amax/amin rule).
+    mask = x == _expand_back(out, x, dims, keepdim)
+    count = _sum(mask, dims, True)
+    return _expand_back(g, x, dims, keepdim) * mask / count
+
+
+def _prod_vjp(g, x, *, out, dims, keepdim):
+    # d prod / d x_i = product of the others, computed without dividing by zero.
+    is_zero = x == 0
+    zeros = _sum(is_zero, dims, True)
+    nonzero_prod = _prod(where(is_zero, 1, x), dims, True)
+    others = where(is_zero, where(zeros == 1, nonzero_prod, 0), _expand_back(out, x, dims, keepdim) / where(is_zero, 1, x))
+    return _expand_back(g, x, dims, keepdim) * others
+
+
+def _arg_infer(name):
+    def infer(x, *, dim, keepdim):
+        if x.numel() == 0:
+            raise OpError(f"{name}: cannot reduce an empty tensor of shape {tuple(x.shape)}")
+        if dim is None:
+            return ((1,) * x.ndim if keepdim else ()), dtypes.int64
+        return _reduced_shape(x.shape, (dim,), keepdim), dtypes.int64
+    return infer
+
+
+def _arg_kernel(np_fn):
+    def kernel(x, *, dim, keepdim):
+        if dim is None:
+            r = np_fn(x.reshape(-1))
+            return np.asarray(r).reshape((1,) * x.ndim if keepdim else ())
+        return np_fn(x, axis=dim, keepdims=keepdim)
+    return kernel
+
+
+SUM = defop("sum", infer=_reduce_infer("sum"), vjp=_sum_vjp,
+            numpy=lambda x, *, dims, keepdim: np.sum(x, axis=dims, keepdims=keepdim))
+AMAX = defop("amax", infer=_reduce_infer("amax"), vjp=_extreme_vjp,
+             numpy=lambda x, *, dims, keepdim: np.amax(x, axis=dims, keepdims=keepdim))
+AMIN = defop("amin", infer=_reduce_infer("amin"), vjp=_extreme_vjp,
+             numpy=lambda x, *, dims, keepdim: np.amin(x, axis=dims, keepdims=keepdim))
+PROD = defop("prod", infer=_reduce_infer("prod"), vjp=_prod_vjp,
+             numpy=lambda x, *, dims, keepdim: np.prod(x, axis=dims, keepdims=keepdim))
+ARGMAX = defop("argmax", infer=_arg_infer("argmax"), numpy=_arg_kernel(np.argmax))
+ARGMIN = defop("argmin", infer=_arg_infer("argmin"), numpy=_arg_kernel(np.argmin))
+
+
+def _sum(x, dims, keepdim):
+    if x.dtype.category != "float":  # bool and int sums accumulate in int64, like PyTorch
+        x = cast(x, dtypes.int64)
+    return apply(SUM, x, dims=dims, keepdim=keepdim)
+
+
+def _prod(x, dims, keepdim):
+    if x.dtype.category != "float":
+        x = cast(x, dtypes.int64)
+    return apply(PROD, x, dims=dims, keepdim=keepdim)
+
+
+def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+    """Sum over ``dim`` (an int, a tuple of ints, or None for all)."""
+    if dtype is not None:
+        x = cast(x, dtypes.to_dtype(dtype))
+    return _sum(x, normalize_dims("sum", dim, x.ndim), keepdim)
+
+
+def prod(x, dim=None, keepdim=False):
+    return _prod(x, normalize_dims("prod", dim, x.ndim), keepdim)
+
+
+def mean(x, dim=None, keepdim=False):
+    require_float("mean", x)
+    dims = normalize_dims("mean", dim, x.ndim)
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    total = _sum(x, dims, keepdim)
+    return total / count if count else total * float("nan")  # mean of nothing is nan
+
+
+def amax(x, dim=None, keepdim=False):
+    return apply(AMAX, x, dims=normalize_dims("amax", dim, x.ndim), keepdim=keepdim)
+
+
+def amin(x, dim=None, keepdim=False):
+    return apply(AMIN, x, dims=normalize_dims("amin", dim, x.ndim), keepdim=keepdim)
+
+
+def argmax(x, dim=None, keepdim=False):
+    d = None if dim is None else normalize_dim("argmax", dim, x.ndim)
+    return apply(ARGMAX, x, dim=d, keepdim=keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    d = None if dim is None else normalize_dim("argmin", dim, x.ndim)
+    return apply(ARGMIN, x, dim=d, keepdim=keepdim)
+
+
+def _extreme(name, x, dim, keepdim, arg_fn):
+    if dim is None:
+        return apply(AMAX if name == "max" else AMIN, x, dims=tuple(range(x.ndim)), keepdim=False)
+    d = normalize_dim(name, dim, x.ndim)
+    indices = arg_fn(x, d, True)
+    values = x.gather(d, indices)  # gradient flows to the chosen element, as in PyTorch
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return ValuesIndices(values, indices)
+
+
+def max(x, dim=None, keepdim=False):  # noqa: A001
+    """``max(x)`` is the largest element; ``max(x, dim)`` gives ``(values, indices)``.
+    ``max(x, y)`` with a tensor ``y`` is ``maximum``."""
+    from ..tensor import Tensor
+    from .elementwise import maximum
+
+    if isinstance(dim, Tensor):
+        return maximum(x, dim)
+    return _extreme("max", x, dim, keepdim, argmax)
+
+
+def min(x, dim=None, keepdim=False):  # noqa: A001
+    from ..tensor import Tensor
+    from .elementwise import minimum
+
+    if isinstance(dim, Tensor):
+        return minimum(x, dim)
+    return _extreme("min", x, dim, keepdim, argmin)
+
+
+def all(x, dim=None, keepdim=False):  # noqa: A001
+    return amin(cast(x, dtypes.bool_), dim, keepdim) if x.numel() else _full_bool(x, True)
+
+
+def any(x, dim=None, keepdim=False):  # noqa: A001
+    return amax(cast(x, dtypes.bool_), dim, keepdim) if x.numel() else _full_bool(x, False)
+
+
+def _full_bool(x, value):
+    from ..creation import scalar_tensor
+
+    return scalar_tensor(value, dtypes.bool_, x.device)
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance; ``correction=1`` (the default, or ``unbiased=True``) divides by N - 1."""
+    require_float("var", x)
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    dims = normalize_dims("var", dim, x.ndim)
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    centered = x - mean(x, dims, True)
+    return _sum(centered * centered, dims, keepdim) / builtins.max(count - correction, 0)
+
+
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return sqrt(var(x, dim, unbiased, keepdim, correction=correction))
+
+
+def logsumexp(x, dim, keepdim=False):
+    """log(sum(exp(x))) computed without overflow."""
+    require_float("logsumexp", x)
+    dims = normalize_dims("logsumexp", dim, x.ndim)
+    peak = amax(x, dims, True).detach()
+    peak = where(peak.abs() == float("inf"), 0.0, peak)
+    out = log(_sum(exp(x - peak), dims, True)) + peak
+    return out if keepdim else out.squeeze(dims)
+
+
+def softmax(x, dim, dtype=None):
+    if dtype is not None:
+        x = cast(x, dtypes.to_dtype(dtype))
+    require_float("softmax", x)
+    d = normalize_dim("softmax", dim, x.ndim)
+    e = exp(x - amax(x, d, True).detach())
+    return e / _sum(e, (d,), True)
+
+
+def log_softmax(x, dim, dtype=None):
+    if dtype is not None:
+        x = cast(x, dtypes.to_dtype(dtype))
+    require_float("log_softmax", x)
+    d = normalize_dim("log_softmax", dim, x.ndim)
+    shifted = x - amax(x, d, True).detach()
+    return shifted - log(_sum(exp(shifted), (d,), True))
+
+
+def norm(x, p=2, dim=None, keepdim=False):
+    require_float("norm", x)
+    if p == 2 or p == "fro":
+        return sqrt(_sum(x * x, normalize_dims("norm", dim, x.ndim), keepdim))
+    if p == 1:
+        return sum(x.abs(), dim, keepdim)
+    if p == float("inf"):
+        return amax(x.abs(), dim, keepdim)
+    return sum(x.abs() ** p, dim, keepdim) ** (1.0 / p)

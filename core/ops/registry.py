@@ -1,0 +1,94 @@
+"""The op registry: every primitive op is declared once with ``defop``.
+
+A declaration carries the shape/dtype rule (``infer``, which raises the
+user-facing error), one implementation per backend, and the vector-Jacobian
+product written in Tensor ops (so it runs on any backend and can itself be
+differentiated). ``apply`` is the single path from a Tensor call to a backend
+kernel and, when gradients are wanted, to a node in the autograd graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .. import autograd
+
+OPS: dict[str, "Op"] = {}
+
+
+@dataclass(eq=False)
+class Op:
+    name: str
+    infer: Callable
+    vjp: Callable | None = None
+    impls: dict[str, Any] = field(default_factory=dict)
+    inplace: bool = False  # writes into its inputs; never recorded for autograd
+    mutates: int = 1  # for in-place ops: how many leading inputs it writes
+
+    def __repr__(self) -> str:
+        return f"Op({self.name})"
+
+
+def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
+          inplace: bool = False, mutates: int = 1, **impls) -> Op:
+    """Declare a primitive. ``impls`` maps a backend name to its kernel, e.g.
+    ``numpy=np.add``. Backends added later attach theirs with ``bind``."""
+    if name in OPS:
+        raise ValueError(f"op {name!r} declared twice")
+    op = Op(name, infer, vjp, dict(impls), inplace, mutates)
+    OPS[name] = op
+    return op
+
+
+def bind(backend: str, **kernels) -> None:
+    """Attach kernels for one backend to already-declared ops, by op name."""
+    for name, kernel in kernels.items():
+        OPS[name].impls[backend] = kernel
+
+
+class OpError(ValueError):
+    """Bad input to an op: names the op, the shapes and dtypes involved."""
+
+
+def common_device(op_name: str, tensors) -> str:
+    device = tensors[0].device
+    for t in tensors[1:]:
+        if t.device != device:
+            desc = ", ".join(f"{tuple(x.shape)} on {x.device}" for x in tensors)
+            raise RuntimeError(f"{op_name}: expected all tensors on the same device, got {desc}; "
+                               f"move them with .to({device!r})")
+    return device
+
+
+def apply(op: Op, *inputs, **attrs):
+    """Run ``op`` on Tensors ``inputs`` and record it for autograd when needed."""
+    from ..tensor import Tensor
+    from ..backends import get_backend
+
+    device = common_device(op.name, inputs) if len(inputs) > 1 else inputs[0].device
+    shape, dtype = op.infer(*inputs, **attrs)
+    data = get_backend(device).run(op, inputs, attrs, shape, dtype)
+    out = Tensor._make(data, shape, dtype, device)
+    if op.vjp is not None and autograd.is_grad_enabled():
+        for t in inputs:
+            if t.requires_grad:
+                autograd.record(op, inputs, attrs, out)
+                break
+    return out
+
+
+def apply_inplace(op: Op, *tensors, **attrs):
+    """Run an in-place op that overwrites the data of its first ``op.mutates``
+    tensors (an optimizer step, ``fill_``, ``__setitem__``) and bump their
+    version counters so autograd notices stale saved values."""
+    from ..backends import get_backend
+
+    device = common_device(op.name, tensors) if len(tensors) > 1 else tensors[0].device
+    written = tensors[:op.mutates]
+    for t in written:
+        autograd.check_inplace_allowed(op.name, t)
+    op.infer(*tensors, **attrs)
+    get_backend(device).run_inplace(op, tensors, attrs)
+    for t in written:
+        t._bump_version()
+    return tensors[0]

@@ -1,0 +1,424 @@
+"""The Tensor: data on a device, a dtype, and an optional autograd node.
+
+Methods are one-line forwards to the functions in ``webgrad.ops`` so that the
+function form (``webgrad.exp(x)``) and the method form (``x.exp()``) are the same
+code. Nothing here knows which backend holds the data.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import autograd, dtypes
+from .backends import get_backend, normalize_device
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints, printed as ``webgrad.Size([2, 3])``."""
+
+    def __repr__(self) -> str:
+        return f"webgrad.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class Tensor:
+    """An n-dimensional array with autograd, on the ``cpu`` or ``webgpu`` device.
+
+    Create tensors with ``webgrad.tensor``, ``zeros``, ``randn`` and friends.
+    """
+
+    __slots__ = ("_data", "shape", "dtype", "device", "_requires_grad", "grad", "_node",
+                 "_version_counter", "_retains_grad", "__weakref__", "__dict__")
+    __array_priority__ = 1000  # numpy defers to our operators: ndarray + Tensor -> Tensor
+
+    @classmethod
+    def _make(cls, data, shape, dtype, device, requires_grad=False):
+        t = object.__new__(cls)
+        t._data = data
+        t.shape = shape if type(shape) is Size else Size(shape)
+        t.dtype = dtype
+        t.device = device
+        t._requires_grad = requires_grad
+        t.grad = None
+        t._node = None
+        t._version_counter = [0]
+        t._retains_grad = False
+        return t
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("create tensors with webgrad.tensor(data), webgrad.zeros(shape) and friends")
+
+    # -- autograd -------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if value and not self.dtype.is_floating_point:
+            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
+                               f"got {self.dtype.name}")
+        if not value and self._node is not None:
+            raise RuntimeError("requires_grad can only be turned off on leaf tensors; "
+                               "use .detach() for a non-leaf")
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    def retain_grad(self) -> None:
+        self._retains_grad = True
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
+        autograd.backward(self, gradient, retain_graph, create_graph)
+
+    def detach(self) -> "Tensor":
+        t = Tensor._make(self._data, self.shape, self.dtype, self.device)
+        t._version_counter = self._version_counter  # same memory, same version
+        return t
+
+    def detach_(self) -> "Tensor":
+        self._node = None
+        self._requires_grad = False
+        return self
+
+    @property
+    def _version(self) -> int:
+        return self._version_counter[0]
+
+    def _bump_version(self) -> None:
+        self._version_counter[0] += 1
+
+    # -- basic properties -----------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        return self.shape[ops.normalize_dim("size", dim, self.ndim)]
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # -- leaving the device ---------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The data as a numpy array (shares memory on cpu, copies from a GPU)."""
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on a tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return get_backend(self.device).to_numpy(self._data).reshape(self.shape)
+
+    async def numpy_async(self) -> np.ndarray:
+        """Like ``numpy()`` but awaitable; works where blocking reads cannot (browsers)."""
+        backend = get_backend(self.device)
+        if hasattr(backend, "to_numpy_async"):
+            return (await backend.to_numpy_async(self._data)).reshape(self.shape)
+        return self.detach().numpy()
+
+    def _host(self) -> np.ndarray:
+        return get_backend(self.device).to_numpy(self._data).reshape(self.shape)
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"item(): a tensor with {self.numel()} elements (shape "
+                               f"{tuple(self.shape)}) cannot be converted to a Python number")
+        return self._host().reshape(()).item()
+
+    def tolist(self):
+        return self._host().tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.category == "float":
+            raise TypeError("only integer tensors can be used as an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of a tensor with {self.numel()} elements is "
+                               f"ambiguous; use .any() or .all()")
+        return bool(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.detach().numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def __repr__(self) -> str:
+        from .printing import tensor_repr
+
+        return tensor_repr(self)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    # -- dtype and device -----------------------------------------------------
+    def to(self, *args, dtype=None, device=None, copy=False) -> "Tensor":
+        """``t.to("webgpu")``, ``t.to(webgrad.float64)``, ``t.to(other_tensor)``."""
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, dtypes.DType) or a in (float, int, bool):
+                dtype = a
+            else:
+                device = a
+        out = self
+        if device is not None:
+            device = normalize_device(device)
+            if device != self.device:
+                out = ops.to_device(out, device)
+        if dtype is not None:
+            out = out.type(dtypes.to_dtype(dtype))
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def type(self, dtype) -> "Tensor":
+        dtype = dtypes.to_dtype(dtype)
+        return self if dtype is self.dtype else ops.cast(self, dtype)
+
+    def float(self) -> "Tensor":
+        return self.type(dtypes.float32)
+
+    def double(self) -> "Tensor":
+        return self.type(dtypes.float64)
+
+    def long(self) -> "Tensor":
+        return self.type(dtypes.int64)
+
+    def int(self) -> "Tensor":
+        return self.type(dtypes.int32)
+
+    def bool(self) -> "Tensor":
+        return self.type(dtypes.bool_)
+
+    def cpu(self) -> "Tensor":
+        return self.to("cpu")
+
+    def clone(self) -> "Tensor":
+        return ops.clone(self)
+
+    def contiguous(self) -> "Tensor":
+        return ops.contiguous(self)
+
+    # -- in place ---------------------------------------------------------------
+    def copy_(self, src) -> "Tensor":
+        return ops.copy_(self, src)
+
+    def fill_(self, value) -> "Tensor":
+        return ops.copy_(self, value)
+
+    def zero_(self) -> "Tensor":
+        return ops.copy_(self, 0)
+
+    def add_(self, other, alpha=1) -> "Tensor":
+        return ops.copy_(self, ops.add(self, other, alpha=alpha))
+
+    def sub_(self, other, alpha=1) -> "Tensor":
+        return ops.copy_(self, ops.sub(self, other, alpha=alpha))
+
+    def mul_(self, other) -> "Tensor":
+        return ops.copy_(self, ops.mul(self, other))
+
+    def div_(self, other) -> "Tensor":
+        return ops.copy_(self, ops.div(self, other))
+
+    def clamp_(self, min=None, max=None) -> "Tensor":
+        return ops.copy_(self, ops.clamp(self, min, max))
+
+    def uniform_(self, a=0.0, b=1.0) -> "Tensor":
+        return ops.copy_(self, ops.rand_like(self) * (b - a) + a)
+
+    def normal_(self, mean=0.0, std=1.0) -> "Tensor":
+        return ops.copy_(self, ops.randn_like(self) * std + mean)
+
+    def masked_fill_(self, mask, value) -> "Tensor":
+        return ops.copy_(self, ops.masked_fill(self, mask, value))
+
+    def __setitem__(self, key, value) -> None:
+        ops.setitem(self, key, value)
+
+    def __getitem__(self, key) -> "Tensor":
+        return ops.getitem(self, key)
+
+    # -- arithmetic operators ---------------------------------------------------
+    def __add__(self, other): return ops.add(self, other)
+    def __radd__(self, other): return ops.add(other, self)
+    def __sub__(self, other): return ops.sub(self, other)
+    def __rsub__(self, other): return ops.sub(other, self)
+    def __mul__(self, other): return ops.mul(self, other)
+    def __rmul__(self, other): return ops.mul(other, self)
+    def __truediv__(self, other): return ops.div(self, other)
+    def __rtruediv__(self, other): return ops.div(other, self)
+    def __floordiv__(self, other): return ops.floor_divide(self, other)
+    def __rfloordiv__(self, other): return ops.floor_divide(other, self)
+    def __mod__(self, other): return ops.remainder(self, other)
+    def __rmod__(self, other): return ops.remainder(other, self)
+    def __pow__(self, other): return ops.pow(self, other)
+    def __rpow__(self, other): return ops.pow(other, self)
+    def __matmul__(self, other): return ops.matmul(self, other)
+    def __rmatmul__(self, other): return ops.matmul(other, self)
+    def __neg__(self): return ops.neg(self)
+    def __pos__(self): return self
+    def __abs__(self): return ops.abs(self)
+    def __invert__(self): return ops.logical_not(self)
+    def __and__(self, other): return ops.logical_and(self, other)
+    def __or__(self, other): return ops.logical_or(self, other)
+    def __xor__(self, other): return ops.logical_xor(self, other)
+    def __eq__(self, other): return ops.eq(self, other)  # type: ignore[override]
+    def __ne__(self, other): return ops.ne(self, other)  # type: ignore[override]
+    def __lt__(self, other): return ops.lt(self, other)
+    def __le__(self, other): return ops.le(self, other)
+    def __gt__(self, other): return ops.gt(self, other)
+    def __ge__(self, other): return ops.ge(self, other)
+
+    def __iadd__(self, other): return self.add_(other)
+    def __isub__(self, other): return self.sub_(other)
+    def __imul__(self, other): return self.mul_(other)
+    def __itruediv__(self, other): return self.div_(other)
+
+    # -- elementwise ----------------------------------------------------------------
+    def add(self, other, alpha=1): return ops.add(self, other, alpha=alpha)
+    def sub(self, other, alpha=1): return ops.sub(self, other, alpha=alpha)
+    def mul(self, other): return ops.mul(self, other)
+    def div(self, other): return ops.div(self, other)
+    def pow(self, exponent): return ops.pow(self, exponent)
+    def neg(self): return ops.neg(self)
+    def abs(self): return ops.abs(self)
+    def exp(self): return ops.exp(self)
+    def log(self): return ops.log(self)
+    def log1p(self): return ops.log1p(self)
+    def sqrt(self): return ops.sqrt(self)
+    def rsqrt(self): return ops.rsqrt(self)
+    def sin(self): return ops.sin(self)
+    def cos(self): return ops.cos(self)
+    def tanh(self): return ops.tanh(self)
+    def sigmoid(self): return ops.sigmoid(self)
+    def relu(self): return ops.relu(self)
+    def erf(self): return ops.erf(self)
+    def reciprocal(self): return ops.reciprocal(self)
+    def square(self): return ops.mul(self, self)
+    def floor(self): return ops.floor(self)
+    def ceil(self): return ops.ceil(self)
+    def round(self): return ops.round(self)
+    def sign(self): return ops.sign(self)
+    def clamp(self, min=None, max=None): return ops.clamp(self, min, max)
+    clip = clamp
+    def maximum(self, other): return ops.maximum(self, other)
+    def minimum(self, other): return ops.minimum(self, other)
+    def eq(self, other): return ops.eq(self, other)
+    def ne(self, other): return ops.ne(self, other)
+    def lt(self, other): return ops.lt(self, other)
+    def le(self, other): return ops.le(self, other)
+    def gt(self, other): return ops.gt(self, other)
+    def ge(self, other): return ops.ge(self, other)
+    def logical_not(self): return ops.logical_not(self)
+    def logical_and(self, other): return ops.logical_and(self, other)
+    def logical_or(self, other): return ops.logical_or(self, other)
+    def logical_xor(self, other): return ops.logical_xor(self, other)
+    def masked_fill(self, mask, value): return ops.masked_fill(self, mask, value)
+    def where(self, condition, other): return ops.where(condition, self, other)
+
+    # -- reductions -----------------------------------------------------------------
+    def sum(self, dim=None, keepdim=False, dtype=None): return ops.sum(self, dim, keepdim, dtype=dtype)
+    def mean(self, dim=None, keepdim=False): return ops.mean(self, dim, keepdim)
+    def prod(self, dim=None, keepdim=False): return ops.prod(self, dim, keepdim)
+    def max(self, dim=None, keepdim=False): return ops.max(self, dim, keepdim)
+    def min(self, dim=None, keepdim=False): return ops.min(self, dim, keepdim)
+    def amax(self, dim=None, keepdim=False): return ops.amax(self, dim, keepdim)
+    def amin(self, dim=None, keepdim=False): return ops.amin(self, dim, keepdim)
+    def argmax(self, dim=None, keepdim=False): return ops.argmax(self, dim, keepdim)
+    def argmin(self, dim=None, keepdim=False): return ops.argmin(self, dim, keepdim)
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return ops.var(self, dim, unbiased, keepdim, correction=correction)
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return ops.std(self, dim, unbiased, keepdim, correction=correction)
+    def logsumexp(self, dim, keepdim=False): return ops.logsumexp(self, dim, keepdim)
+    def softmax(self, dim): return ops.softmax(self, dim)
+    def log_softmax(self, dim): return ops.log_softmax(self, dim)
+    def all(self, dim=None, keepdim=False): return ops.all(self, dim, keepdim)
+    def any(self, dim=None, keepdim=False): return ops.any(self, dim, keepdim)
+    def norm(self, p=2, dim=None, keepdim=False): return ops.norm(self, p, dim, keepdim)
+
+    # -- linear algebra -------------------------------------------------------------
+    def matmul(self, other): return ops.matmul(self, other)
+    def mm(self, other): return ops.matmul(self, other)
+    def bmm(self, other): return ops.matmul(self, other)
+
+    # -- shape ------------------------------------------------------------------------
+    def reshape(self, *shape): return ops.reshape(self, *shape)
+    def view(self, *shape): return ops.reshape(self, *shape)
+    def view_as(self, other): return ops.reshape(self, other.shape)
+    def reshape_as(self, other): return ops.reshape(self, other.shape)
+    def transpose(self, dim0, dim1): return ops.transpose(self, dim0, dim1)
+    def permute(self, *dims): return ops.permute(self, *dims)
+    def squeeze(self, dim=None): return ops.squeeze(self, dim)
+    def unsqueeze(self, dim): return ops.unsqueeze(self, dim)
+    def expand(self, *shape): return ops.expand(self, *shape)
+    def expand_as(self, other): return ops.expand(self, other.shape)
+    def broadcast_to(self, shape): return ops.expand(self, shape)
+    def flatten(self, start_dim=0, end_dim=-1): return ops.flatten(self, start_dim, end_dim)
+    def unflatten(self, dim, sizes): return ops.unflatten(self, dim, sizes)
+    def split(self, split_size_or_sections, dim=0): return ops.split(self, split_size_or_sections, dim)
+    def chunk(self, chunks, dim=0): return ops.chunk(self, chunks, dim)
+    def flip(self, dims): return ops.flip(self, dims)
+    def repeat(self, *sizes): return ops.repeat(self, *sizes)
+    def movedim(self, source, destination): return ops.movedim(self, source, destination)
+    def gather(self, dim, index): return ops.gather(self, dim, index)
+    def scatter_add(self, dim, index, src): return ops.scatter_add(self, dim, index, src)
+    def index_select(self, dim, index): return ops.index_select(self, dim, index)
+    def nonzero(self): return ops.nonzero(self)
+
+    @property
+    def T(self) -> "Tensor":
+        return ops.permute(self, *reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> "Tensor":
+        return ops.transpose(self, -2, -1)
+
+
+from . import ops  # noqa: E402  (ops imports Tensor; methods look ops up at call time)
