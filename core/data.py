@@ -93,8 +93,6 @@ class Subset(Dataset):
         self.indices = [int(i) for i in indices]
 
     def __getitem__(self, index):
-        if isinstance(index, (list, tuple)):
-            return [self.dataset[self.indices[i]] for i in index]
         return self.dataset[self.indices[index]]
 
     def __len__(self) -> int:

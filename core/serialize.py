@@ -53,11 +53,14 @@ def save(obj, path, metadata: dict[str, str] | None = None) -> None:
         >>> import webgrad
         >>> webgrad.save({"weight": webgrad.tensor([[1.0, 2.0]])}, "model.safetensors")
         >>> webgrad.load("model.safetensors")["weight"].shape
-        (1, 2)
+        webgrad.Size([1, 2])
     """
     header, arrays = _encode(obj, metadata)
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    # Through a symlink, replace the file it points to, not the link itself.
+    path = os.path.realpath(os.fspath(path))
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"save: directory {directory!r} does not exist; create it first")
     fd, temp_path = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
                                      suffix=".tmp")
     try:
@@ -84,7 +87,7 @@ def save_bytes(obj, metadata: dict[str, str] | None = None) -> bytes:
     Example:
         >>> blob = webgrad.serialize.save_bytes({"bias": webgrad.zeros(3)})
         >>> webgrad.serialize.load_bytes(blob)["bias"].shape
-        (3,)
+        webgrad.Size([3])
     """
     header, arrays = _encode(obj, metadata)
     return b"".join([header] + [array.tobytes() for array in arrays])

@@ -55,11 +55,10 @@ def plain(value):
     return value
 
 
-def write_raw(path, header, data: bytes = b"") -> str:
-    """Write a safetensors-like file from a header (dict or raw bytes) and data."""
+def raw(header, data: bytes = b"") -> bytes:
+    """The bytes of a safetensors-like file from a header (dict or raw bytes) and data."""
     header_bytes = header if isinstance(header, bytes) else json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(header_bytes)) + header_bytes + data)
-    return str(path)
+    return struct.pack("<Q", len(header_bytes)) + header_bytes + data
 
 
 def expect_error(path, *fragments):
@@ -150,6 +149,45 @@ def test_tensor_that_requires_grad_is_saved(tmp_path):
     path = tmp_path / "grad.safetensors"
     webgrad.save({"weight": weight}, path)
     assert_tensor_equal(webgrad.load(path)["weight"], np.array([[1.0, 2.0]], np.float32))
+
+
+def test_non_contiguous_tensor_round_trip(tmp_path):
+    transposed = webgrad.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3)).transpose(0, 1)
+    path = tmp_path / "t.safetensors"
+    webgrad.save({"t": transposed}, path)
+    assert_tensor_equal(webgrad.load(path)["t"], np.arange(6, dtype=np.float32).reshape(2, 3).T)
+
+
+def test_tensor_on_another_device_is_moved_to_cpu(tmp_path, monkeypatch):
+    tensor = webgrad.tensor([1.0, 2.0])
+    expected = to_numpy(tensor).copy()
+    tensor.device = "webgpu"  # pretend; only .to("cpu") may touch it now
+    moves = []
+
+    def fake_to(self, *args, **kwargs):
+        moves.append((args, kwargs))
+        return webgrad.from_numpy(expected.copy())
+
+    monkeypatch.setattr(webgrad.Tensor, "to", fake_to)
+    webgrad.save({"w": tensor}, tmp_path / "gpu.safetensors")
+    monkeypatch.undo()
+    assert moves == [(("cpu",), {})]
+    assert_tensor_equal(webgrad.load(tmp_path / "gpu.safetensors")["w"], expected)
+
+
+def test_save_through_symlink_replaces_the_target(tmp_path):
+    real = tmp_path / "real.safetensors"
+    link = tmp_path / "link.safetensors"
+    webgrad.save({"old": webgrad.tensor([1.0])}, real)
+    link.symlink_to(real)
+    webgrad.save({"new": webgrad.tensor([2.0])}, link)
+    assert link.is_symlink()
+    assert list(webgrad.load(real)) == ["new"]
+
+
+def test_save_into_missing_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        webgrad.save({"w": webgrad.tensor([1.0])}, tmp_path / "missing" / "x.safetensors")
 
 
 def test_metadata_argument_is_written(tmp_path):
@@ -256,171 +294,96 @@ def test_safetensors_torch_file_loads_here(tmp_path):
 
 # ----------------------------------------------------------------------------- malformed files
 
-def test_file_shorter_than_8_bytes(tmp_path):
-    path = tmp_path / "short.safetensors"
-    path.write_bytes(b"\x01\x02\x03")
-    expect_error(path, "shorter than the 8-byte header length")
-
-
-def test_header_length_bigger_than_file(tmp_path):
-    path = tmp_path / "bad.safetensors"
-    path.write_bytes(struct.pack("<Q", 1000) + b"{}")
-    expect_error(path, "header length 1000", "bigger than the file")
-
-
-def test_header_length_over_limit(tmp_path):
-    path = tmp_path / "bad.safetensors"
-    path.write_bytes(struct.pack("<Q", 200 * 1024 * 1024) + b"{}")
-    expect_error(path, "header length", "limit")
-
-
-def test_header_not_utf8(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", b'{"\xff\xfe": 1}')
-    expect_error(path, "header", "UTF-8")
-
-
-def test_header_not_json(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", b'{"w": {"dtype": ')
-    expect_error(path, "header", "not valid JSON")
-
-
-def test_header_not_an_object(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", b"[1, 2, 3]")
-    expect_error(path, "header must be a JSON object", "list")
-
-
-def test_header_with_duplicate_keys(tmp_path):
-    entry = json.dumps(f32_entry(0, 4))
-    header = f'{{"w": {entry}, "w": {entry}}}'.encode()
-    path = write_raw(tmp_path / "bad.safetensors", header, b"\0" * 4)
-    expect_error(path, "duplicate key 'w'")
-
-
-@pytest.mark.parametrize("field", ["dtype", "shape", "data_offsets"])
-def test_entry_missing_field(tmp_path, field):
+def with_entry(**fields):
+    """A file with one F32 tensor 'w' of 4 bytes whose entry has ``fields`` changed
+    (a value of None deletes the field)."""
     entry = f32_entry(0, 4)
-    del entry[field]
-    path = write_raw(tmp_path / "bad.safetensors", {"w": entry}, b"\0" * 4)
-    expect_error(path, "tensor 'w'", f"missing field '{field}'")
+    for field, value in fields.items():
+        if value is None:
+            del entry[field]
+        else:
+            entry[field] = value
+    return raw({"w": entry}, b"\0" * 4)
 
 
-@pytest.mark.parametrize("field, value", [
-    ("dtype", 5),
-    ("shape", "1"),
-    ("shape", [1.0]),
-    ("shape", [True]),
-    ("data_offsets", [0]),
-    ("data_offsets", [0, 4, 8]),
-    ("data_offsets", "0,4"),
-    ("data_offsets", [0, 4.0]),
-])
-def test_entry_field_with_wrong_type(tmp_path, field, value):
-    entry = f32_entry(0, 4)
-    entry[field] = value
-    path = write_raw(tmp_path / "bad.safetensors", {"w": entry}, b"\0" * 4)
-    expect_error(path, "tensor 'w'", f"field '{field}'")
+def with_tree(tree: str) -> bytes:
+    return raw({"__metadata__": {"webgrad": tree}, "w": f32_entry(0, 4)}, b"\0" * 4)
 
 
-def test_entry_not_an_object(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", {"w": [0, 4]}, b"\0" * 4)
-    expect_error(path, "tensor 'w'", "must be an object")
+def tree_json(node) -> str:
+    return json.dumps({"version": 1, "tree": node})
 
 
-def test_negative_dimension(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", {"w": f32_entry(0, 4, shape=[-1, -1])},
-                     b"\0" * 4)
-    expect_error(path, "tensor 'w'", "field 'shape'", "negative")
+_W = json.dumps(f32_entry(0, 4))
+
+# (test id, file bytes (a function, so building runs inside the test), message fragments)
+MALFORMED = [
+    ("shorter-than-8-bytes", lambda: b"\x01\x02\x03", ["shorter than the 8-byte header length"]),
+    ("header-length-bigger-than-file", lambda: struct.pack("<Q", 1000) + b"{}",
+     ["header length 1000", "bigger than the file"]),
+    ("header-length-over-limit", lambda: struct.pack("<Q", 200 * 1024 * 1024) + b"{}",
+     ["header length", "limit"]),
+    ("header-not-utf8", lambda: raw(b'{"\xff\xfe": 1}'), ["header", "UTF-8"]),
+    ("header-not-json", lambda: raw(b'{"w": {"dtype": '), ["header", "not valid JSON"]),
+    ("header-nested-too-deeply", lambda: raw(b"[" * 100_000 + b"]" * 100_000),
+     ["header", "not valid JSON"]),
+    ("header-not-an-object", lambda: raw(b"[1, 2, 3]"), ["header must be a JSON object", "list"]),
+    ("duplicate-keys", lambda: raw(f'{{"w": {_W}, "w": {_W}}}'.encode(), b"\0" * 4),
+     ["duplicate key 'w'"]),
+    ("entry-not-an-object", lambda: raw({"w": [0, 4]}, b"\0" * 4), ["tensor 'w'", "must be an object"]),
+    *[(f"missing-{field}", lambda field=field: with_entry(**{field: None}),
+       ["tensor 'w'", f"missing field '{field}'"]) for field in ("dtype", "shape", "data_offsets")],
+    *[(f"wrong-type-{field}-{value!r}", lambda field=field, value=value: with_entry(**{field: value}),
+       ["tensor 'w'", f"field '{field}'"])
+      for field, value in [("dtype", 5), ("shape", "1"), ("shape", [1.0]), ("shape", [True]),
+                           ("data_offsets", [0]), ("data_offsets", [0, 4, 8]),
+                           ("data_offsets", "0,4"), ("data_offsets", [0, 4.0])]],
+    ("negative-dimension", lambda: with_entry(shape=[-1, -1]),
+     ["tensor 'w'", "field 'shape'", "negative"]),
+    *[(f"unknown-dtype-{dtype!r}", lambda dtype=dtype: with_entry(dtype=dtype, shape=[2]),
+       ["tensor 'w'", f"unsupported dtype {dtype!r}", "F32"])
+      for dtype in ["F16", "BF16", "U8", "float32", ""]],
+    ("offsets-out-of-range", lambda: raw({"a": f32_entry(0, 4), "w": f32_entry(4, 12)}, b"\0" * 8),
+     ["tensor 'w'", "field 'data_offsets'", "past the end"]),
+    ("negative-offsets", lambda: with_entry(data_offsets=[-4, 0], shape=[1]),
+     ["tensor 'w'", "field 'data_offsets'", "negative"]),
+    ("begin-after-end", lambda: raw({"w": f32_entry(8, 4, shape=[1])}, b"\0" * 8),
+     ["tensor 'w'", "field 'data_offsets'", "begin > end"]),
+    ("overlapping-tensors", lambda: raw({"a": f32_entry(0, 8), "b": f32_entry(4, 12)}, b"\0" * 12),
+     ["tensor 'b'", "overlaps tensor 'a'"]),
+    ("gap-between-tensors", lambda: raw({"a": f32_entry(0, 4), "b": f32_entry(8, 12)}, b"\0" * 12),
+     ["tensor 'b'", "gap of 4 unused bytes", "tensor 'a'"]),
+    ("gap-before-first-tensor", lambda: raw({"a": f32_entry(4, 8)}, b"\0" * 8),
+     ["tensor 'a'", "gap of 4 unused bytes", "start of the data"]),
+    ("byte-size-not-numel-times-itemsize", lambda: with_entry(data_offsets=[0, 4], shape=[3]),
+     ["tensor 'w'", "spans 4 bytes", "needs 12"]),
+    ("truncated-data", lambda: serialize.save_bytes(sample_state())[:-2], ["past the end", "truncated"]),
+    ("trailing-bytes", lambda: serialize.save_bytes(sample_state()) + b"\0\0\0",
+     ["3 trailing bytes", "tensor 'mask'"]),
+    ("trailing-bytes-without-tensors", lambda: raw({}, b"\0"), ["1 trailing bytes"]),
+    *[(f"bad-metadata-{metadata!r}", lambda metadata=metadata: raw(
+        {"__metadata__": metadata, "w": f32_entry(0, 4)}, b"\0" * 4), ["'__metadata__'", fragment])
+      for metadata, fragment in [({"format": 1}, "'format'"), ({"format": None}, "'format'"),
+                                 (["pt"], "list"), ("pt", "str")]],
+    ("tree-not-json", lambda: with_tree("not json"), ["'webgrad'", "not valid JSON"]),
+    ("tree-newer-version", lambda: with_tree(json.dumps({"version": 99, "tree": {}})),
+     ["'webgrad'", "newer webgrad"]),
+    ("tree-names-missing-tensor", lambda: with_tree(tree_json({"dict": [["w", {"tensor": "nope"}]]})),
+     ["'webgrad'", "'nope'"]),
+    ("tree-misses-a-tensor", lambda: with_tree(tree_json({"dict": []})),
+     ["'webgrad'", "does not place tensor 'w'"]),
+    ("tree-uses-tensor-twice", lambda: with_tree(tree_json(
+        {"dict": [["w", {"tensor": "w"}], ["v", {"tensor": "w"}]]})), ["'webgrad'", "twice"]),
+    ("tree-unknown-node", lambda: with_tree(tree_json({"pickle": 1})), ["'webgrad'", "unknown node kind"]),
+]
 
 
-@pytest.mark.parametrize("dtype", ["F16", "BF16", "U8", "float32", ""])
-def test_unknown_dtype(tmp_path, dtype):
-    entry = {"dtype": dtype, "shape": [2], "data_offsets": [0, 4]}
-    path = write_raw(tmp_path / "bad.safetensors", {"w": entry}, b"\0" * 4)
-    expect_error(path, "tensor 'w'", f"unsupported dtype {dtype!r}", "F32")
-
-
-def test_offsets_out_of_range(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors",
-                     {"a": f32_entry(0, 4), "w": f32_entry(4, 12)}, b"\0" * 8)
-    expect_error(path, "tensor 'w'", "field 'data_offsets'", "past the end")
-
-
-def test_negative_offsets(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", {"w": f32_entry(-4, 0, shape=[1])}, b"\0" * 4)
-    expect_error(path, "tensor 'w'", "field 'data_offsets'", "negative")
-
-
-def test_offsets_begin_after_end(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", {"w": f32_entry(8, 4, shape=[1])}, b"\0" * 8)
-    expect_error(path, "tensor 'w'", "field 'data_offsets'", "begin > end")
-
-
-def test_overlapping_tensors(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors",
-                     {"a": f32_entry(0, 8), "b": f32_entry(4, 12)}, b"\0" * 12)
-    expect_error(path, "tensor 'b'", "overlaps tensor 'a'")
-
-
-def test_gap_between_tensors(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors",
-                     {"a": f32_entry(0, 4), "b": f32_entry(8, 12)}, b"\0" * 12)
-    expect_error(path, "tensor 'b'", "gap of 4 unused bytes", "tensor 'a'")
-
-
-def test_gap_before_first_tensor(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", {"a": f32_entry(4, 8)}, b"\0" * 8)
-    expect_error(path, "tensor 'a'", "gap of 4 unused bytes", "start of the data")
-
-
-def test_byte_size_does_not_match_shape(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", {"w": f32_entry(0, 8, shape=[3])}, b"\0" * 8)
-    expect_error(path, "tensor 'w'", "spans 8 bytes", "needs 12")
-
-
-def test_truncated_data(tmp_path):
-    path = tmp_path / "model.safetensors"
-    webgrad.save(sample_state(), path)
-    path.write_bytes(path.read_bytes()[:-2])
-    expect_error(path, "past the end", "truncated")
-
-
-def test_trailing_bytes(tmp_path):
-    path = tmp_path / "model.safetensors"
-    webgrad.save(sample_state(), path)
-    path.write_bytes(path.read_bytes() + b"\0\0\0")
-    expect_error(path, "3 trailing bytes", "tensor 'mask'")
-
-
-def test_trailing_bytes_without_tensors(tmp_path):
-    path = write_raw(tmp_path / "bad.safetensors", {}, b"\0")
-    expect_error(path, "1 trailing bytes")
-
-
-@pytest.mark.parametrize("metadata, fragment", [
-    ({"format": 1}, "'format'"),
-    ({"format": None}, "'format'"),
-    (["pt"], "list"),
-    ("pt", "str"),
-])
-def test_bad_metadata(tmp_path, metadata, fragment):
-    header = {"__metadata__": metadata, "w": f32_entry(0, 4)}
-    path = write_raw(tmp_path / "bad.safetensors", header, b"\0" * 4)
-    expect_error(path, "'__metadata__'", fragment)
-
-
-@pytest.mark.parametrize("tree, fragment", [
-    ("not json", "not valid JSON"),
-    (json.dumps({"version": 99, "tree": {}}), "newer webgrad"),
-    (json.dumps({"version": 1, "tree": {"dict": [["w", {"tensor": "nope"}]]}}), "'nope'"),
-    (json.dumps({"version": 1, "tree": {"dict": []}}), "does not place tensor 'w'"),
-    (json.dumps({"version": 1, "tree": {"dict": [["w", {"tensor": "w"}],
-                                                 ["v", {"tensor": "w"}]]}}), "twice"),
-    (json.dumps({"version": 1, "tree": {"pickle": 1}}), "unknown node kind"),
-])
-def test_bad_webgrad_tree(tmp_path, tree, fragment):
-    header = {"__metadata__": {"webgrad": tree}, "w": f32_entry(0, 4)}
-    path = write_raw(tmp_path / "bad.safetensors", header, b"\0" * 4)
-    expect_error(path, "'webgrad'", fragment)
+@pytest.mark.parametrize("make_bytes, fragments", [case[1:] for case in MALFORMED],
+                         ids=[case[0] for case in MALFORMED])
+def test_malformed_file_is_refused(tmp_path, make_bytes, fragments):
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(make_bytes())
+    expect_error(path, *fragments)
 
 
 def test_no_tensor_is_created_before_validation_finishes(tmp_path, monkeypatch):
@@ -428,7 +391,8 @@ def test_no_tensor_is_created_before_validation_finishes(tmp_path, monkeypatch):
     real_from_numpy = webgrad.from_numpy
     monkeypatch.setattr(webgrad, "from_numpy", lambda a: created.append(a) or real_from_numpy(a))
     header = {"a": f32_entry(0, 4), "b": f32_entry(4, 8)}
-    path = write_raw(tmp_path / "bad.safetensors", header, b"\0" * 9)  # one trailing byte
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(raw(header, b"\0" * 9))  # one trailing byte
     expect_error(path, "trailing")
     assert created == []
 
@@ -437,8 +401,9 @@ def test_header_padded_to_pickle_like_length_is_not_mistaken(tmp_path):
     """A header of 640 bytes starts the file with b'\\x80\\x02', like a pickle."""
     header = json.dumps({"w": f32_entry(0, 4)}).encode()
     header += b" " * (0x0280 - len(header))
-    path = write_raw(tmp_path / "padded.safetensors", header, b"\0" * 4)
-    assert path and open(path, "rb").read(2) == b"\x80\x02"
+    path = tmp_path / "padded.safetensors"
+    path.write_bytes(raw(header, b"\0" * 4))
+    assert path.read_bytes()[:2] == b"\x80\x02"
     assert_tensor_equal(webgrad.load(path)["w"], np.zeros(1, np.float32))
 
 

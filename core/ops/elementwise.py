@@ -43,7 +43,7 @@ COS = _unary("cos", np.cos, lambda g, x, *, out: -g * sin(x))
 TANH = _unary("tanh", np.tanh, lambda g, x, *, out: g * (1 - out * out))
 SIGMOID = _unary("sigmoid", lambda x: 0.5 * (1 + np.tanh(0.5 * x)),  # no overflow for large |x|
                  lambda g, x, *, out: g * out * (1 - out))
-ERF = _unary("erf", lambda x: _erf(x).astype(x.dtype),
+ERF = _unary("erf", lambda x: np.asarray(_erf(x), dtype=x.dtype),  # 0-d gives a bare float
              lambda g, x, *, out: g * (2 / math.sqrt(math.pi)) * exp(-x * x))
 RELU = _unary("relu", lambda x: np.maximum(x, 0), lambda g, x, *, out: g * (out > 0),
               float_only=False)

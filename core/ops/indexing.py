@@ -176,7 +176,7 @@ def _normalize_key(x, key):
             expanded += [_to_index_tensor(p.astype(np.int64), x.device) for p in positions]
             dim += item.ndim
         else:
-            if isinstance(item, Tensor) and not item.dtype.name in _INDEX_DTYPES:
+            if isinstance(item, Tensor) and item.dtype.name not in _INDEX_DTYPES:
                 raise OpError(f"index: tensors used as indices must be int64, int32 or bool "
                               f"tensors, got {describe(item)}")
             expanded.append(item)

@@ -129,8 +129,10 @@ def transpose(x, dim0, dim1):
 
 
 def movedim(x, source, destination):
-    src = [normalize_dim("movedim", d, x.ndim) for d in ([source] if isinstance(source, int) else source)]
-    dst = [normalize_dim("movedim", d, x.ndim) for d in ([destination] if isinstance(destination, int) else destination)]
+    source = [source] if isinstance(source, int) else source
+    destination = [destination] if isinstance(destination, int) else destination
+    src = [normalize_dim("movedim", d, x.ndim) for d in source]
+    dst = [normalize_dim("movedim", d, x.ndim) for d in destination]
     order = [d for d in range(x.ndim) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)

@@ -24,7 +24,7 @@ def _reduced_shape(shape, dims, keepdim):
 
 def _reduce_infer(name, result_dtype=None):
     def infer(x, *, dims, keepdim):
-        if name in ("amax", "amin") and any(x.shape[d] == 0 for d in dims):
+        if name in ("amax", "amin") and builtins.any(x.shape[d] == 0 for d in dims):
             raise OpError(f"{name}: cannot reduce over a zero-size dimension of shape {tuple(x.shape)}")
         return _reduced_shape(x.shape, dims, keepdim), result_dtype or x.dtype
     return infer
@@ -53,7 +53,8 @@ def _prod_vjp(g, x, *, out, dims, keepdim):
     is_zero = x == 0
     zeros = _sum(is_zero, dims, True)
     nonzero_prod = _prod(where(is_zero, 1, x), dims, True)
-    others = where(is_zero, where(zeros == 1, nonzero_prod, 0), _expand_back(out, x, dims, keepdim) / where(is_zero, 1, x))
+    at_zero = where(zeros == 1, nonzero_prod, 0)
+    others = where(is_zero, at_zero, _expand_back(out, x, dims, keepdim) / where(is_zero, 1, x))
     return _expand_back(g, x, dims, keepdim) * others
 
 
