@@ -155,6 +155,8 @@ def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
     """Integers in [low, high), like ``torch.randint(low, high, size)``."""
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
+        high, size = None, high
     if high is None:
         low, high = 0, low
     if size is None:
@@ -181,7 +183,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         dtype = dtypes.result_type([], [], [start, end, step])
     count = max(0, math.ceil((end - start) / step))
     return _creation("arange", (count,), dtype, device, requires_grad,
-                     lambda b, s, d: b.arange(start, start + count * step, step, d)[:count])
+                     lambda b, s, d: b.arange(start, step, count, d))
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -140,17 +140,22 @@ class Tensor:
         if self.requires_grad:
             raise RuntimeError("Can't call numpy() on a tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
-        return get_backend(self.device).to_numpy(self._data).reshape(self.shape)
+        return self._host()
 
     async def numpy_async(self) -> np.ndarray:
         """Like ``numpy()`` but awaitable; works where blocking reads cannot (browsers)."""
         backend = get_backend(self.device)
         if hasattr(backend, "to_numpy_async"):
-            return (await backend.to_numpy_async(self._data)).reshape(self.shape)
+            return self._as_host_dtype(await backend.to_numpy_async(self._data))
         return self.detach().numpy()
 
     def _host(self) -> np.ndarray:
-        return get_backend(self.device).to_numpy(self._data).reshape(self.shape)
+        return self._as_host_dtype(get_backend(self.device).to_numpy(self._data))
+
+    def _as_host_dtype(self, array: np.ndarray) -> np.ndarray:
+        # Devices may store a narrower type (int64 as int32, bool as uint32 on WebGPU).
+        array = array.reshape(self.shape)
+        return array if array.dtype == self.dtype.np else array.astype(self.dtype.np)
 
     def item(self):
         if self.numel() != 1:

@@ -39,8 +39,8 @@ class NumpyBackend:
     def full(self, shape, value, dtype):
         return np.full(shape, value, dtype=dtype.np)
 
-    def arange(self, start, end, step, dtype):
-        return np.arange(start, end, step).astype(dtype.np, copy=False)
+    def arange(self, start, step, count, dtype):
+        return (start + step * np.arange(count)).astype(dtype.np, copy=False)
 
     def uniform(self, shape, low, high, dtype):
         return wg_random.numpy_generator().uniform(low, high, size=shape).astype(dtype.np)

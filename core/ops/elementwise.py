@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..kernels import Elementwise as E
 from ..tensor import Tensor
 from ._helpers import broadcast_infer, compare_infer, describe, require_float, same_dtype_infer
 from .registry import OpError, apply, defop
@@ -25,34 +26,36 @@ def _float_unary_infer(name):
     return infer
 
 
-def _unary(name, numpy_kernel, vjp=None, float_only=True):
+def _unary(name, wgsl, numpy_kernel, vjp=None, float_only=True):
     op = defop(name, infer=_float_unary_infer(name) if float_only else same_dtype_infer,
-               vjp=vjp, numpy=numpy_kernel)
+               vjp=vjp, numpy=numpy_kernel, wgsl=wgsl)
     return op
 
 
-NEG = _unary("neg", np.negative, lambda g, x, *, out: -g, float_only=False)
-ABS = _unary("abs", np.abs, lambda g, x, *, out: g * sign(x), float_only=False)
-EXP = _unary("exp", np.exp, lambda g, x, *, out: g * out)
-LOG = _unary("log", np.log, lambda g, x, *, out: g / x)
-LOG1P = _unary("log1p", np.log1p, lambda g, x, *, out: g / (x + 1))
-SQRT = _unary("sqrt", np.sqrt, lambda g, x, *, out: g * 0.5 / out)
-RSQRT = _unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda g, x, *, out: g * -0.5 * out * out * out)
-SIN = _unary("sin", np.sin, lambda g, x, *, out: g * cos(x))
-COS = _unary("cos", np.cos, lambda g, x, *, out: -g * sin(x))
-TANH = _unary("tanh", np.tanh, lambda g, x, *, out: g * (1 - out * out))
-SIGMOID = _unary("sigmoid", lambda x: 0.5 * (1 + np.tanh(0.5 * x)),  # no overflow for large |x|
+NEG = _unary("neg", E({"f32": "-a", "i32": "-a"}), np.negative, lambda g, x, *, out: -g, float_only=False)
+ABS = _unary("abs", E({"f32": "abs(a)", "i32": "abs(a)"}), np.abs, lambda g, x, *, out: g * sign(x), float_only=False)
+EXP = _unary("exp", E("exp(a)"), np.exp, lambda g, x, *, out: g * out)
+LOG = _unary("log", E("log(a)"), np.log, lambda g, x, *, out: g / x)
+LOG1P = _unary("log1p", E("wg_log1p(a)"), np.log1p, lambda g, x, *, out: g / (x + 1))
+SQRT = _unary("sqrt", E("sqrt(a)"), np.sqrt, lambda g, x, *, out: g * 0.5 / out)
+RSQRT = _unary("rsqrt", E("inverseSqrt(a)"), lambda x: 1 / np.sqrt(x), lambda g, x, *, out: g * -0.5 * out * out * out)
+SIN = _unary("sin", E("sin(a)"), np.sin, lambda g, x, *, out: g * cos(x))
+COS = _unary("cos", E("cos(a)"), np.cos, lambda g, x, *, out: -g * sin(x))
+TANH = _unary("tanh", E("wg_tanh(a)"), np.tanh, lambda g, x, *, out: g * (1 - out * out))
+SIGMOID = _unary("sigmoid", E("wg_sigmoid(a)"), lambda x: 0.5 * (1 + np.tanh(0.5 * x)),  # no overflow for large |x|
                  lambda g, x, *, out: g * out * (1 - out))
-ERF = _unary("erf", lambda x: np.asarray(_erf(x), dtype=x.dtype),  # 0-d gives a bare float
+ERF = _unary("erf", E("wg_erf(a)"), lambda x: np.asarray(_erf(x), dtype=x.dtype),  # 0-d gives a bare float
              lambda g, x, *, out: g * (2 / math.sqrt(math.pi)) * exp(-x * x))
-RELU = _unary("relu", lambda x: np.maximum(x, 0), lambda g, x, *, out: g * (out > 0),
+RELU = _unary("relu", E({"f32": "max(a, 0.0)", "i32": "max(a, 0)"}),
+              lambda x: np.maximum(x, 0), lambda g, x, *, out: g * (out > 0),
               float_only=False)
-RECIPROCAL = _unary("reciprocal", np.reciprocal, lambda g, x, *, out: -g * out * out)
-FLOOR = _unary("floor", np.floor, float_only=False)
-CEIL = _unary("ceil", np.ceil, float_only=False)
-ROUND = _unary("round", np.round, float_only=False)  # half to even, like PyTorch
-SIGN = _unary("sign", np.sign, float_only=False)
-LOGICAL_NOT = defop("logical_not", infer=lambda x: (x.shape, dtypes.bool_), numpy=np.logical_not)
+RECIPROCAL = _unary("reciprocal", E("1.0 / a"), np.reciprocal, lambda g, x, *, out: -g * out * out)
+FLOOR = _unary("floor", E("floor(a)"), np.floor, float_only=False)
+CEIL = _unary("ceil", E("ceil(a)"), np.ceil, float_only=False)
+ROUND = _unary("round", E("round(a)"), np.round, float_only=False)  # half to even, like PyTorch
+SIGN = _unary("sign", E({"f32": "sign(a)", "i32": "sign(a)"}), np.sign, float_only=False)
+LOGICAL_NOT = defop("logical_not", wgsl=E("u32(a == A(0))"),
+                    infer=lambda x: (x.shape, dtypes.bool_), numpy=np.logical_not)
 
 
 def neg(x): return apply(NEG, _check_numeric("neg", x))
@@ -72,7 +75,7 @@ def reciprocal(x): return apply(RECIPROCAL, _floatify(x))
 def floor(x): return x if x.dtype.category != "float" else apply(FLOOR, x)
 def ceil(x): return x if x.dtype.category != "float" else apply(CEIL, x)
 def round(x): return x if x.dtype.category != "float" else apply(ROUND, x)  # noqa: A001
-def sign(x): return apply(SIGN, x)
+def sign(x): return apply(SIGN, x) if x.dtype is not dtypes.bool_ else x.clone()  # numpy has no bool sign
 def logical_not(x): return apply(LOGICAL_NOT, x)
 
 
@@ -92,7 +95,8 @@ def _cast_vjp(g, x, *, out, dtype):
     return cast(g, x.dtype) if x.dtype.is_floating_point else None
 
 
-CAST = defop("cast", infer=lambda x, *, dtype: (x.shape, dtype), vjp=_cast_vjp,
+CAST = defop("cast", wgsl=E({"*->u32": "u32(a != A(0))", "*": "O(a)"}),
+             infer=lambda x, *, dtype: (x.shape, dtype), vjp=_cast_vjp,
              numpy=lambda x, *, dtype: x.astype(dtype.np))
 
 
@@ -126,27 +130,35 @@ def _floor_divide(x, y):
     return np.floor_divide(x, y) if x.dtype.kind == "f" else np.floor_divide(x, np.where(y == 0, 1, y))
 
 
-ADD = defop("add", infer=broadcast_infer("add"), numpy=np.add, vjp=lambda g, x, y, *, out: (g, g))
-SUB = defop("sub", infer=broadcast_infer("sub"), numpy=np.subtract, vjp=lambda g, x, y, *, out: (g, -g))
-MUL = defop("mul", infer=broadcast_infer("mul"), numpy=np.multiply,
+ADD = defop("add", wgsl=E({"u32": "a | b", "*": "a + b"}),
+            infer=broadcast_infer("add"), numpy=np.add, vjp=lambda g, x, y, *, out: (g, g))
+SUB = defop("sub", wgsl=E("a - b"),
+            infer=broadcast_infer("sub"), numpy=np.subtract, vjp=lambda g, x, y, *, out: (g, -g))
+MUL = defop("mul", wgsl=E({"u32": "a & b", "*": "a * b"}), infer=broadcast_infer("mul"), numpy=np.multiply,
             vjp=lambda g, x, y, *, out: (g * y, g * x))
-DIV = defop("div", infer=broadcast_infer("div"), numpy=np.divide,
+DIV = defop("div", wgsl=E("a / b"), infer=broadcast_infer("div"), numpy=np.divide,
             vjp=lambda g, x, y, *, out: (g / y, -g * out / y))
-POW = defop("pow", infer=broadcast_infer("pow"), numpy=np.power, vjp=_pow_vjp)
-MAXIMUM = defop("maximum", infer=broadcast_infer("maximum"), numpy=np.maximum, vjp=_max_vjp)
-MINIMUM = defop("minimum", infer=broadcast_infer("minimum"), numpy=np.minimum, vjp=_min_vjp)
-REMAINDER = defop("remainder", infer=broadcast_infer("remainder"), numpy=_remainder,
+POW = defop("pow", wgsl=E({"f32": "wg_pow(a, b)", "i32": "wg_ipow(a, b)"}),
+            infer=broadcast_infer("pow"), numpy=np.power, vjp=_pow_vjp)
+MAXIMUM = defop("maximum", wgsl=E("max(a, b)"), infer=broadcast_infer("maximum"), numpy=np.maximum, vjp=_max_vjp)
+MINIMUM = defop("minimum", wgsl=E("min(a, b)"), infer=broadcast_infer("minimum"), numpy=np.minimum, vjp=_min_vjp)
+REMAINDER = defop("remainder", wgsl=E({"f32": "a - b * floor(a / b)", "i32": "wg_imod(a, b)"}),
+                  infer=broadcast_infer("remainder"), numpy=_remainder,
                   vjp=lambda g, x, y, *, out: (g, -g * floor(x / y)))
-FLOOR_DIVIDE = defop("floor_divide", infer=broadcast_infer("floor_divide"), numpy=_floor_divide)
-EQ = defop("eq", infer=compare_infer("eq"), numpy=np.equal)
-NE = defop("ne", infer=compare_infer("ne"), numpy=np.not_equal)
-LT = defop("lt", infer=compare_infer("lt"), numpy=np.less)
-LE = defop("le", infer=compare_infer("le"), numpy=np.less_equal)
-GT = defop("gt", infer=compare_infer("gt"), numpy=np.greater)
-GE = defop("ge", infer=compare_infer("ge"), numpy=np.greater_equal)
-LOGICAL_AND = defop("logical_and", infer=compare_infer("logical_and"), numpy=np.logical_and)
-LOGICAL_OR = defop("logical_or", infer=compare_infer("logical_or"), numpy=np.logical_or)
-LOGICAL_XOR = defop("logical_xor", infer=compare_infer("logical_xor"), numpy=np.logical_xor)
+FLOOR_DIVIDE = defop("floor_divide", wgsl=E({"f32": "floor(a / b)", "i32": "wg_ifloordiv(a, b)"}),
+                     infer=broadcast_infer("floor_divide"), numpy=_floor_divide)
+EQ = defop("eq", wgsl=E("u32(a == b)"), infer=compare_infer("eq"), numpy=np.equal)
+NE = defop("ne", wgsl=E("u32(a != b)"), infer=compare_infer("ne"), numpy=np.not_equal)
+LT = defop("lt", wgsl=E("u32(a < b)"), infer=compare_infer("lt"), numpy=np.less)
+LE = defop("le", wgsl=E("u32(a <= b)"), infer=compare_infer("le"), numpy=np.less_equal)
+GT = defop("gt", wgsl=E("u32(a > b)"), infer=compare_infer("gt"), numpy=np.greater)
+GE = defop("ge", wgsl=E("u32(a >= b)"), infer=compare_infer("ge"), numpy=np.greater_equal)
+LOGICAL_AND = defop("logical_and", wgsl=E("u32((a != A(0)) && (b != A(0)))"),
+                    infer=compare_infer("logical_and"), numpy=np.logical_and)
+LOGICAL_OR = defop("logical_or", wgsl=E("u32((a != A(0)) || (b != A(0)))"),
+                   infer=compare_infer("logical_or"), numpy=np.logical_or)
+LOGICAL_XOR = defop("logical_xor", wgsl=E("u32((a != A(0)) != (b != A(0)))"),
+                    infer=compare_infer("logical_xor"), numpy=np.logical_xor)
 
 
 def _scalar_tensor(value, dtype, device):
@@ -239,7 +251,7 @@ def zeros_like_scalar(t):
     return _scalar_tensor(0, t.dtype, t.device)
 
 
-WHERE = defop("where", infer=_where_infer, vjp=_where_vjp, numpy=np.where)
+WHERE = defop("where", wgsl=E("select(c, b, a != 0u)"), infer=_where_infer, vjp=_where_vjp, numpy=np.where)
 
 
 def where(condition, x, y):

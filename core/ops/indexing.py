@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..kernels import Kernel
 from ._helpers import broadcast_shapes, describe, normalize_dim
 from .registry import OpError, apply, apply_inplace, defop
 
@@ -210,6 +211,8 @@ def getitem(x, key):
             if not isinstance(item, Tensor):
                 item = _int_index(item, n, dim)
                 item = _to_index_tensor(np.int64(item), x.device)
+            else:
+                _check_bounds(item, n, dim)
             slices.append((0, n, 1))
             adv.append((len(out_shape), item, n))
             out_shape.append(n)
@@ -238,6 +241,18 @@ def getitem(x, key):
         order = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, out.ndim))
         out = permute(out, *order)
     return out
+
+
+def _check_bounds(index, n, dim):
+    """Index tensors are checked per dim before they are wrapped (-1 -> n - 1) and
+    combined into one flat index, where a bad value could land in range."""
+    if index.numel() == 0:
+        return
+    values = index._host()
+    lo, hi = int(values.min()), int(values.max())
+    if hi >= n or lo < -n:
+        raise IndexError(f"index {hi if hi >= n else lo} is out of bounds for dimension {dim} "
+                         f"with size {n}")
 
 
 def _int_index(item, n, dim):
@@ -282,8 +297,10 @@ def _copy_kernel(dst, src):
     np.copyto(dst, src, casting="unsafe")
 
 
-SETITEM = defop("setitem", infer=_assign_infer, inplace=True, numpy=_setitem_kernel)
-COPY_INTO = defop("copy_into", infer=_assign_infer, inplace=True, numpy=_copy_kernel)
+SETITEM = defop("setitem", wgsl=Kernel("unary.wgsl", "unary", "setitem"),
+                   infer=_assign_infer, inplace=True, numpy=_setitem_kernel)
+COPY_INTO = defop("copy_into", wgsl=Kernel("unary.wgsl", "unary", "copy_into"),
+                   infer=_assign_infer, inplace=True, numpy=_copy_kernel)
 
 
 def _value_tensor(dst, value):

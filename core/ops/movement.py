@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..kernels import Elementwise, Kernel, View
 from ._helpers import describe, normalize_dim, normalize_dims
 from .registry import OpError, apply, defop
 
@@ -46,7 +47,7 @@ def _resolve_shape(x, shape):
     return shape
 
 
-RESHAPE = defop("reshape", infer=lambda x, *, shape: (shape, x.dtype),
+RESHAPE = defop("reshape", wgsl=View("reshape"), infer=lambda x, *, shape: (shape, x.dtype),
                 vjp=lambda g, x, *, out, shape: g.reshape(x.shape),
                 numpy=lambda x, *, shape: x.reshape(shape))
 
@@ -103,7 +104,7 @@ def _inverse(perm):
     return tuple(inv)
 
 
-PERMUTE = defop("permute", infer=lambda x, *, dims: (tuple(x.shape[d] for d in dims), x.dtype),
+PERMUTE = defop("permute", wgsl=View("permute"), infer=lambda x, *, dims: (tuple(x.shape[d] for d in dims), x.dtype),
                 vjp=lambda g, x, *, out, dims: g.permute(_inverse(dims)),
                 numpy=lambda x, *, dims: np.transpose(x, dims))
 
@@ -151,7 +152,7 @@ def _expand_infer(x, *, shape):
     return shape, x.dtype
 
 
-EXPAND = defop("expand", infer=_expand_infer,
+EXPAND = defop("expand", wgsl=View("expand"), infer=_expand_infer,
                vjp=lambda g, x, *, out, shape: g,  # autograd sums g back to x's shape
                numpy=lambda x, *, shape: np.broadcast_to(x, shape))
 
@@ -192,10 +193,10 @@ def _unslice_kernel(g, *, shape, slices):
     return out
 
 
-SLICE = defop("slice", infer=lambda x, *, slices: (_slice_shape(x.shape, slices), x.dtype),
+SLICE = defop("slice", wgsl=View("slice"), infer=lambda x, *, slices: (_slice_shape(x.shape, slices), x.dtype),
               vjp=lambda g, x, *, out, slices: unslice(g, tuple(x.shape), slices),
               numpy=lambda x, *, slices: x[_numpy_slices(slices)])
-UNSLICE = defop("unslice", infer=lambda g, *, shape, slices: (shape, g.dtype),
+UNSLICE = defop("unslice", wgsl=Kernel("unary.wgsl", "unary", "unslice"), infer=lambda g, *, shape, slices: (shape, g.dtype),
                 vjp=lambda gg, g, *, out, shape, slices: apply(SLICE, gg, slices=slices),
                 numpy=_unslice_kernel)
 
@@ -238,7 +239,7 @@ def _cat_vjp(g, *xs, out, dim):
     return tuple(grads)
 
 
-CAT = defop("cat", infer=_cat_infer, vjp=_cat_vjp,
+CAT = defop("cat", wgsl=Kernel("unary.wgsl", "unary", "cat"), infer=_cat_infer, vjp=_cat_vjp,
             numpy=lambda *xs, dim: np.concatenate(xs, axis=dim))
 
 
@@ -332,19 +333,24 @@ def pad(x, pad, mode="constant", value=0.0):
     place = [(lo, lo + n, 1) for n, (lo, hi) in zip(x.shape, widths)]
     if value == 0:
         return unslice(x, shape, place)
-    return unslice(x - value, shape, place) + value
+    # Select, not (x - value) + value: that is nan for value=-inf and rounds x for finite values.
+    from ..creation import ones
+    from .elementwise import where
+
+    inside = unslice(ones(x.shape, dtype=x.dtype, device=x.device), shape, place) > 0
+    return where(inside, unslice(x, shape, place), value)
 
 
-FLIP = defop("flip", infer=lambda x, *, dims: (x.shape, x.dtype),
+FLIP = defop("flip", wgsl=View("flip"), infer=lambda x, *, dims: (x.shape, x.dtype),
              vjp=lambda g, x, *, out, dims: apply(FLIP, g, dims=dims),
-             numpy=lambda x, *, dims: np.flip(x, dims))
+             numpy=lambda x, *, dims: np.flip(x, dims).copy())  # np.flip is a view; torch.flip copies
 
 
 def flip(x, dims):
     return apply(FLIP, x, dims=normalize_dims("flip", dims, x.ndim))
 
 
-COPY = defop("copy", infer=lambda x: (x.shape, x.dtype), vjp=lambda g, x, *, out: g,
+COPY = defop("copy", wgsl=Elementwise("a"), infer=lambda x: (x.shape, x.dtype), vjp=lambda g, x, *, out: g,
              numpy=lambda x: np.array(x, copy=True, order="C"))
 
 

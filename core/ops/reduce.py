@@ -172,17 +172,22 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
 
 
 def all(x, dim=None, keepdim=False):  # noqa: A001
-    return amin(cast(x, dtypes.bool_), dim, keepdim) if x.numel() else _full_bool(x, True)
+    return _all_any("all", amin, x, dim, keepdim, True)
 
 
 def any(x, dim=None, keepdim=False):  # noqa: A001
-    return amax(cast(x, dtypes.bool_), dim, keepdim) if x.numel() else _full_bool(x, False)
+    return _all_any("any", amax, x, dim, keepdim, False)
 
 
-def _full_bool(x, value):
-    from ..creation import scalar_tensor
+def _all_any(name, extreme, x, dim, keepdim, empty_value):
+    dims = normalize_dims(name, dim, x.ndim)
+    if builtins.any(x.shape[d] == 0 for d in dims):
+        # Reducing over nothing: all() is True and any() is False, in the reduced shape.
+        from ..creation import full
 
-    return scalar_tensor(value, dtypes.bool_, x.device)
+        return full(_reduced_shape(x.shape, dims, keepdim), empty_value, dtype=dtypes.bool_,
+                    device=x.device)
+    return extreme(cast(x, dtypes.bool_), dims, keepdim)
 
 
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):

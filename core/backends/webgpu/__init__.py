@@ -1,0 +1,50 @@
+"""The WebGPU backend. Importing this module creates the device (natively via
+wgpu-py, in Pyodide via ``js.navigator.gpu``) and registers device ``"webgpu"``.
+Launchers for hand-written kernels register themselves from the modules below."""
+from __future__ import annotations
+
+from .. import register
+from .backend import LAUNCHERS, WebGPUBackend, launcher  # noqa: F401
+from .device import DeviceError
+
+_state = {"backend": None, "error": None}
+
+
+def _make_device():
+    import sys
+
+    if sys.platform == "emscripten":
+        from .browser import BrowserDevice
+
+        return BrowserDevice()
+    from .device import NativeDevice
+
+    return NativeDevice()
+
+
+def backend() -> WebGPUBackend:
+    if _state["backend"] is None:
+        if _state["error"] is not None:
+            raise _state["error"]
+        try:
+            _state["backend"] = WebGPUBackend(_make_device())
+        except ImportError as err:
+            _state["error"] = DeviceError(f"webgpu: wgpu is not installed ({err}); pip install wgpu "
+                                          f"or use device='cpu'")
+            raise _state["error"] from err
+        except DeviceError as err:
+            _state["error"] = err
+            raise
+    return _state["backend"]
+
+
+class _LazyBackend:
+    """Registered under "webgpu"; creates the device on first use."""
+
+    def __getattr__(self, name):
+        return getattr(backend(), name)
+
+
+register("webgpu", _LazyBackend())
+
+from . import kernels_registry  # noqa: E402,F401  (launchers for hand-written kernels)

@@ -1,0 +1,179 @@
+"""The WebGPU backend: tensors live in pooled GPU buffers and every op runs as a
+WGSL compute shader from ``wgsl_kernels/``. Data comes back to the host only
+when asked (``.numpy()``, ``.item()``, printing).
+
+Device dtypes: float32 (f32), int32 (i32), bool (u32 0/1). int64 tensors are
+stored as i32 on the device (values must fit in 32 bits; checked on upload) and
+read back as int64, so int64 indices from numpy just work. float64 cannot go to
+the device: convert with ``.float()`` first.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...kernels import Elementwise, View
+from . import elementwise, views
+from .array import KIND, GPUArray
+from .pool import BufferPool, Storage
+from .source import assemble
+
+LAUNCHERS: dict = {}  # Kernel.launch name -> function(backend, op, record, arrays, attrs, shape, dtype)
+WORKGROUP = 256
+
+
+def launcher(name):
+    def register(fn):
+        LAUNCHERS[name] = fn
+        return fn
+    return register
+
+
+def kind_of(dtype) -> str:
+    try:
+        return KIND[dtype.name]
+    except KeyError:
+        raise TypeError(f"webgpu: {dtype.name} tensors are not supported on the device; "
+                        f"convert with .float() (or keep the tensor on 'cpu')") from None
+
+
+class WebGPUBackend:
+    name = "wgsl"
+    device_name = "webgpu"
+
+    def __init__(self, device):
+        self.device = device
+        self.pool = BufferPool(device)
+        self.limits = dict(device.limits)  # tests lower these to exercise splitting paths
+
+    # -- running ops ----------------------------------------------------------------
+    def run(self, op, inputs, attrs, shape, dtype):
+        record = op.impls.get("wgsl")
+        arrays = [t._data for t in inputs]
+        if isinstance(record, Elementwise):
+            return elementwise.launch(self, op.name, record, arrays, shape, kind_of(dtype))
+        if isinstance(record, View):
+            return views.run(self, op.name, record, arrays, attrs, shape)
+        if record is None or record.launch not in LAUNCHERS:
+            raise NotImplementedError(f"{op.name}: no WebGPU kernel; move the tensors to 'cpu' with .cpu()")
+        return LAUNCHERS[record.launch](self, op, record, arrays, attrs, shape, dtype)
+
+    def run_inplace(self, op, tensors, attrs):
+        record = op.impls.get("wgsl")
+        if record is None or record.launch not in LAUNCHERS:
+            raise NotImplementedError(f"{op.name}: no WebGPU kernel; move the tensors to 'cpu' with .cpu()")
+        LAUNCHERS[record.launch](self, op, record, [t._data for t in tensors], attrs, None, None)
+
+    def launchers_lookup(self, name):
+        if name not in LAUNCHERS:
+            raise NotImplementedError(f"webgpu: no launcher {name!r} yet; move the tensors to 'cpu'")
+        return LAUNCHERS[name]
+
+    def empty(self, shape, kind, label) -> GPUArray:
+        n = int(np.prod(shape, dtype=np.int64))
+        storage = Storage(self.pool, max(n, 1) * 4, f"{label} {tuple(shape)} {kind}")
+        return GPUArray(storage, shape, kind)
+
+    def dispatch_1d(self, file, entry, types, expr, constants, buffers, params, threads, label):
+        """Dispatch ``threads`` threads in workgroups of WORKGROUP, folding the grid
+        into two dimensions when it exceeds the per-dimension limit."""
+        groups = -(-threads // WORKGROUP)
+        self.dispatch(file, entry, types, expr, dict(constants, WG=WORKGROUP), buffers, params,
+                      self.grid(groups, label), label)
+
+    def grid(self, groups, label):
+        limit = self.limits["max_compute_workgroups_per_dimension"]
+        if groups <= limit:
+            return (max(groups, 1), 1, 1)
+        x = limit
+        y = -(-groups // x)
+        if y > limit:
+            raise ValueError(f"{label}: {groups} workgroups exceed this adapter's limit of {limit} x {limit}")
+        return (x, y, 1)
+
+    def dispatch(self, file, entry, types, expr, constants, buffers, params, grid, label):
+        key = (file, entry, types, expr, tuple(sorted(constants.items())))
+        pipeline = self.device.pipeline(key, assemble(file, types, expr), entry, constants, f"{file}:{entry}")
+        self.device.dispatch(pipeline, buffers, params, grid, label)
+
+    # -- data in and out -----------------------------------------------------------
+    def from_numpy(self, array: np.ndarray, dtype) -> GPUArray:
+        kind = kind_of(dtype)
+        host = np.ascontiguousarray(array)
+        if kind == "i32":
+            if host.size and (host.max() > np.iinfo(np.int32).max or host.min() < np.iinfo(np.int32).min):
+                raise OverflowError(f"webgpu: {dtype.name} values outside the 32-bit range cannot be "
+                                    f"stored on the device (integers are 32-bit there)")
+            host = host.astype(np.int32)
+        elif kind == "u32":
+            host = host.astype(np.uint32)
+        else:
+            host = host.astype(np.float32)
+        out = self.empty(host.shape, kind, "upload")
+        if host.size:
+            self.device.write_buffer(out.buffer, 0, host.tobytes())
+        return out
+
+    def to_numpy(self, data: GPUArray) -> np.ndarray:
+        return self._decode(data, self.device.read(*self._readable(data)))
+
+    async def to_numpy_async(self, data: GPUArray) -> np.ndarray:
+        return self._decode(data, await self.device.read_async(*self._readable(data)))
+
+    def _readable(self, data):
+        if data.numel() == 0:
+            return None, 0, 0
+        if not data.is_contiguous():
+            data = self.contiguous(data)
+        return data.buffer, data.offset * 4, data.numel() * 4
+
+    @staticmethod
+    def _decode(data, raw):
+        if data.numel() == 0:
+            return np.zeros(data.shape, dtype={"f32": np.float32, "i32": np.int32, "u32": np.uint32}[data.kind])
+        host = np.frombuffer(raw, dtype={"f32": np.float32, "i32": np.int32, "u32": np.uint32}[data.kind])
+        return host.reshape(data.shape).copy()
+
+    def contiguous(self, data: GPUArray) -> GPUArray:
+        out = self.empty(data.shape, data.kind, "contiguous")
+        elementwise.copy_into(self, data, out)
+        return out
+
+    def full(self, shape, value, dtype) -> GPUArray:
+        out = self.empty(shape, kind_of(dtype), "full")
+        if out.numel():
+            self.fill(out, value)
+        return out
+
+    def fill(self, out: GPUArray, value) -> None:
+        """Write ``value`` into every element of the (possibly strided) view ``out``."""
+        from ... import dtypes
+        from ...creation import scalar_tensor
+
+        source_dtype = {"f32": dtypes.float32, "i32": dtypes.int32, "u32": dtypes.bool_}[out.kind]
+        scalar = scalar_tensor(value, source_dtype, "webgpu")._data
+        elementwise.copy_into(self, scalar.view(out.shape, (0,) * len(out.shape)), out)
+
+    def arange(self, start, step, count, dtype):
+        return self.from_numpy((start + step * np.arange(count)).astype(dtype.np), dtype)
+
+    def uniform(self, shape, low, high, dtype):
+        from ... import random as wg_random
+
+        return self.from_numpy(wg_random.numpy_generator().uniform(low, high, size=shape).astype(np.float32), dtype)
+
+    def normal(self, shape, mean, std, dtype):
+        from ... import random as wg_random
+
+        sample = wg_random.numpy_generator().standard_normal(size=shape) * std + mean
+        return self.from_numpy(sample.astype(np.float32), dtype)
+
+    def randint(self, shape, low, high, dtype):
+        from ... import random as wg_random
+
+        return self.from_numpy(wg_random.numpy_generator().integers(low, high, size=shape), dtype)
+
+    def synchronize(self) -> None:
+        self.device.submit()
+
+    def memory_stats(self) -> dict:
+        return {"bytes_in_use": self.pool.in_use, "bytes_pooled": self.pool.pooled, "peak_bytes": self.pool.peak}

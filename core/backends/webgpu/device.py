@@ -1,0 +1,142 @@
+"""The device interface the WebGPU backend talks to, and its native
+implementation over wgpu-py. The browser implementation (Pyodide over
+``js.navigator.gpu``) provides the same methods; nothing above this layer knows
+which one it runs on.
+
+Interface: ``create_buffer``, ``write_buffer``, ``pipeline`` (compiled once per
+kernel record), ``dispatch`` (recorded into one open command encoder),
+``submit``, ``read`` (blocking) and ``read_async``.
+
+Ordering rule: ``queue.writeBuffer`` runs before any not-yet-submitted encoder,
+so writing into a buffer the open encoder already uses would reorder the two.
+``write_buffer`` therefore submits first in that case. Uniform parameters of all
+dispatches in one encoder live in one arena buffer written just before submit.
+"""
+from __future__ import annotations
+
+import logging
+
+UNIFORM_SLOT = 256          # minUniformBufferOffsetAlignment on every adapter we target
+ARENA_SLOTS = 256           # dispatches per submit at most
+_log = logging.getLogger("webgrad.webgpu")
+
+
+class DeviceError(RuntimeError):
+    """A WebGPU error (validation, out of memory, device lost), naming the op."""
+
+
+class NativeDevice:
+    """wgpu-py (Vulkan/Metal/D3D12; llvmpipe on machines without a GPU)."""
+
+    def __init__(self, power_preference="high-performance"):
+        import os
+        import tempfile
+
+        # Mesa's Vulkan loader complains on stderr when this is unset (headless machines).
+        os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
+        import wgpu
+
+        self._wgpu = wgpu
+        adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+        if adapter is None:
+            raise DeviceError("webgpu: no adapter found; install mesa-vulkan-drivers or use device='cpu'")
+        self.adapter_info = dict(adapter.info)
+        wanted = {
+            "max-storage-buffer-binding-size": adapter.limits["max-storage-buffer-binding-size"],
+            "max-buffer-size": adapter.limits["max-buffer-size"],
+            "max-compute-invocations-per-workgroup": adapter.limits["max-compute-invocations-per-workgroup"],
+            "max-compute-workgroup-size-x": adapter.limits["max-compute-workgroup-size-x"],
+            "max-storage-buffers-per-shader-stage": adapter.limits["max-storage-buffers-per-shader-stage"],
+        }
+        self.device = adapter.request_device_sync(required_limits=wanted, label="webgrad")
+        limits = self.device.limits
+        self.limits = {
+            "max_storage_buffer_binding_size": int(limits["max-storage-buffer-binding-size"]),
+            "max_buffer_size": int(limits["max-buffer-size"]),
+            "max_compute_workgroups_per_dimension": int(limits["max-compute-workgroups-per-dimension"]),
+            "max_compute_invocations_per_workgroup": int(limits["max-compute-invocations-per-workgroup"]),
+        }
+        self._usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        self._arena = self.device.create_buffer(
+            size=UNIFORM_SLOT * ARENA_SLOTS, label="uniform arena",
+            usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        self._uniforms = bytearray()
+        self._encoder = None
+        self._pass = None
+        self._used = set()        # ids of buffers the open encoder touches
+        self._pipelines = {}
+        self.dispatches = 0       # counters the profiler reads
+        self.submits = 0
+
+    # -- buffers ------------------------------------------------------------------
+    def create_buffer(self, size: int, label: str):
+        try:
+            return self.device.create_buffer(size=size, usage=self._usage, label=label)
+        except Exception as err:  # out of memory and validation errors come back here
+            raise DeviceError(f"webgpu: could not allocate {size} bytes for {label}: {err}") from err
+
+    def write_buffer(self, buffer, offset: int, data) -> None:
+        if id(buffer) in self._used:
+            self.submit()
+        self.device.queue.write_buffer(buffer, offset, data)
+
+    def read(self, buffer, offset: int, size: int) -> memoryview:
+        self.submit()
+        return self.device.queue.read_buffer(buffer, offset, size)
+
+    async def read_async(self, buffer, offset: int, size: int):
+        return self.read(buffer, offset, size)
+
+    # -- kernels ------------------------------------------------------------------
+    def pipeline(self, key, source: str, entry: str, constants: dict, label: str):
+        found = self._pipelines.get(key)
+        if found is None:
+            try:
+                module = self.device.create_shader_module(code=source, label=label)
+                found = self.device.create_compute_pipeline(
+                    layout="auto", label=label,
+                    compute={"module": module, "entry_point": entry, "constants": constants})
+            except Exception as err:
+                raise DeviceError(f"webgpu: compiling {label} failed: {err}") from err
+            self._pipelines[key] = (found, found.get_bind_group_layout(0))
+            found = self._pipelines[key]
+        return found
+
+    def dispatch(self, pipeline, buffers, uniform: bytes, grid, label: str) -> None:
+        """Record one dispatch. ``buffers`` bind to 1, 2, ...; ``uniform`` to 0."""
+        if len(self._uniforms) >= UNIFORM_SLOT * ARENA_SLOTS:
+            self.submit()
+        offset = len(self._uniforms)
+        self._uniforms += uniform
+        self._uniforms += bytes(UNIFORM_SLOT - len(uniform) % UNIFORM_SLOT if len(uniform) % UNIFORM_SLOT else 0)
+        pipe, layout = pipeline
+        entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": offset, "size": len(uniform)}}]
+        for i, buf in enumerate(buffers):
+            entries.append({"binding": i + 1, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
+            self._used.add(id(buf))
+        try:
+            group = self.device.create_bind_group(layout=layout, entries=entries, label=label)
+            if self._encoder is None:
+                self._encoder = self.device.create_command_encoder(label="webgrad batch")
+                self._pass = self._encoder.begin_compute_pass(label="webgrad pass")
+            self._pass.set_pipeline(pipe)
+            self._pass.set_bind_group(0, group)
+            self._pass.dispatch_workgroups(*grid)
+        except Exception as err:
+            raise DeviceError(f"webgpu: {label}: {err}") from err
+        self.dispatches += 1
+
+    def submit(self) -> None:
+        if self._encoder is None:
+            return
+        self._pass.end()
+        commands = self._encoder.finish()
+        self.device.queue.write_buffer(self._arena, 0, bytes(self._uniforms))
+        try:
+            self.device.queue.submit([commands])
+        except Exception as err:
+            raise DeviceError(f"webgpu: submit failed: {err}") from err
+        self._encoder = self._pass = None
+        self._uniforms = bytearray()
+        self._used.clear()
+        self.submits += 1

@@ -1,0 +1,91 @@
+"""Launching elementwise kernels (unary/binary/ternary.wgsl) over strided views."""
+from __future__ import annotations
+
+import numpy as np
+
+from .array import KIND
+
+FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
+SLOT_NAMES = ("A_CONTIGUOUS", "B_CONTIGUOUS", "C_CONTIGUOUS")
+MAX_RANK = 8
+
+
+def broadcast_strides(array, shape) -> list:
+    lead = len(shape) - len(array.shape)
+    strides = [0] * lead
+    for n, s, size in zip(array.shape, array.strides, shape[lead:]):
+        strides.append(0 if n == 1 and size != 1 else s)
+    return strides
+
+
+def coalesce(shape, operand_strides):
+    """Merge dims that are contiguous for every operand and drop size-1 dims, so
+    the kernel's index loop is as short as possible (usually rank 1)."""
+    dims = [(n, [st[d] for st in operand_strides]) for d, n in enumerate(shape) if n != 1]
+    merged = []
+    for n, st in dims:
+        if merged:
+            pn, pst = merged[-1]
+            if all(ps == s * n for ps, s in zip(pst, st)):
+                merged[-1] = (pn * n, st)
+                continue
+        merged.append((n, st))
+    return [n for n, _ in merged], [[st[k] for _, st in merged] for k in range(len(operand_strides))]
+
+
+def pack_params(n, shape, offsets, strides) -> bytes:
+    words = np.zeros(48, dtype=np.uint32)
+    words[0], words[1] = n, len(shape)
+    words[4:4 + len(offsets)] = offsets
+    words[8:8 + len(shape)] = shape
+    signed = words.view(np.int32)
+    for k, st in enumerate(strides):
+        signed[16 + 8 * k:16 + 8 * k + len(st)] = st
+    return words.tobytes()
+
+
+def launch(backend, op_name, record, arrays, shape, out_kind, out=None):
+    """Run ``record``'s expression over ``arrays`` into ``out`` (a new contiguous
+    array unless an existing, possibly strided, view is given)."""
+    arity = len(arrays)
+    in_kind = arrays[0].kind if arity < 3 else arrays[1].kind
+    expr = record.expression(in_kind, out_kind)
+    if expr is None:
+        raise TypeError(f"{op_name}: not supported on webgpu for element type {in_kind}")
+    if out is None:
+        out = backend.empty(shape, out_kind, op_name)
+    n = int(np.prod(shape, dtype=np.int64))
+    if n == 0:
+        return out
+    operands = list(arrays) + [out]
+    dims, strides = coalesce(tuple(shape), [broadcast_strides(a, shape) for a in operands])
+    if len(dims) > MAX_RANK:
+        raise ValueError(f"{op_name}: webgpu kernels handle at most {MAX_RANK} non-mergeable dims, "
+                         f"got shape {tuple(shape)}; call .contiguous() first")
+    contiguous = [len(dims) <= 1 and all(s == 1 for s in st) for st in strides]
+    file, entry = FILES[arity]
+    types = (("A", arrays[0].kind),) + ((("B", arrays[1].kind),) if arity == 3 else ()) + (("O", out_kind),)
+    constants = {SLOT_NAMES[k]: contiguous[k] for k in range(arity)}
+    constants["OUT_CONTIGUOUS"] = contiguous[-1]
+    offsets = [a.offset for a in arrays] + [0] * (3 - arity) + [out.offset]
+    all_strides = strides[:arity] + [[0] * len(dims)] * (3 - arity) + [strides[-1]]
+    backend.dispatch_1d(file, entry, types, expr, constants, [a.buffer for a in operands],
+                        pack_params(n, dims, offsets, all_strides), n, f"{file}:{op_name}")
+    return out
+
+
+def copy_into(backend, src, dst) -> None:
+    """Strided copy (with conversion) of ``src`` into the view ``dst`` of the same shape."""
+    if src.storage is dst.storage:
+        src = launch(backend, "copy", CAST, [src], src.shape, src.kind)
+    launch(backend, "copy", CAST, [src], dst.shape, dst.kind, out=dst)
+
+
+def _cast_record():
+    from ...kernels import Elementwise
+
+    return Elementwise({"*->u32": "u32(a != A(0))", "*": "O(a)"})
+
+
+CAST = _cast_record()
+__all__ = ["KIND", "launch", "copy_into"]

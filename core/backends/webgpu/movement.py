@@ -1,0 +1,91 @@
+"""Launchers for ops that move data without arithmetic: unslice (the adjoint of
+slicing), cat, and the in-place copy/setitem. All are strided copies through
+unary.wgsl into views of the destination."""
+from __future__ import annotations
+
+from . import elementwise
+from .backend import launcher
+
+
+def _zeros(backend, shape, kind, label):
+    import numpy as np
+
+    out = backend.empty(shape, kind, label)
+    n = int(np.prod(shape, dtype=np.int64))
+    if n:
+        backend.fill(out, 0)
+    return out
+
+
+def _slice_view(array, slices):
+    offset, strides, shape = array.offset, list(array.strides), list(array.shape)
+    for d, (start, stop, step) in enumerate(slices):
+        offset += start * array.strides[d]
+        strides[d] = array.strides[d] * step
+        shape[d] = len(range(start, stop, step))
+    return array.view(tuple(shape), tuple(strides), offset)
+
+
+@launcher("unslice")
+def unslice(backend, op, record, arrays, attrs, shape, dtype):
+    (g,) = arrays
+    out = _zeros(backend, shape, g.kind, "unslice")
+    elementwise.copy_into(backend, g, _slice_view(out, attrs["slices"]))
+    return out
+
+
+@launcher("cat")
+def cat(backend, op, record, arrays, attrs, shape, dtype):
+    dim = attrs["dim"]
+    out = backend.empty(shape, arrays[0].kind, "cat")
+    start = 0
+    for a in arrays:
+        size = a.shape[dim]
+        if a.numel():
+            place = [(0, n, 1) for n in shape]
+            place[dim] = (start, start + size, 1)
+            elementwise.copy_into(backend, a, _slice_view(out, place))
+        start += size
+    return out
+
+
+@launcher("copy_into")
+def copy_into(backend, op, record, arrays, attrs, shape, dtype):
+    dst, src = arrays
+    if dst.numel():
+        elementwise.copy_into(backend, _broadcast(src, dst.shape), dst)
+
+
+def _broadcast(array, shape):
+    lead = len(shape) - len(array.shape)
+    strides = [0] * lead + [0 if n == 1 and shape[lead + i] != 1 else s
+                            for i, (n, s) in enumerate(zip(array.shape, array.strides))]
+    return array.view(tuple(shape), tuple(strides))
+
+
+@launcher("setitem")
+def setitem(backend, op, record, arrays, attrs, shape, dtype):
+    """``x[key] = value``: basic keys write through a view of ``x``; keys with
+    index tensors or masks go through the flat positions they select."""
+    from ...ops.indexing import getitem
+    from ...tensor import Tensor
+
+    dst, src = arrays
+    key = attrs["key"]
+    items = key if isinstance(key, tuple) else (key,)
+    target = Tensor._make(dst, dst.shape, _dtype_of(dst), "webgpu")
+    if not any(isinstance(i, (Tensor, list)) or hasattr(i, "__array__") for i in items):
+        view = getitem(target, key)._data
+        if view.storage is not dst.storage:
+            raise RuntimeError("setitem: internal error, the indexed view is not a view of the target")
+        if view.numel():
+            elementwise.copy_into(backend, _broadcast(src, view.shape), view)
+        return
+    put = backend.launchers_lookup("put")
+    put(backend, dst, key, src)
+
+
+def _dtype_of(array):
+    from ... import dtypes
+
+    return {"f32": dtypes.float32, "i32": dtypes.int32, "u32": dtypes.bool_}[array.kind]

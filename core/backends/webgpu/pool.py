@@ -1,0 +1,70 @@
+"""Pooled GPU buffers, keyed by size bucket, returned when the last tensor (or
+view) using one dies. The byte counters are what ``webgrad.webgpu.memory_stats``
+and the profiler report."""
+from __future__ import annotations
+
+import weakref
+
+MIN_BYTES = 256
+
+
+def bucket_size(nbytes: int) -> int:
+    """Round up to 256 B below 64 KiB and to a power of two (or a 1/4 step of
+    one) above, so reuse is likely and waste stays under 25%."""
+    n = max(nbytes, MIN_BYTES)
+    if n <= 65536:
+        return -(-n // 256) * 256
+    top = 1 << (n - 1).bit_length()
+    step = top // 8
+    return -(-n // step) * step
+
+
+class BufferPool:
+    def __init__(self, device):
+        self.device = device
+        self.free: dict[int, list] = {}
+        self.in_use = 0
+        self.pooled = 0
+        self.peak = 0
+
+    def acquire(self, nbytes: int, label: str):
+        size = bucket_size(nbytes)
+        limit = self.device.limits["max_storage_buffer_binding_size"]
+        if size > limit:
+            raise MemoryError(f"webgpu: {label} needs {nbytes} bytes, more than this adapter's "
+                              f"maxStorageBufferBindingSize ({limit} bytes); use smaller tensors or device='cpu'")
+        bucket = self.free.get(size)
+        if bucket:
+            buffer = bucket.pop()
+            self.pooled -= size
+        else:
+            buffer = self.device.create_buffer(size, label)
+        self.in_use += size
+        self.peak = max(self.peak, self.in_use)
+        return buffer
+
+    def release(self, buffer) -> None:
+        size = buffer.size
+        self.in_use -= size
+        self.pooled += size
+        self.free.setdefault(size, []).append(buffer)
+
+    def clear(self) -> None:
+        for bucket in self.free.values():
+            for buffer in bucket:
+                if hasattr(buffer, "destroy"):
+                    buffer.destroy()
+        self.free.clear()
+        self.pooled = 0
+
+
+class Storage:
+    """One pooled buffer; views of a tensor share it. Returned to the pool when
+    the last reference dies."""
+
+    __slots__ = ("buffer", "nbytes", "__weakref__")
+
+    def __init__(self, pool: BufferPool, nbytes: int, label: str):
+        self.buffer = pool.acquire(nbytes, label)
+        self.nbytes = nbytes
+        weakref.finalize(self, pool.release, self.buffer)

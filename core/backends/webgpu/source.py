@@ -1,0 +1,43 @@
+"""Assembling WGSL source: the one documented way parameters reach a shader.
+
+1. Type parameters become ``alias`` lines (``alias A = f32;``) at the top.
+2. An elementwise expression becomes one spliced function ``op(...)``.
+3. Preludes (``strided.wgsl``, ``math.wgsl``) are prepended where a kernel uses them.
+4. Sizes and tiles are pipeline-override constants, never pasted text.
+Shaders are read with importlib.resources from the installed package, so the
+same code runs natively and inside Pyodide.
+"""
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+PRELUDES = {
+    "unary.wgsl": ("strided.wgsl", "math.wgsl"),
+    "binary.wgsl": ("strided.wgsl", "math.wgsl"),
+    "ternary.wgsl": ("strided.wgsl", "math.wgsl"),
+}
+SPLICE_SIGNATURE = {
+    "unary.wgsl": "fn op(a: A) -> O",
+    "binary.wgsl": "fn op(a: A, b: A) -> O",
+    "ternary.wgsl": "fn op(a: A, b: B, c: B) -> O",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def read(file: str) -> str:
+    return resources.files("webgrad.wgsl_kernels").joinpath(file).read_text()
+
+
+def all_files() -> list[str]:
+    return sorted(p.name for p in resources.files("webgrad.wgsl_kernels").iterdir() if p.name.endswith(".wgsl"))
+
+
+@functools.lru_cache(maxsize=None)
+def assemble(file: str, types: tuple = (), expr: str | None = None) -> str:
+    parts = [f"alias {name} = {wgsl_type};" for name, wgsl_type in types]
+    parts += [read(p) for p in PRELUDES.get(file, ())]
+    if expr is not None:
+        parts.append(f"{SPLICE_SIGNATURE[file]} {{\n  return {expr};\n}}")
+    parts.append(read(file))
+    return "\n".join(parts)

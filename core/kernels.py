@@ -1,0 +1,45 @@
+"""Kernel records: how an op names the WGSL code that runs it on WebGPU.
+
+A kernel is data. Op declarations carry a record (``wgsl=...``); the WebGPU
+backend turns records into pipelines, caching them by the record itself, so no
+cache key is ever written by hand. Nothing here imports wgpu.
+
+- ``Elementwise(expr)``: an expression over inputs ``a``, ``b``, ``c`` (typed
+  ``A``, ``B``; output type ``O``) spliced into ``unary.wgsl``, ``binary.wgsl``
+  or ``ternary.wgsl``. ``expr`` may be a dict keyed by element kind
+  (``"f32"``, ``"i32"``, ``"u32"``, ``"<in>-><out>"`` or ``"*"``). This is also
+  what a later fusion pass composes.
+- ``Kernel(file, entry, launch)``: a hand-written entry point in ``file``;
+  ``launch`` names the Python launcher in the WebGPU backend that sizes the
+  grid and packs the ``Params`` uniform.
+- ``View(kind)``: no kernel at all; the backend returns a strided view.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    expr: object  # str, or dict of kind -> str
+
+    def expression(self, in_kind: str, out_kind: str) -> str | None:
+        if isinstance(self.expr, str):
+            return self.expr
+        for key in (f"{in_kind}->{out_kind}", f"*->{out_kind}", in_kind, "*"):
+            if key in self.expr:
+                return self.expr[key]
+        return None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    file: str
+    entry: str
+    launch: str = ""
+    constants: tuple = field(default=())  # ((name, value), ...) pipeline-override constants
+
+
+@dataclass(frozen=True)
+class View:
+    kind: str  # "reshape", "permute", "expand", "slice"

@@ -1,0 +1,72 @@
+// math.wgsl: scalar helpers that WGSL lacks or defines differently from numpy,
+// prepended to the elementwise kernels. Each matches numpy/PyTorch semantics.
+
+// erf: Abramowitz & Stegun 7.1.26 refined with one Newton step is overkill for
+// f32; this rational form has |error| < 1.5e-7, below f32 resolution near 1.
+fn wg_erf(x: f32) -> f32 {
+  let t = 1.0 / (1.0 + 0.3275911 * abs(x));
+  let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
+                 + 0.254829592) * t * exp(-x * x);
+  return select(-y, y, x >= 0.0);
+}
+
+// tanh through exp of a clamped argument: some drivers return NaN for |x| > 88.
+fn wg_tanh(x: f32) -> f32 {
+  let z = clamp(x, -15.0, 15.0);
+  let e = exp(2.0 * z);
+  return (e - 1.0) / (e + 1.0);
+}
+
+fn wg_sigmoid(x: f32) -> f32 {
+  return 0.5 * (1.0 + wg_tanh(0.5 * x));
+}
+
+// log(1 + x) without losing digits for tiny x.
+fn wg_log1p(x: f32) -> f32 {
+  let u = 1.0 + x;
+  if (u == 1.0) { return x; }
+  return log(u) * x / (u - 1.0);
+}
+
+// pow with numpy's rules for negative bases (integral exponents keep the sign).
+fn wg_pow(a: f32, b: f32) -> f32 {
+  if (b == 0.0) { return 1.0; }
+  if (b == floor(b) && abs(b) <= 16.0) {  // exact for small integral powers (x ** 2)
+    var r = 1.0;
+    for (var k = 0; k < i32(abs(b)); k = k + 1) { r = r * a; }
+    return select(r, 1.0 / r, b < 0.0);
+  }
+  if (a >= 0.0) {
+    if (a == 0.0) { return select(0.0, bitcast<f32>(0x7f800000u), b < 0.0); }  // 0 ** negative = inf
+    return exp2(b * log2(a));
+  }
+  if (b != floor(b)) { return bitcast<f32>(0x7fc00000u); }  // NaN
+  let m = exp2(b * log2(-a));
+  return select(m, -m, (abs(b) % 2.0) == 1.0);
+}
+
+fn wg_ipow(a: i32, b: i32) -> i32 {
+  var result = 1;
+  var base = a;
+  var e = b;
+  if (e < 0) { return 0; }
+  while (e > 0) {
+    if ((e & 1) == 1) { result = result * base; }
+    base = base * base;
+    e = e >> 1u;
+  }
+  return result;
+}
+
+// Python's modulo and floor division for ints (the sign follows the divisor).
+fn wg_imod(a: i32, b: i32) -> i32 {
+  if (b == 0) { return 0; }
+  let r = a % b;
+  return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
+}
+
+fn wg_ifloordiv(a: i32, b: i32) -> i32 {
+  if (b == 0) { return 0; }
+  let q = a / b;
+  return select(q, q - 1, (a % b != 0) && ((a < 0) != (b < 0)));
+}

@@ -1,0 +1,28 @@
+// ternary.wgsl: out[i] = op(a[i], b[i], c[i]) with broadcasting and strided views
+// (where: a is the u32 condition, b and c the values).
+// Bindings: 0 Params (strided.wgsl), 1 a, 2 b, 3 c, 4 out. Grid: ceil(n / WG), folded.
+// op() is spliced in from the op's Elementwise record; A is a's type, B the values', O the output's.
+
+@group(0) @binding(1) var<storage, read> a: array<A>;
+@group(0) @binding(2) var<storage, read> b: array<B>;
+@group(0) @binding(3) var<storage, read> c: array<B>;
+@group(0) @binding(4) var<storage, read_write> out: array<O>;
+override A_CONTIGUOUS: bool = true;
+override B_CONTIGUOUS: bool = true;
+override C_CONTIGUOUS: bool = true;
+override OUT_CONTIGUOUS: bool = true;
+
+@compute @workgroup_size(WG)
+fn ternary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = thread_index(gid, nwg);
+  if (i >= p.n) { return; }
+  var ia = p.offsets.x + i;
+  if (!A_CONTIGUOUS) { ia = operand_offset(i, 0u); }
+  var ib = p.offsets.y + i;
+  if (!B_CONTIGUOUS) { ib = operand_offset(i, 1u); }
+  var ic = p.offsets.z + i;
+  if (!C_CONTIGUOUS) { ic = operand_offset(i, 2u); }
+  var io = p.offsets.w + i;
+  if (!OUT_CONTIGUOUS) { io = operand_offset(i, 3u); }
+  out[io] = op(a[ia], b[ib], c[ic]);
+}

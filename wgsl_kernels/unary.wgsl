@@ -1,0 +1,20 @@
+// unary.wgsl: out[i] = op(a[i]) over strided views; also the strided copy and
+// cast (op = identity or a conversion), which is how views become contiguous.
+// Bindings: 0 Params (strided.wgsl), 1 a, 2 out. Grid: ceil(n / WG), folded.
+// op() is spliced in from the op's Elementwise record; A and O are its types.
+
+@group(0) @binding(1) var<storage, read> a: array<A>;
+@group(0) @binding(2) var<storage, read_write> out: array<O>;
+override A_CONTIGUOUS: bool = true;
+override OUT_CONTIGUOUS: bool = true;
+
+@compute @workgroup_size(WG)
+fn unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = thread_index(gid, nwg);
+  if (i >= p.n) { return; }
+  var ia = p.offsets.x + i;
+  if (!A_CONTIGUOUS) { ia = operand_offset(i, 0u); }
+  var io = p.offsets.w + i;
+  if (!OUT_CONTIGUOUS) { io = operand_offset(i, 3u); }
+  out[io] = op(a[ia]);
+}
