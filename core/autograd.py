@@ -14,8 +14,15 @@ import weakref
 _mode = threading.local()
 
 
+_mode.enabled = True
+
+
 def is_grad_enabled() -> bool:
-    return getattr(_mode, "enabled", True)
+    try:
+        return _mode.enabled
+    except AttributeError:  # a thread that has not set a mode yet
+        _mode.enabled = True
+        return True
 
 
 class set_grad_enabled:
@@ -61,7 +68,8 @@ class enable_grad(set_grad_enabled):
 class Node:
     """One recorded op application: enough to run its vjp later."""
 
-    __slots__ = ("op", "inputs", "attrs", "out", "versions", "out_ref", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "out", "versions", "out_counter", "out_version",
+                 "out_ref", "__weakref__")
 
     def __init__(self, op, inputs, attrs, out):
         self.op = op
@@ -69,6 +77,10 @@ class Node:
         self.attrs = attrs
         self.out = out.detach()  # the data without a back-edge to this node (no cycle)
         self.versions = tuple(t._version_counter[0] for t in inputs)
+        # vjps may read the output (exp, tanh, sqrt...), so an in-place change of it
+        # must be caught too. Keep the counter list itself: views of ``out`` share it.
+        self.out_counter = out._version_counter
+        self.out_version = out._version_counter[0]
         self.out_ref = weakref.ref(out)
 
     def name(self) -> str:
@@ -131,6 +143,13 @@ def _check_versions(node) -> None:
                 f"in-place operation: input {i} of {node.op.name} (shape {tuple(t.shape)}, "
                 f"{t.dtype.name}) is at version {t._version_counter[0]}; expected version {saved}. "
                 f"Use an out-of-place op (x = x * 2) instead of changing it in place.")
+    if node.out_counter[0] != node.out_version:
+        out = node.out
+        raise RuntimeError(
+            f"one of the tensors needed for gradient computation has been modified by an "
+            f"in-place operation: output 0 of {node.op.name} (shape {tuple(out.shape)}, "
+            f"{out.dtype.name}) is at version {node.out_counter[0]}; expected version "
+            f"{node.out_version}. Use an out-of-place op (y = y * 2) instead of changing it in place.")
 
 
 def _saved_output(node, create_graph):
@@ -143,6 +162,15 @@ def _saved_output(node, create_graph):
     out._node = node
     out._requires_grad = True
     return out
+
+
+def _owned(g):
+    """A gradient stored in ``.grad`` gets its own memory: vjps hand out read-only
+    broadcast views (sum -> expand) and the same tensor to several inputs (add), and
+    in-place updates of one ``.grad`` (zero_, clipping) must not reach another."""
+    from .ops import clone
+
+    return clone(g)
 
 
 def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, inputs=None):
@@ -164,7 +192,7 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
             key = id(t._node)
             node_grads[key] = g if key not in node_grads else node_grads[key] + g
             if t._retains_grad and wanted is None:
-                t.grad = g.detach() if t.grad is None else t.grad + g.detach()
+                t.grad = _owned(g.detach()) if t.grad is None else t.grad + g.detach()
         elif wanted is None:
             prev = leaf_grads.get(id(t))
             leaf_grads[id(t)] = (t, g if prev is None else prev[1] + g)
@@ -193,7 +221,11 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
 
     for t, g in leaf_grads.values():
         g = g if create_graph else g.detach()
-        t.grad = g if t.grad is None else t.grad + g
+        if t.grad is None:
+            with set_grad_enabled(create_graph):
+                t.grad = _owned(g)
+        else:
+            t.grad = t.grad + g
     if wanted is not None:
         return [wanted[id(t)] for t in inputs]
     return None

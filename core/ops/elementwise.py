@@ -187,6 +187,17 @@ def promote(op_name, *operands, float_result=False):
 
 
 def _binary(op, x, y, float_result=False):
+    # Fast paths for the common cases (same-dtype tensors, a float tensor and a
+    # Python float); they give exactly what promote() would, without its cost.
+    if isinstance(x, Tensor):
+        category = x.dtype.category
+        if isinstance(y, Tensor):
+            if x.dtype is y.dtype and (category == "float" or not float_result):
+                return apply(op, x, y)
+        elif category == "float" and type(y) in (float, int):
+            return apply(op, x, _scalar_tensor(y, x.dtype, x.device))
+    elif isinstance(y, Tensor) and y.dtype.category == "float" and type(x) in (float, int):
+        return apply(op, _scalar_tensor(x, y.dtype, y.device), y)
     x, y = promote(op.name, x, y, float_result=float_result)
     return apply(op, x, y)
 

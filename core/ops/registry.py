@@ -61,17 +61,18 @@ def common_device(op_name: str, tensors) -> str:
 
 
 def apply(op: Op, *inputs, **attrs):
-    """Run ``op`` on Tensors ``inputs`` and record it for autograd when needed."""
-    from ..tensor import Tensor
-    from ..backends import get_backend
-
-    device = common_device(op.name, inputs) if len(inputs) > 1 else inputs[0].device
+    """Run ``op`` on Tensors ``inputs`` and record it for autograd when needed.
+    This is the hot path of every op: keep it lean."""
+    device = inputs[0].device
+    for t in inputs:
+        if t.device != device:
+            common_device(op.name, inputs)
     shape, dtype = op.infer(*inputs, **attrs)
     data = get_backend(device).run(op, inputs, attrs, shape, dtype)
     out = Tensor._make(data, shape, dtype, device)
     if op.vjp is not None and autograd.is_grad_enabled():
         for t in inputs:
-            if t.requires_grad:
+            if t._requires_grad:
                 autograd.record(op, inputs, attrs, out)
                 break
     return out
@@ -81,8 +82,6 @@ def apply_inplace(op: Op, *tensors, **attrs):
     """Run an in-place op that overwrites the data of its first ``op.mutates``
     tensors (an optimizer step, ``fill_``, ``__setitem__``) and bump their
     version counters so autograd notices stale saved values."""
-    from ..backends import get_backend
-
     device = common_device(op.name, tensors) if len(tensors) > 1 else tensors[0].device
     written = tensors[:op.mutates]
     for t in written:
@@ -92,3 +91,7 @@ def apply_inplace(op: Op, *tensors, **attrs):
     for t in written:
         t._bump_version()
     return tensors[0]
+
+
+from ..backends import get_backend  # noqa: E402  (imported last: backends import ops)
+from ..tensor import Tensor  # noqa: E402
