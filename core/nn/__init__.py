@@ -1,0 +1,18 @@
+"""``webgrad.nn``: layers, losses, initialisation and the ``Module`` base class, like ``torch.nn``.
+
+Example:
+    >>> from webgrad import nn
+    >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    >>> model(webgrad.randn(3, 4)).shape
+    webgrad.Size([3, 2])
+"""
+from .parameter import Parameter  # noqa: F401
+from .modules import (  # noqa: F401
+    ELU, GELU, AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss, Conv1d,
+    Conv2d, CrossEntropyLoss, Dropout, Embedding, Flatten, Hardtanh, HuberLoss, Identity, L1Loss, LayerNorm,
+    LeakyReLU, Linear, LogSigmoid, LogSoftmax, MaxPool2d, Mish, Module, ModuleDict, ModuleList, MSELoss,
+    MultiheadAttention, NLLLoss, NonDynamicallyQuantizableLinear, ReLU, ReLU6, RemovableHandle, Sequential,
+    Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, TransformerEncoder, TransformerEncoderLayer,
+    Unflatten,
+)
+from . import functional, init, utils  # noqa: F401,E402

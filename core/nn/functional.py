@@ -1,0 +1,365 @@
+"""``webgrad.nn.functional``: layers as plain functions, like ``torch.nn.functional``.
+
+Everything here is composed of Tensor ops, so it differentiates through autograd
+and runs unchanged on every backend. Convolution and pooling live in
+``functional_conv.py``, the losses in ``functional_loss.py``; both are
+re-exported here, so ``import webgrad.nn.functional as F`` sees them all.
+
+Example:
+    >>> import webgrad.nn.functional as F
+    >>> F.relu(webgrad.tensor([-1.0, 2.0]))
+    tensor([0., 2.])
+"""
+from __future__ import annotations
+
+import math
+
+from .. import creation, dtypes, ops
+from ..autograd import no_grad
+from ..ops._helpers import describe
+from ..ops.registry import OpError
+from ..tensor import Tensor
+
+__all__ = [
+    "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "hardtanh", "softplus", "logsigmoid",
+    "mish", "softmax", "log_softmax", "sigmoid", "tanh", "dropout", "linear", "batch_norm",
+    "layer_norm", "normalize", "embedding", "scaled_dot_product_attention", "one_hot", "pad",
+]
+
+
+# -- activations -------------------------------------------------------------------
+def relu(input, inplace=False):
+    """max(x, 0) elementwise.
+
+    Example:
+        >>> F.relu(webgrad.tensor([-1.0, 2.0]))
+        tensor([0., 2.])
+    """
+    return ops.relu(input)
+
+
+def relu6(input, inplace=False):
+    """min(max(x, 0), 6) elementwise."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """Clamp to [min_val, max_val]; the gradient is 1 inside and 0 outside."""
+    return ops.clamp(input, min_val, max_val)
+
+
+def gelu(input, approximate="none"):
+    """Gaussian error linear unit: x * Phi(x), exact (erf) or with the tanh approximation.
+
+    Example:
+        >>> F.gelu(webgrad.tensor([1.0]))          # 0.8413
+        >>> F.gelu(webgrad.tensor([1.0]), approximate="tanh")
+    """
+    if approximate == "none":
+        return input * 0.5 * (1.0 + ops.erf(input * (1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)
+        return input * 0.5 * (1.0 + ops.tanh(inner))
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(input, inplace=False):
+    """x * sigmoid(x) (also called swish)."""
+    return input * ops.sigmoid(input)
+
+
+def mish(input, inplace=False):
+    """x * tanh(softplus(x))."""
+    return input * ops.tanh(softplus(input))
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x for x > 0, alpha * (exp(x) - 1) otherwise."""
+    return ops.where(input > 0, input, alpha * (ops.exp(ops.minimum(input, 0.0)) - 1.0))
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x for x > 0, negative_slope * x otherwise.
+
+    Example:
+        >>> F.leaky_relu(webgrad.tensor([-2.0, 3.0]), 0.1)
+        tensor([-0.2000,  3.0000])
+    """
+    return ops.where(input > 0, input, input * negative_slope)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, linear where beta * x > threshold; never overflows.
+
+    Example:
+        >>> F.softplus(webgrad.tensor([0.0]))   # log(2)
+        tensor([0.6931])
+    """
+    z = input * beta if beta != 1 else input
+    # log1p(exp(-|z|)) + max(z, 0) is exact and cannot overflow; maximum's tie rule
+    # gives the right slope (1/2) at z = 0 where relu's would give 0.
+    soft = ops.log1p(ops.exp(-ops.abs(z))) + ops.maximum(z, 0.0)
+    if beta != 1:
+        soft = soft / beta
+    return ops.where(z > threshold, input, soft)
+
+
+def logsigmoid(input):
+    """log(sigmoid(x)), computed stably as -softplus(-x)."""
+    return -softplus(-input)
+
+
+def sigmoid(input):
+    """1 / (1 + exp(-x))."""
+    return ops.sigmoid(input)
+
+
+def tanh(input):
+    """Hyperbolic tangent."""
+    return ops.tanh(input)
+
+
+def _softmax_dim(name, ndim):
+    # PyTorch's legacy rule when no dim is given.
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, dtype=None):
+    """exp(x) / sum(exp(x)) along ``dim``.
+
+    Example:
+        >>> F.softmax(webgrad.tensor([[1.0, 1.0]]), dim=-1)
+        tensor([[0.5000, 0.5000]])
+    """
+    return ops.softmax(input, _softmax_dim("softmax", input.ndim) if dim is None else dim, dtype)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    """log(softmax(x)) along ``dim``, computed without overflow."""
+    return ops.log_softmax(input, _softmax_dim("log_softmax", input.ndim) if dim is None else dim, dtype)
+
+
+# -- dropout -------------------------------------------------------------------
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p) (only when training).
+
+    The mask comes from ``webgrad.rand_like``, so ``webgrad.manual_seed`` reproduces it.
+
+    Example:
+        >>> webgrad.manual_seed(0); F.dropout(webgrad.ones(4), p=0.5)
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = creation.rand_like(input) >= p
+    return ops.where(keep, input * (1.0 / (1.0 - p)), 0.0)
+
+
+# -- linear ----------------------------------------------------------------------
+def linear(input, weight, bias=None):
+    """x @ weight.T + bias, with weight of shape (out_features, in_features).
+
+    Example:
+        >>> F.linear(webgrad.ones(2, 3), webgrad.ones(4, 3)).shape
+        webgrad.Size([2, 4])
+    """
+    if weight.ndim not in (1, 2):
+        raise OpError(f"linear: weight must be 1-D or 2-D, got {describe(weight)}")
+    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+        raise OpError(f"linear: input {describe(input)} does not match weight {describe(weight)}: "
+                      f"the input's last dimension must be in_features = {weight.shape[-1]}")
+    out = ops.matmul(input, weight.mT if weight.ndim == 2 else weight)
+    return out if bias is None else out + bias
+
+
+# -- normalization -------------------------------------------------------------
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Normalize over every dim but the channel dim 1, with batch or running statistics.
+
+    When ``training``, batch statistics are used and ``running_mean``/``running_var``
+    (if given) are updated in place: new = (1 - momentum) * old + momentum * batch,
+    with the unbiased batch variance for ``running_var``, exactly as PyTorch.
+
+    Example:
+        >>> x = webgrad.randn(8, 3)
+        >>> F.batch_norm(x, None, None, training=True).mean(0)   # about 0
+    """
+    if input.ndim < 2:
+        raise OpError(f"batch_norm: expected input of at least 2 dims (N, C, ...), got {describe(input)}")
+    channels = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        if t is not None and tuple(t.shape) != (channels,):
+            raise OpError(f"batch_norm: {name} of shape {tuple(t.shape)} does not match the "
+                          f"{channels} channels of input {describe(input)}")
+    dims = (0,) + tuple(range(2, input.ndim))
+    stat_shape = (1, channels) + (1,) * (input.ndim - 2)
+    if training:
+        count = input.numel() // channels
+        if count <= 1:
+            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
+                             f"got input of shape {tuple(input.shape)}")
+        mean = input.mean(dims, keepdim=True)
+        var = input.var(dims, keepdim=True, correction=0)
+        if running_mean is not None or running_var is not None:
+            with no_grad():
+                if running_mean is not None:
+                    running_mean.copy_(running_mean * (1 - momentum) + mean.detach().reshape(channels) * momentum)
+                if running_var is not None:
+                    unbiased = var.detach().reshape(channels) * (count / (count - 1))
+                    running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise OpError("batch_norm: running_mean and running_var are required when training=False")
+        mean, var = running_mean.reshape(stat_shape), running_var.reshape(stat_shape)
+    out = (input - mean) * ops.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight.reshape(stat_shape)
+    if bias is not None:
+        out = out + bias.reshape(stat_shape)
+    return out
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the last ``len(normalized_shape)`` dims (biased variance), then scale and shift.
+
+    Example:
+        >>> F.layer_norm(webgrad.randn(2, 5), (5,)).mean(-1)   # about 0
+    """
+    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or tuple(input.shape[input.ndim - k:]) != normalized_shape or input.ndim < k:
+        raise OpError(f"layer_norm: normalized_shape {normalized_shape} must match the last dims of "
+                      f"input {describe(input)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != normalized_shape:
+            raise OpError(f"layer_norm: {name} of shape {tuple(t.shape)} must have normalized_shape "
+                          f"{normalized_shape}")
+    dims = tuple(range(input.ndim - k, input.ndim))
+    mean = input.mean(dims, keepdim=True)
+    var = input.var(dims, keepdim=True, correction=0)
+    out = (input - mean) * ops.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """Divide by the p-norm along ``dim`` (at least ``eps``)."""
+    return input / ops.clamp(ops.norm(input, p, dim, keepdim=True), min=eps)
+
+
+# -- embedding -------------------------------------------------------------------
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of ``weight`` picked by the integer tensor ``input``; ``padding_idx``'s row gets no gradient.
+
+    Example:
+        >>> F.embedding(webgrad.tensor([[0, 2]]), webgrad.randn(3, 4)).shape
+        webgrad.Size([1, 2, 4])
+    """
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported")
+    if not isinstance(input, Tensor) or input.dtype.name not in ("int64", "int32"):
+        got = describe(input) if isinstance(input, Tensor) else type(input).__name__
+        raise OpError(f"embedding: indices must be an int64 or int32 tensor, got {got}")
+    if weight.ndim != 2:
+        raise OpError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got {describe(weight)}")
+    out = ops.take(weight, input)
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        # Route the padding rows' gradient to a detached copy: same values, no gradient.
+        is_pad = (input == padding_idx).unsqueeze(-1)
+        out = ops.where(is_pad, out.detach(), out)
+    return out
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 tensor with a trailing dim of ``num_classes``: 1 at each index, 0 elsewhere.
+
+    Example:
+        >>> F.one_hot(webgrad.tensor([0, 2]), 3)
+        tensor([[1, 0, 0],
+                [0, 0, 1]])
+    """
+    if tensor.dtype.name not in ("int64", "int32"):
+        raise OpError(f"one_hot: expected an int64 tensor of class indices, got {describe(tensor)}")
+    if num_classes == -1:
+        num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
+    classes = creation.arange(num_classes, device=tensor.device)
+    return (tensor.long().unsqueeze(-1) == classes).long()
+
+
+def pad(input, pad, mode="constant", value=0.0):
+    """Pad the last dims by ``pad=(left, right, top, bottom, ...)``; negative values crop."""
+    return ops.pad(input, pad, mode, value if value is not None else 0.0)
+
+
+# -- attention -------------------------------------------------------------------
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False):
+    """softmax(Q Kᵀ * scale + mask) V over the last two dims, as ``torch.nn.functional``'s.
+
+    A bool ``attn_mask`` marks with True the positions that may be attended to; a
+    float mask is added to the scores. ``is_causal`` masks out future keys.
+
+    Shape: query (..., L, E), key (..., S, E), value (..., S, Ev) -> (..., L, Ev).
+
+    Example:
+        >>> q = k = v = webgrad.randn(2, 4, 8)
+        >>> F.scaled_dot_product_attention(q, k, v, is_causal=True).shape
+        webgrad.Size([2, 4, 8])
+    """
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise OpError(f"scaled_dot_product_attention: query, key and value need at least 2 dims, "
+                      f"got {describe(query, key, value)}")
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise OpError(f"scaled_dot_product_attention: query (..., L, E), key (..., S, E) and value "
+                      f"(..., S, Ev) do not fit: {describe(query, key, value)}")
+    length, source = query.shape[-2], key.shape[-2]
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        repeats = query.shape[-3] // key.shape[-3]
+        key = key.unsqueeze(-3).expand(*key.shape[:-2], repeats, *key.shape[-2:]).flatten(-4, -3)
+        value = value.unsqueeze(-3).expand(*value.shape[:-2], repeats, *value.shape[-2:]).flatten(-4, -3)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = ops.matmul(query, key.mT) * scale
+    if is_causal:
+        if attn_mask is not None:
+            raise OpError("scaled_dot_product_attention: pass either attn_mask or is_causal=True, not both")
+        attn_mask = _causal_mask(length, source, query.device)
+    if attn_mask is not None:
+        if attn_mask.dtype is dtypes.bool_:
+            scores = ops.masked_fill(scores, ops.logical_not(attn_mask), float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = ops.softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, training=True)
+    return ops.matmul(weights, value)
+
+
+def _causal_mask(length, source, device=None):
+    """A (length, source) bool mask, True on and below the diagonal (where attending is allowed)."""
+    rows = creation.arange(length, device=device).unsqueeze(-1)
+    cols = creation.arange(source, device=device)
+    return cols <= rows
+
+
+from .functional_conv import (  # noqa: E402,F401
+    adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d,
+)
+from .functional_loss import (  # noqa: E402,F401
+    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss,
+    nll_loss, smooth_l1_loss, huber_loss,
+)
+
+__all__ += ["adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "max_pool2d", "binary_cross_entropy",
+            "binary_cross_entropy_with_logits", "cross_entropy", "l1_loss", "mse_loss", "nll_loss",
+            "smooth_l1_loss", "huber_loss"]

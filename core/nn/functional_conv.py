@@ -1,0 +1,284 @@
+"""Convolution and pooling, composed of Tensor ops (re-exported by ``nn.functional``).
+
+Convolution is im2col: every kernel offset (i, j) is one strided slice of the
+padded input; the slices are stacked into columns and one batched matmul with
+the weight does the rest. Pooling stacks the same slices and reduces them.
+No op here is a new primitive, so autograd and every backend come for free.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import creation, ops
+from ..ops._helpers import describe
+from ..ops.movement import slice_dims
+from ..ops.registry import OpError
+
+__all__ = ["conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]
+
+
+def _tuple(op_name, arg_name, value, n):
+    """An int or a sequence of ``n`` ints, as a tuple of ``n`` ints."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),) * n
+    try:
+        value = tuple(int(v) for v in value)
+    except TypeError:
+        raise TypeError(f"{op_name}: {arg_name} must be an int or a tuple of {n} ints, got {value!r}") from None
+    if len(value) != n:
+        raise ValueError(f"{op_name}: {arg_name} must be an int or a tuple of {n} ints, got {value!r}")
+    return value
+
+
+def _check_positive(op_name, **values):
+    for name, value in values.items():
+        if any(v <= 0 for v in value):
+            raise ValueError(f"{op_name}: {name} must be positive, got {value}")
+
+
+def _windows(x, kernel, stride, dilation, out_hw):
+    """One strided slice of ``x`` (N, C, H, W) per kernel offset, each (N, C, Ho, Wo), row-major."""
+    n, c = x.shape[:2]
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
+    patches = []
+    for i in range(kh):
+        for j in range(kw):
+            h0, w0 = i * dh, j * dw
+            patches.append(slice_dims(x, [(0, n, 1), (0, c, 1), (h0, h0 + sh * (ho - 1) + 1, sh),
+                                          (w0, w0 + sw * (wo - 1) + 1, sw)]))
+    return patches
+
+
+def _out_size(size, kernel, stride, dilation):
+    return (size - dilation * (kernel - 1) - 1) // stride + 1
+
+
+# -- convolution -----------------------------------------------------------------
+def _conv(op_name, x, weight, bias, stride, pads, dilation, groups):
+    """2-D convolution of (N, C, H, W) by (O, C/groups, kh, kw); pads = (left, right, top, bottom)."""
+    if any(pads):
+        x = ops.pad(x, pads)
+    n, c, hp, wp = x.shape
+    out_channels, _, kh, kw = weight.shape
+    ho, wo = _out_size(hp, kh, stride[0], dilation[0]), _out_size(wp, kw, stride[1], dilation[1])
+    if ho <= 0 or wo <= 0:
+        raise OpError(f"{op_name}: the padded input ({hp}, {wp}) is smaller than the dilated kernel "
+                      f"({dilation[0] * (kh - 1) + 1}, {dilation[1] * (kw - 1) + 1}) (weight {describe(weight)})")
+    patches = _windows(x, (kh, kw), stride, dilation, (ho, wo))
+    cols = patches[0].unsqueeze(2) if len(patches) == 1 else ops.stack(patches, 2)  # (N, C, kh*kw, Ho, Wo)
+    cols = cols.reshape(n, groups, (c // groups) * kh * kw, ho * wo)
+    w = weight.reshape(groups, out_channels // groups, (c // groups) * kh * kw)
+    out = ops.matmul(w, cols).reshape(n, out_channels, ho, wo)  # (N, g, O/g, L) -> (N, O, Ho, Wo)
+    if bias is not None:
+        out = out + bias.reshape(1, out_channels, 1, 1)
+    return out
+
+
+def _check_conv(op_name, input, weight, bias, groups, spatial):
+    if input.ndim not in (spatial + 1, spatial + 2) or weight.ndim != spatial + 2:
+        raise OpError(f"{op_name}: expected a {spatial + 2}-D weight and a {spatial + 1}-D (unbatched) or "
+                      f"{spatial + 2}-D (batched) input, got input {describe(input)} and weight {describe(weight)}")
+    if not isinstance(groups, int) or groups <= 0:
+        raise ValueError(f"{op_name}: groups must be a positive int, got {groups!r}")
+    channels = input.shape[-spatial - 1]
+    if channels != weight.shape[1] * groups:
+        raise OpError(f"{op_name}: weight of shape {tuple(weight.shape)} with groups={groups} expects "
+                      f"{weight.shape[1] * groups} input channels, but got input of shape "
+                      f"{tuple(input.shape)} with {channels} channels")
+    if weight.shape[0] % groups:
+        raise OpError(f"{op_name}: out_channels {weight.shape[0]} (weight {tuple(weight.shape)}) must be "
+                      f"divisible by groups={groups}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise OpError(f"{op_name}: bias of shape {tuple(bias.shape)} does not match out_channels "
+                      f"{weight.shape[0]} of weight {tuple(weight.shape)}")
+    if not input.dtype.is_floating_point or input.dtype is not weight.dtype or (
+            bias is not None and bias.dtype is not weight.dtype):
+        shown = describe(input, weight) + (f" and bias {describe(bias)}" if bias is not None else "")
+        raise OpError(f"{op_name}: input, weight and bias must have the same floating dtype, got {shown}")
+
+
+def _conv_padding(op_name, padding, kernel, stride, dilation, spatial):
+    """Per spatial dim (before, after) padding from an int, a tuple, 'valid' or 'same'."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [(0, 0)] * spatial
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{op_name}: padding='same' is not supported for strided convolutions "
+                                 f"(stride={stride})")
+            total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+            return [(t // 2, t - t // 2) for t in total]  # the odd one goes after, as in PyTorch
+        raise ValueError(f"{op_name}: invalid padding string {padding!r}; expected 'valid' or 'same'")
+    pads = _tuple(op_name, "padding", padding, spatial)
+    if any(p < 0 for p in pads):
+        raise ValueError(f"{op_name}: padding must be non-negative, got {padding}")
+    return [(p, p) for p in pads]
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation, as in PyTorch) over (N, C, H, W) or (C, H, W).
+
+    Args: weight (out_channels, in_channels / groups, kH, kW); padding an int, a pair,
+    'valid' or 'same'.
+
+    Example:
+        >>> F.conv2d(webgrad.randn(1, 3, 8, 8), webgrad.randn(4, 3, 3, 3), padding=1).shape
+        webgrad.Size([1, 4, 8, 8])
+    """
+    _check_conv("conv2d", input, weight, bias, groups, 2)
+    stride, dilation = _tuple("conv2d", "stride", stride, 2), _tuple("conv2d", "dilation", dilation, 2)
+    _check_positive("conv2d", stride=stride, dilation=dilation)
+    (top, bottom), (left, right) = _conv_padding("conv2d", padding, weight.shape[2:], stride, dilation, 2)
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    out = _conv("conv2d", x, weight, bias, stride, (left, right, top, bottom), dilation, groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution over (N, C, L) or (C, L) with weight (out_channels, in_channels / groups, k).
+
+    Example:
+        >>> F.conv1d(webgrad.randn(2, 3, 10), webgrad.randn(4, 3, 5)).shape
+        webgrad.Size([2, 4, 6])
+    """
+    _check_conv("conv1d", input, weight, bias, groups, 1)
+    stride, dilation = _tuple("conv1d", "stride", stride, 1), _tuple("conv1d", "dilation", dilation, 1)
+    _check_positive("conv1d", stride=stride, dilation=dilation)
+    ((left, right),) = _conv_padding("conv1d", padding, weight.shape[2:], stride, dilation, 1)
+    unbatched = input.ndim == 2
+    x = (input.unsqueeze(0) if unbatched else input).unsqueeze(2)  # (N, C, 1, L)
+    out = _conv("conv1d", x, weight.unsqueeze(2), bias, (1,) + stride, (left, right, 0, 0), (1,) + dilation,
+                groups).squeeze(2)
+    return out.squeeze(0) if unbatched else out
+
+
+# -- pooling ---------------------------------------------------------------------
+def _pool_setup(op_name, input, kernel_size, stride, padding, dilation, ceil_mode):
+    if input.ndim not in (3, 4):
+        raise OpError(f"{op_name}: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got {describe(input)}")
+    kernel = _tuple(op_name, "kernel_size", kernel_size, 2)
+    stride = kernel if stride is None or stride == () or stride == [] else _tuple(op_name, "stride", stride, 2)
+    padding = _tuple(op_name, "padding", padding, 2)
+    dilation = _tuple(op_name, "dilation", dilation, 2)
+    _check_positive(op_name, kernel_size=kernel, stride=stride, dilation=dilation)
+    for p, k, d in zip(padding, kernel, dilation):
+        limit = (d * (k - 1) + 1) // 2 if op_name == "max_pool2d" else k // 2
+        if p < 0 or p > limit:
+            raise ValueError(f"{op_name}: pad should be at most half of effective kernel size, but got "
+                             f"pad={padding}, kernel_size={kernel} and dilation={dilation}")
+    sizes, extra = [], []
+    for n, k, s, p, d in zip(input.shape[-2:], kernel, stride, padding, dilation):
+        span = n + 2 * p - d * (k - 1) - 1
+        out = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (out - 1) * s >= n + p:  # the last window must start inside the input or left pad
+            out -= 1
+        if out <= 0:
+            raise OpError(f"{op_name}: input {describe(input)} is too small for kernel_size={kernel}, "
+                          f"padding={padding}, dilation={dilation} (output size would be {out})")
+        sizes.append(out)
+        extra.append(max(0, (out - 1) * s + d * (k - 1) + 1 - (n + 2 * p)))
+    return kernel, stride, padding, dilation, tuple(sizes), tuple(extra)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Largest value in each (dilated) window; padding counts as -inf. stride defaults to kernel_size.
+
+    The gradient goes to the first maximum of each window, as in PyTorch.
+
+    Example:
+        >>> F.max_pool2d(webgrad.arange(16.).reshape(1, 1, 4, 4), 2)
+        tensor([[[[ 5.,  7.],
+                  [13., 15.]]]])
+    """
+    kernel, stride, padding, dilation, out_hw, extra = _pool_setup(
+        "max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    (ph, pw), (eh, ew) = padding, extra
+    if ph or pw or eh or ew:
+        x = ops.pad(x, (pw, pw + ew, ph, ph + eh), value=float("-inf"))
+    windows = ops.stack(_windows(x, kernel, stride, dilation, out_hw), -1)  # (N, C, Ho, Wo, kh*kw)
+    values, k = windows.max(-1)  # first maximum, gradient to it alone
+    if unbatched:
+        values, k = values.squeeze(0), k.squeeze(0)
+    if not return_indices:
+        return values
+    # Flat index into the unpadded H * W plane, like PyTorch's indices.
+    rows = creation.arange(out_hw[0], device=input.device).reshape(-1, 1) * stride[0] - ph
+    cols = creation.arange(out_hw[1], device=input.device) * stride[1] - pw
+    rows = rows + (k // kernel[1]) * dilation[0]
+    cols = cols + (k % kernel[1]) * dilation[1]
+    return values, rows * input.shape[-1] + cols
+
+
+def _pool_counts(size, out, kernel, stride, padding, count_include_pad):
+    """How many elements PyTorch divides by along one dim, per output position."""
+    counts = np.empty(out)
+    for o in range(out):
+        start = o * stride - padding
+        end = min(start + kernel, size + padding)
+        if not count_include_pad:
+            start, end = max(start, 0), min(end, size)
+        counts[o] = end - start
+    return counts
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Mean of each window; zero padding counts toward the mean unless count_include_pad=False.
+
+    Example:
+        >>> F.avg_pool2d(webgrad.ones(1, 1, 4, 4), 2).shape
+        webgrad.Size([1, 1, 2, 2])
+    """
+    kernel, stride, padding, dilation, out_hw, extra = _pool_setup(
+        "avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    (ph, pw), (eh, ew) = padding, extra
+    if ph or pw or eh or ew:
+        x = ops.pad(x, (pw, pw + ew, ph, ph + eh))
+    total = ops.stack(_windows(x, kernel, stride, dilation, out_hw), -1).sum(-1)
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise ValueError("avg_pool2d: divisor_override must be non-zero")
+        out = total / divisor_override
+    else:
+        rows = _pool_counts(input.shape[-2], out_hw[0], kernel[0], stride[0], ph, count_include_pad)
+        cols = _pool_counts(input.shape[-1], out_hw[1], kernel[1], stride[1], pw, count_include_pad)
+        out = total / creation.tensor(np.outer(rows, cols), dtype=input.dtype, device=input.device)
+    return out.squeeze(0) if unbatched else out
+
+
+def _adaptive_matrix(size, out, dtype, device):
+    """(out, size) averaging matrix: row i averages input[floor(i*size/out) : ceil((i+1)*size/out)]."""
+    matrix = np.zeros((out, size))
+    for i in range(out):
+        start, end = (i * size) // out, -(-((i + 1) * size) // out)
+        matrix[i, start:end] = 1.0 / (end - start)
+    return creation.tensor(matrix, dtype=dtype, device=device)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average-pool (N, C, H, W) or (C, H, W) to ``output_size`` with PyTorch's window rule.
+
+    Example:
+        >>> F.adaptive_avg_pool2d(webgrad.randn(2, 3, 7, 5), 1).shape
+        webgrad.Size([2, 3, 1, 1])
+    """
+    if input.ndim not in (3, 4):
+        raise OpError(f"adaptive_avg_pool2d: expected a 3-D or 4-D input, got {describe(input)}")
+    if isinstance(output_size, int):
+        output_size = (output_size, output_size)
+    oh, ow = (n if o is None else o for o, n in zip(output_size, input.shape[-2:]))
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be positive, got {output_size}")
+    h, w = input.shape[-2:]
+    out = input
+    if oh != h:
+        out = ops.matmul(_adaptive_matrix(h, oh, input.dtype, input.device), out)
+    if ow != w:
+        out = ops.matmul(out, _adaptive_matrix(w, ow, input.dtype, input.device).mT)
+    return out if out is not input else input * 1.0
+
