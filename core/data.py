@@ -271,5 +271,8 @@ class DataLoader:
         indices = np.asarray(indices, dtype=np.int64)
         if rows is not None:
             indices = rows[indices]
-        index = tensor(indices, dtype=dtypes.int64)
-        return tuple(tensor[index] for tensor in tensors)
+        by_device = {}  # one index tensor per device the data lives on
+        for t in tensors:
+            if t.device not in by_device:
+                by_device[t.device] = tensor(indices, dtype=dtypes.int64, device=t.device)
+        return tuple(t[by_device[t.device]] for t in tensors)

@@ -9,6 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes
+from ..kernels import Kernel
 from ._helpers import normalize_dim, normalize_dims, require_float
 from .elementwise import cast, exp, log, sqrt, where
 from .registry import OpError, apply, defop
@@ -77,16 +78,18 @@ def _arg_kernel(np_fn):
     return kernel
 
 
-SUM = defop("sum", infer=_reduce_infer("sum"), vjp=_sum_vjp,
+SUM = defop("sum", wgsl=Kernel("reduce.wgsl", "sum", "reduce"), infer=_reduce_infer("sum"), vjp=_sum_vjp,
             numpy=lambda x, *, dims, keepdim: np.sum(x, axis=dims, keepdims=keepdim))
-AMAX = defop("amax", infer=_reduce_infer("amax"), vjp=_extreme_vjp,
+AMAX = defop("amax", wgsl=Kernel("reduce.wgsl", "amax", "reduce"), infer=_reduce_infer("amax"), vjp=_extreme_vjp,
              numpy=lambda x, *, dims, keepdim: np.amax(x, axis=dims, keepdims=keepdim))
-AMIN = defop("amin", infer=_reduce_infer("amin"), vjp=_extreme_vjp,
+AMIN = defop("amin", wgsl=Kernel("reduce.wgsl", "amin", "reduce"), infer=_reduce_infer("amin"), vjp=_extreme_vjp,
              numpy=lambda x, *, dims, keepdim: np.amin(x, axis=dims, keepdims=keepdim))
-PROD = defop("prod", infer=_reduce_infer("prod"), vjp=_prod_vjp,
+PROD = defop("prod", wgsl=Kernel("reduce.wgsl", "prod", "reduce"), infer=_reduce_infer("prod"), vjp=_prod_vjp,
              numpy=lambda x, *, dims, keepdim: np.prod(x, axis=dims, keepdims=keepdim))
-ARGMAX = defop("argmax", infer=_arg_infer("argmax"), numpy=_arg_kernel(np.argmax))
-ARGMIN = defop("argmin", infer=_arg_infer("argmin"), numpy=_arg_kernel(np.argmin))
+ARGMAX = defop("argmax", wgsl=Kernel("reduce.wgsl", "argmax", "arg_reduce"), infer=_arg_infer("argmax"),
+                numpy=_arg_kernel(np.argmax))
+ARGMIN = defop("argmin", wgsl=Kernel("reduce.wgsl", "argmin", "arg_reduce"), infer=_arg_infer("argmin"),
+                numpy=_arg_kernel(np.argmin))
 
 
 def _sum(x, dims, keepdim):
@@ -132,12 +135,12 @@ def amin(x, dim=None, keepdim=False):
 
 def argmax(x, dim=None, keepdim=False):
     d = None if dim is None else normalize_dim("argmax", dim, x.ndim)
-    return apply(ARGMAX, x, dim=d, keepdim=keepdim)
+    return apply(ARGMAX, x, dim=d if x.ndim else None, keepdim=keepdim)  # 0-d: dim 0 is all of it
 
 
 def argmin(x, dim=None, keepdim=False):
     d = None if dim is None else normalize_dim("argmin", dim, x.ndim)
-    return apply(ARGMIN, x, dim=d, keepdim=keepdim)
+    return apply(ARGMIN, x, dim=d if x.ndim else None, keepdim=keepdim)
 
 
 def _extreme(name, x, dim, keepdim, arg_fn):
@@ -145,6 +148,8 @@ def _extreme(name, x, dim, keepdim, arg_fn):
         return apply(AMAX if name == "max" else AMIN, x, dims=tuple(range(x.ndim)), keepdim=False)
     d = normalize_dim(name, dim, x.ndim)
     indices = arg_fn(x, d, True)
+    if x.ndim == 0:  # the one element is the max (or min); gather needs a dim
+        return ValuesIndices(x.clone(), indices)
     values = x.gather(d, indices)  # gradient flows to the chosen element, as in PyTorch
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
@@ -221,26 +226,32 @@ def softmax(x, dim, dtype=None):
     if dtype is not None:
         x = cast(x, dtypes.to_dtype(dtype))
     require_float("softmax", x)
-    d = normalize_dim("softmax", dim, x.ndim)
-    e = exp(x - amax(x, d, True).detach())
-    return e / _sum(e, (d,), True)
+    dims = normalize_dims("softmax", dim, x.ndim)
+    e = exp(x - amax(x, dims, True).detach())
+    return e / _sum(e, dims, True)
 
 
 def log_softmax(x, dim, dtype=None):
     if dtype is not None:
         x = cast(x, dtypes.to_dtype(dtype))
     require_float("log_softmax", x)
-    d = normalize_dim("log_softmax", dim, x.ndim)
-    shifted = x - amax(x, d, True).detach()
-    return shifted - log(_sum(exp(shifted), (d,), True))
+    dims = normalize_dims("log_softmax", dim, x.ndim)
+    shifted = x - amax(x, dims, True).detach()
+    return shifted - log(_sum(exp(shifted), dims, True))
 
 
 def norm(x, p=2, dim=None, keepdim=False):
     require_float("norm", x)
-    if p == 2 or p == "fro":
-        return sqrt(_sum(x * x, normalize_dims("norm", dim, x.ndim), keepdim))
     if p == 1:
         return sum(x.abs(), dim, keepdim)
     if p == float("inf"):
         return amax(x.abs(), dim, keepdim)
-    return sum(x.abs() ** p, dim, keepdim) ** (1.0 / p)
+    if p == 2 or p == "fro":
+        total, root = _sum(x * x, normalize_dims("norm", dim, x.ndim), keepdim), sqrt
+    else:
+        total, root = sum(x.abs() ** p, dim, keepdim), (lambda t: t ** (1.0 / p))
+    # The root's slope is infinite at 0, which would make the gradient of a zero
+    # vector's norm 0 * inf = nan; PyTorch defines it as 0. The inner where keeps the
+    # root away from 0, the outer one picks 0 there (and passes no gradient).
+    positive = total > 0
+    return where(positive, root(where(positive, total, 1.0)), 0.0)

@@ -114,14 +114,16 @@ class WebGPUBackend:
         return out
 
     def to_numpy(self, data: GPUArray) -> np.ndarray:
+        if data.numel() == 0:
+            return self._decode(data, b"")
         return self._decode(data, self.device.read(*self._readable(data)))
 
     async def to_numpy_async(self, data: GPUArray) -> np.ndarray:
+        if data.numel() == 0:
+            return self._decode(data, b"")
         return self._decode(data, await self.device.read_async(*self._readable(data)))
 
     def _readable(self, data):
-        if data.numel() == 0:
-            return None, 0, 0
         if not data.is_contiguous():
             data = self.contiguous(data)
         return data.buffer, data.offset * 4, data.numel() * 4
@@ -157,20 +159,20 @@ class WebGPUBackend:
         return self.from_numpy((start + step * np.arange(count)).astype(dtype.np), dtype)
 
     def uniform(self, shape, low, high, dtype):
-        from ... import random as wg_random
+        """Drawn on the device (random.wgsl, Philox keyed by webgrad.random.next_device_seed())."""
+        from . import random as device_random
 
-        return self.from_numpy(wg_random.numpy_generator().uniform(low, high, size=shape).astype(np.float32), dtype)
+        return device_random.uniform(self, shape, low, high, dtype)
 
     def normal(self, shape, mean, std, dtype):
-        from ... import random as wg_random
+        from . import random as device_random
 
-        sample = wg_random.numpy_generator().standard_normal(size=shape) * std + mean
-        return self.from_numpy(sample.astype(np.float32), dtype)
+        return device_random.normal(self, shape, mean, std, dtype)
 
     def randint(self, shape, low, high, dtype):
-        from ... import random as wg_random
+        from . import random as device_random
 
-        return self.from_numpy(wg_random.numpy_generator().integers(low, high, size=shape), dtype)
+        return device_random.randint(self, shape, low, high, dtype)
 
     def synchronize(self) -> None:
         self.device.submit()

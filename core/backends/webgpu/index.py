@@ -1,0 +1,218 @@
+"""Launchers for the indexing kernels of ``index.wgsl``: take, gather, index_add,
+scatter_add and ``put`` (``x[key] = value`` with index tensors or masks).
+
+take and gather share one kernel, and so do index_add and scatter_add: index_add
+is scatter_add along dim 0 of 2-D views ``(rows, row_size)`` with the index
+broadcast across each row.
+
+Scatter strategy. The default scatter is a scan: one thread per output element
+walks its index column in order and adds the matching values. It needs no
+atomics, gives the same bits on every run and matches numpy's ``np.add.at``
+exactly, which keeps training runs reproducible. Its cost is
+``out elements x index length along dim``, so when that would be large (an
+embedding gradient: many rows, a long index with duplicates) the launcher
+switches to one thread per index element adding through a compare-exchange
+loop, whose summation order, and so its last-bit rounding, varies between runs.
+
+Out-of-range indices never fault the GPU: a negative index is wrapped once, and
+one still out of range reads as 0 (take, gather) or is skipped (the scatters).
+The core checks bounds on the host where it already reads the index.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .array import contiguous_strides
+from .backend import launcher
+from .elementwise import broadcast_strides, coalesce
+from .views import reshaped_strides
+
+FILE = "index.wgsl"
+MAX_RANK = 8
+# Scan (deterministic) when the index column is short or the whole scan is small.
+SCAN_MAX_SPAN = 64
+SCAN_MAX_WORK = 1 << 22
+
+
+def _types(kind):
+    # U: the integer type the atomic scatter sees the output's bits as.
+    return (("T", kind), ("U", "i32" if kind == "i32" else "u32"))
+
+
+def _check_rank(op_name, shape):
+    if len(shape) > MAX_RANK:
+        raise ValueError(f"{op_name}: webgpu index kernels handle at most {MAX_RANK} dims, got shape "
+                         f"{tuple(shape)}; reshape the tensors to fewer dims first")
+
+
+def _pack(n, *, rank=0, dim=0, rows=0, offsets=(0, 0, 0, 0), span=0, index_step=0, value_step=0,
+          shape=(), bound=(), strides=()) -> bytes:
+    """The ``Params`` uniform of index.wgsl (60 words); ``strides`` maps slot -> list."""
+    words = np.zeros(60, dtype=np.uint32)
+    signed = words.view(np.int32)
+    words[0:4] = (n, rank, dim, rows)
+    words[4:8] = offsets
+    words[8] = span
+    signed[9], signed[10] = index_step, value_step
+    words[12:12 + len(shape)] = shape
+    words[20:20 + len(bound)] = bound
+    for slot, st in strides.items():
+        signed[28 + 8 * slot:28 + 8 * slot + len(st)] = st
+    return words.tobytes()
+
+
+def _with_rank(array, rank):
+    """View ``array`` with exactly ``rank`` dims, dropping or adding leading size-1 dims
+    (a 0-d tensor's data may be stored with shape (1,))."""
+    shape, strides = list(array.shape), list(array.strides)
+    while len(shape) > rank and shape[0] == 1:
+        shape.pop(0)
+        strides.pop(0)
+    while len(shape) < rank:
+        shape.insert(0, 1)
+        strides.insert(0, 0)
+    return array.view(tuple(shape), tuple(strides))
+
+
+def _numel(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads):
+    backend.dispatch_1d(FILE, entry, _types(kind), None, {}, [index.buffer, values.buffer, out.buffer],
+                        params, threads, f"{FILE}:{op_name}")
+
+
+def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows, step):
+    """out (contiguous) = x[strided(i) + index[...] * step] over out's shape."""
+    n = out.numel()
+    if n == 0:
+        return out
+    dims, (si, sx, _) = coalesce(out.shape, [index_strides, x_strides, contiguous_strides(out.shape)])
+    _check_rank(op_name, dims)
+    params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, x.offset, 0, out.offset),
+                   index_step=step, shape=dims, strides={0: si, 1: sx})
+    _dispatch(backend, "gather", op_name, x.kind, index, x, out, params, n)
+    return out
+
+
+@launcher("take")
+def take(backend, op, record, arrays, attrs, shape, dtype):
+    """``out = x[index]`` along dim 0; out's shape is index.shape + x.shape[1:]."""
+    x, index = arrays
+    out = backend.empty(shape, x.kind, "take")
+    lead = len(shape) - len(x.shape) + 1
+    index = _with_rank(index, lead)
+    index_strides = list(index.strides) + [0] * (len(x.shape) - 1)
+    x_strides = [0] * lead + list(x.strides[1:])
+    return _gather_rows(backend, "take", x, index, out, index_strides, x_strides, x.shape[0], x.strides[0])
+
+
+@launcher("gather")
+def gather(backend, op, record, arrays, attrs, shape, dtype):
+    """``out[c] = x[c with dim := index[c]]`` as in torch.gather; out has index's shape."""
+    rank = max(len(shape), 1)  # a 0-d gather runs as 1-d
+    x, index = (_with_rank(a, rank) for a in arrays)
+    dim = attrs["dim"]
+    out = backend.empty(shape, x.kind, "gather")
+    x_strides = list(x.strides)
+    x_strides[dim] = 0
+    _gather_rows(backend, "gather", x, index, out.view(index.shape, contiguous_strides(index.shape)),
+                 list(index.strides), x_strides, x.shape[dim], x.strides[dim])
+    return out
+
+
+def _scatter_into(backend, op_name, out, index, src, dim):
+    """out (contiguous, holding the base) += src scattered along ``dim`` by ``index``."""
+    if out.kind not in ("f32", "i32"):
+        raise TypeError(f"{op_name}: webgpu adds float32 and integer tensors only, got {out.kind}")
+    if index.numel() == 0 or out.numel() == 0:
+        return
+    span = index.shape[dim]
+    rows = out.shape[dim]
+    if span <= SCAN_MAX_SPAN or out.numel() * span <= SCAN_MAX_WORK:
+        _check_rank(op_name, out.shape)
+        index_strides, src_strides = list(index.strides), list(src.strides)
+        index_strides[dim] = src_strides[dim] = 0
+        params = _pack(out.numel(), rank=len(out.shape), dim=dim, rows=rows,
+                       offsets=(index.offset, src.offset, 0, out.offset), span=span,
+                       index_step=index.strides[dim], value_step=src.strides[dim],
+                       shape=out.shape, bound=index.shape, strides={0: index_strides, 1: src_strides})
+        _dispatch(backend, "scatter_add", op_name, out.kind, index, src, out, params, out.numel())
+        return
+    out_strides = list(contiguous_strides(out.shape))
+    step = out_strides[dim]
+    out_strides[dim] = 0
+    n = index.numel()
+    dims, (si, sv, so) = coalesce(index.shape, [list(index.strides), list(src.strides), out_strides])
+    _check_rank(op_name, dims)
+    params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, src.offset, 0, out.offset),
+                   index_step=step, shape=dims, strides={0: si, 1: sv, 3: so})
+    _dispatch(backend, "scatter_add_atomic", op_name, out.kind, index, src, out, params, n)
+
+
+@launcher("scatter_add")
+def scatter_add(backend, op, record, arrays, attrs, shape, dtype):
+    """Out-of-place torch.scatter_add: a copy of x, then the adds."""
+    x, index, src = (_with_rank(a, max(len(shape), 1)) for a in arrays)  # a 0-d scatter runs as 1-d
+    out = backend.contiguous(x)
+    _scatter_into(backend, "scatter_add", out, index, src, attrs["dim"])
+    return out.view(tuple(shape), contiguous_strides(shape))
+
+
+def _reshaped(backend, array, shape):
+    strides = reshaped_strides(array.shape, array.strides, shape)
+    if strides is None:
+        array = backend.contiguous(array)
+        strides = contiguous_strides(shape)
+    return array.view(shape, strides)
+
+
+@launcher("index_add")
+def index_add(backend, op, record, arrays, attrs, shape, dtype):
+    """``out = base.clone(); out[index[k]] += src[k]`` for every k, duplicates accumulating."""
+    base, index, src = arrays
+    out = backend.contiguous(base)
+    count, rows = index.numel(), base.shape[0]
+    row_size = _numel(base.shape[1:])
+    if count == 0 or out.numel() == 0:
+        return out
+    flat_index = _reshaped(backend, index, (count,))
+    index_2d = flat_index.view((count, row_size), (flat_index.strides[0], 0))
+    src_2d = _reshaped(backend, src, (count, row_size))
+    _scatter_into(backend, "index_add", out.view((rows, row_size), (row_size, 1)), index_2d, src_2d, 0)
+    return out
+
+
+@launcher("put")
+def put(backend, dst, key, src):
+    """``dst[key] = src`` for keys with index tensors or masks: the key picks logical
+    positions out of an arange shaped like dst (the core's own getitem, on the
+    device), then one kernel writes src, broadcast, at those positions through
+    dst's strides. With duplicate positions one of the values lands (which one is
+    unspecified, as in PyTorch)."""
+    from ... import dtypes
+    from ...creation import arange
+    from ...ops.indexing import getitem
+
+    if dst.numel() == 0:
+        return
+    positions = arange(dst.numel(), dtype=dtypes.int32, device="webgpu").reshape(tuple(dst.shape))
+    positions = getitem(positions, key)._data
+    target = positions.shape
+    n = positions.numel()
+    if n == 0:
+        return
+    if src.storage is dst.storage:  # x[i] = x[j]: a buffer cannot be read and written in one dispatch
+        src = backend.contiguous(src)
+    src = _with_rank(src, min(len(src.shape), len(target)))
+    dims, (sp, sv) = coalesce(target, [list(positions.strides), broadcast_strides(src, target)])
+    bound, (sd,) = coalesce(dst.shape, [list(dst.strides)])
+    _check_rank("setitem", dims)
+    _check_rank("setitem", bound)
+    params = _pack(n, rank=len(dims), offsets=(positions.offset, src.offset, 0, dst.offset), span=len(bound),
+                   shape=dims, bound=bound, strides={0: sp, 1: sv, 3: sd})
+    _dispatch(backend, "put", "setitem", dst.kind, positions, src, dst, params, n)
+
+
+__all__ = ["take", "gather", "scatter_add", "index_add", "put"]

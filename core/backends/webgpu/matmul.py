@@ -1,0 +1,189 @@
+"""Launching matmul.wgsl: batched, broadcasting matrix products over strided views.
+
+The operands are read in place through their strides (a transposed operand from
+the vjp, a slice, an expanded batch dim); only the output is new. Two kernels:
+
+- ``register``: each thread keeps a TM x 4 block of C in registers and uses no
+  workgroup memory. Chosen on CPU adapters (llvmpipe, SwiftShader), where
+  barriers are very slow.
+- ``tiled``: shared-memory tiling, chosen on real GPUs.
+
+``VARIANT`` forces one of them (tests run both on every adapter).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .backend import kind_of, launcher
+
+MAX_BATCH_DIMS = 4
+VARIANT: str | None = None  # None: chosen per adapter; "register" or "tiled" to force one
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """How C is cut up: a workgroup of wg_x x wg_y threads, each computing a
+    tm x (4 * tn4) block, covers (wg_y * tm) x (wg_x * 4 * tn4) of C. ``tile_k``
+    is the depth of the staged tiles of the tiled kernel. Limits: tm <= 8,
+    tn4 <= 2 (MAX_TM, MAX_TN4 in matmul.wgsl)."""
+
+    entry: str
+    wg_x: int
+    wg_y: int
+    tm: int
+    tn4: int = 1
+    tile_k: int = 16
+
+    @property
+    def rows(self) -> int:
+        return self.wg_y * self.tm
+
+    @property
+    def cols(self) -> int:
+        return self.wg_x * 4 * self.tn4
+
+
+# Measured on llvmpipe (CPU, 8-wide SIMD): an 8 x 8 workgroup of 4 x 4 blocks.
+REGISTER = Blocking("matmul", wg_x=8, wg_y=8, tm=4)
+# A common choice for discrete GPUs: 64 x 64 tiles staged 16 deep.
+TILED = Blocking("matmul_tiled", wg_x=16, wg_y=16, tm=4, tile_k=16)
+BLOCKINGS = {"register": REGISTER, "tiled": TILED}
+
+
+def choose_blocking(backend) -> Blocking:
+    """The forced ``VARIANT`` if any, else register blocking on CPU adapters
+    and shared-memory tiling on GPUs."""
+    if VARIANT is not None:
+        if VARIANT not in BLOCKINGS:
+            raise ValueError(f"matmul: unknown variant {VARIANT!r}; use one of {sorted(BLOCKINGS)} or None")
+        return BLOCKINGS[VARIANT]
+    info = getattr(backend.device, "adapter_info", {}) or {}
+    on_cpu = str(info.get("adapter_type", "")).upper() == "CPU" or any(
+        name in str(info.get("device", "")).lower() for name in ("llvmpipe", "swiftshader", "lavapipe"))
+    return REGISTER if on_cpu else TILED
+
+
+def batch_strides(array, batch) -> list:
+    """``array``'s strides over the broadcast batch dims (0 where it is broadcast)."""
+    own = array.shape[:-2]
+    lead = len(batch) - len(own)
+    strides = [0] * lead
+    for n, s, size in zip(own, array.strides[:-2], batch[lead:]):
+        strides.append(0 if n == 1 and size != 1 else s)
+    return strides
+
+
+def coalesce_batch(batch, a_strides, b_strides, matrix_size):
+    """Drop size-1 batch dims and merge neighbours that step evenly in A, B and C
+    (C is contiguous, a batch step of ``matrix_size``), so most calls end up
+    with at most one batch dim."""
+    out_strides, step = [], matrix_size
+    for n in reversed(batch):
+        out_strides.append(step)
+        step *= n
+    out_strides.reverse()
+    merged = []
+    for n, sa, sb, so in zip(batch, a_strides, b_strides, out_strides):
+        if n == 1:
+            continue
+        if merged:
+            pn, psa, psb, pso = merged[-1]
+            if psa == sa * n and psb == sb * n and pso == so * n:
+                merged[-1] = (pn * n, sa, sb, so)
+                continue
+        merged.append((n, sa, sb, so))
+    return [d[0] for d in merged], [d[1] for d in merged], [d[2] for d in merged]
+
+
+def fold_grid(backend, groups: int, label: str) -> tuple:
+    """Spread ``groups`` workgroups over (x, y, z) within the per-dimension limit."""
+    limit = backend.limits["max_compute_workgroups_per_dimension"]
+    x = min(groups, limit)
+    y = min(-(-groups // x), limit)
+    z = -(-groups // (x * y))
+    if z > limit:
+        raise ValueError(f"{label}: {groups} workgroups exceed this adapter's limit of "
+                         f"{limit} per dimension in all three dimensions")
+    return (x, y, z)
+
+
+def _aligned(stride, size) -> bool:
+    return size == 1 or stride % 4 == 0
+
+
+def vector_modes(a, b, a_batch, b_batch, batch, m, n, k, tm):
+    """Which operands allow vec4 reads (see matmul.wgsl): a vec4 read needs a
+    unit stride along its axis and every row start at a multiple of 4 elements."""
+    am, ak = a.strides[-2:]
+    bk, bn = b.strides[-2:]
+    a_starts = a.offset % 4 == 0 and all(_aligned(s, d) for s, d in zip(a_batch, batch))
+    b_starts = b.offset % 4 == 0 and all(_aligned(s, d) for s, d in zip(b_batch, batch))
+    a_mode = b_mode = 0
+    if a_starts and k >= 4 and ak == 1 and _aligned(am, m):
+        a_mode = 1
+    elif a_starts and k >= 4 and am == 1 and m > 1 and _aligned(ak, k) and tm % 4 == 0:
+        a_mode = 2
+    if b_starts and k >= 4 and bn == 1 and n > 1 and _aligned(bk, k):
+        b_mode = 1
+    elif b_starts and k >= 4 and bk == 1 and _aligned(bn, n):
+        b_mode = 2
+    return a_mode, b_mode
+
+
+def pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, batch, a_batch, b_batch) -> bytes:
+    words = np.zeros(28, dtype=np.uint32)
+    signed = words.view(np.int32)
+    words[0:4] = (m, n, k, count)
+    words[4:7] = (tiles_n, tiles_m, total)
+    words[8:10] = (a.offset, b.offset)
+    signed[12:16] = (a.strides[-2], a.strides[-1], b.strides[-2], b.strides[-1])
+    lead = MAX_BATCH_DIMS - len(batch)
+    words[16:20] = [1] * lead + list(batch)
+    signed[20:24] = [0] * lead + list(a_batch)
+    signed[24:28] = [0] * lead + list(b_batch)
+    return words.tobytes()
+
+
+def _materialize(backend, array, batch):
+    """A contiguous copy of ``array`` expanded over ``batch``: the fallback when
+    more than MAX_BATCH_DIMS batch dims remain after coalescing."""
+    shape = tuple(batch) + array.shape[-2:]
+    strides = tuple(batch_strides(array, tuple(batch))) + array.strides[-2:]
+    return backend.contiguous(array.view(shape, strides))
+
+
+@launcher("matmul")
+def matmul(backend, op, record, arrays, attrs, shape, dtype):
+    a, b = arrays
+    kind = kind_of(dtype)
+    if kind not in ("f32", "i32"):
+        raise TypeError(f"matmul: not supported on webgpu for {dtype.name} tensors")
+    out = backend.empty(shape, kind, "matmul")
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = tuple(shape[:-2])
+    count = int(np.prod(batch, dtype=np.int64))
+    if m == 0 or n == 0 or count == 0:
+        return out
+    a_batch, b_batch = batch_strides(a, batch), batch_strides(b, batch)
+    dims, a_batch, b_batch = coalesce_batch(batch, a_batch, b_batch, m * n)
+    if len(dims) > MAX_BATCH_DIMS:
+        a, b = _materialize(backend, a, batch), _materialize(backend, b, batch)
+        dims, a_batch, b_batch = coalesce_batch(batch, batch_strides(a, batch), batch_strides(b, batch), m * n)
+
+    blocking = choose_blocking(backend)
+    tiles_n, tiles_m = -(-n // blocking.cols), -(-m // blocking.rows)
+    total = tiles_n * tiles_m * count
+    label = f"matmul.wgsl:{blocking.entry}"
+    a_mode, b_mode = vector_modes(a, b, a_batch, b_batch, dims, m, n, k, blocking.tm)
+    constants = {"WG_X": blocking.wg_x, "WG_Y": blocking.wg_y, "TM": blocking.tm, "TN4": blocking.tn4,
+                 "OUT_VEC": n % 4 == 0}
+    if blocking.entry == "matmul_tiled":
+        constants["TILE_K"] = blocking.tile_k
+    else:
+        constants.update(A_VEC=a_mode, B_VEC=b_mode)
+    params = pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, dims, a_batch, b_batch)
+    backend.dispatch("matmul.wgsl", blocking.entry, (("T", kind),), None, constants,
+                     [a.buffer, b.buffer, out.buffer], params, fold_grid(backend, total, label), label)
+    return out

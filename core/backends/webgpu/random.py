@@ -1,0 +1,54 @@
+"""Random numbers drawn on the device (``random.wgsl``, Philox4x32-10).
+
+Each call takes a fresh 32-bit key from ``webgrad.random.next_device_seed()``,
+so ``webgrad.manual_seed(s)`` reproduces every draw on webgpu, and nothing is
+uploaded from the host: dropout masks (``rand_like``) stay on the GPU. The
+numbers differ from the cpu backend's (numpy's generator) for the same seed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+FILE = "random.wgsl"
+
+
+def _pack(n, seed, *, offset=0, low=0.0, scale=1.0, int_low=0, value_range=0) -> bytes:
+    words = np.zeros(8, dtype=np.uint32)
+    words[0:4] = (n, seed, offset, value_range)
+    words[4:6] = np.array([low, scale], dtype=np.float32).view(np.uint32)
+    words[6:7] = np.array([int_low], dtype=np.int32).view(np.uint32)
+    return words.tobytes()
+
+
+def _draw(backend, entry, shape, dtype, **params):
+    from ... import random as wg_random
+    from .backend import kind_of
+
+    out = backend.empty(shape, kind_of(dtype), entry)
+    n = out.numel()
+    if n == 0:
+        return out
+    if n >= 2**32:
+        raise ValueError(f"{entry}: webgpu draws at most 2**32 - 1 numbers per call, got shape {tuple(shape)}")
+    seed = wg_random.next_device_seed()
+    backend.dispatch_1d(FILE, entry, (("O", out.kind),), None, {}, [out.buffer],
+                        _pack(n, seed, **params), -(-n // 4), f"{FILE}:{entry}")
+    return out
+
+
+def uniform(backend, shape, low, high, dtype):
+    """Samples of U[low, high) (up to float32 rounding at ``high``)."""
+    return _draw(backend, "rand", shape, dtype, low=float(low), scale=float(high) - float(low))
+
+
+def normal(backend, shape, mean, std, dtype):
+    """Samples of N(mean, std**2)."""
+    return _draw(backend, "randn", shape, dtype, low=float(mean), scale=float(std))
+
+
+def randint(backend, shape, low, high, dtype):
+    """Integers in [low, high); both must fit in int32 (the device's integers)."""
+    low, high = int(low), int(high)
+    if not -2**31 <= low < high <= 2**31:
+        raise ValueError(f"randint: webgpu integers are 32-bit; low={low} and high={high} must fit in int32")
+    return _draw(backend, "randint", shape, dtype, int_low=low, value_range=high - low)

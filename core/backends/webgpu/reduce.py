@@ -1,0 +1,187 @@
+"""Launchers for the reductions in reduce.wgsl: sum, prod, amax, amin, argmax, argmin.
+
+The input stays a strided view (broadcast, permuted, sliced or flipped); the
+shader walks it as (rows = kept dims) x (row = reduced dims) through index
+maths on the shapes and strides packed into Params here; nothing is copied.
+Neighbouring dims merge when their strides allow, so only views with more than
+MAX_RANK unmergeable kept (or reduced) dims are refused.
+
+How many threads share a row (LANES, a power of two) is chosen here from the
+row length, the memory layout and the adapter; see ``choose_lanes``. A few
+very long rows are first cut into pieces reduced in parallel (``choose_chunks``),
+then the pieces' results are reduced in a second pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .backend import kind_of, launcher
+
+FILE = "reduce.wgsl"
+MAX_RANK = 8
+WORKGROUP = 128          # threads per workgroup (capped by the device limit)
+ITEMS_PER_LANE = 4       # aim for at least this many elements per thread before widening a row's team
+WIDE_OUTPUTS = 128       # a reduction down columns with at least this many outputs runs one thread per row
+MIN_CHUNK = 2048         # a long row is split into pieces no shorter than this ...
+TARGET_PIECES = 256      # ... until there are about this many pieces in all (enough workgroups to fill a GPU)
+# llvmpipe (Mesa's CPU driver) silently ends an invocation after about 65535 loop
+# trips in all. The row walk takes 4 elements a trip, so a thread is given at most
+# MAX_LANE_ELEMENTS elements (16384 trips); CPU adapters also check the total.
+MAX_LANE_ELEMENTS = 65536
+LOOP_TRIP_LIMIT = 60000
+
+
+def coalesce(dims):
+    """Drop size-1 dims and merge neighbours (n1, s1), (n2, s2) with s1 == s2 * n2:
+    the row-major walk over the result visits the same elements in the same order."""
+    merged = []
+    for n, s in dims:
+        if n == 1:
+            continue
+        if merged and merged[-1][1] == s * n:
+            merged[-1] = (merged[-1][0] * n, s)
+        else:
+            merged.append((n, s))
+    return merged
+
+
+def split_dims(x, reduced):
+    """(kept, reduced) lists of (size, stride) for the view ``x``, each coalesced."""
+    kept = [(n, s) for d, (n, s) in enumerate(zip(x.shape, x.strides)) if d not in reduced]
+    red = [(n, s) for d, (n, s) in enumerate(zip(x.shape, x.strides)) if d in reduced]
+    return coalesce(kept), coalesce(red)
+
+
+def choose_lanes(outer, inner, kept, red, workgroup, cpu_adapter=False):
+    """Threads per row (a power of two, LANES in reduce.wgsl).
+
+    On a CPU adapter (llvmpipe, SwiftShader) always 1: there a workgroup barrier
+    costs far more than a thread summing its row alone (bench/reduce_webgpu.py
+    --layouts: 4-6x slower with 128 lanes). On a GPU, 1 when rows are short or
+    when neighbouring outputs are neighbours in memory and there are many of
+    them (a reduction down columns: one thread per output reads coalesced and
+    needs no barrier); otherwise the largest power of two <= inner /
+    ITEMS_PER_LANE, up to one workgroup per row."""
+    if cpu_adapter or inner <= ITEMS_PER_LANE:
+        return 1
+    columns = kept and abs(kept[-1][1]) == 1 and not (red and abs(red[-1][1]) == 1)
+    if columns and outer >= WIDE_OUTPUTS:
+        return 1
+    lanes = 1
+    while lanes * 2 <= min(workgroup, inner // ITEMS_PER_LANE):
+        lanes *= 2
+    return lanes
+
+
+def is_cpu_adapter(backend) -> bool:
+    info = getattr(backend.device, "adapter_info", {}) or {}
+    return str(info.get("adapter_type", "")).upper() == "CPU" or any(
+        name in str(info.get("device", "")).lower() for name in ("llvmpipe", "swiftshader", "lavapipe"))
+
+
+def choose_chunks(outer, inner, entry):
+    """Pieces to split each row into. Few long rows would leave most of the
+    device idle (one workgroup per row), so they are cut into pieces of at
+    least MIN_CHUNK elements; any row is cut so that one thread can walk a
+    piece alone (MAX_LANE_ELEMENTS). argmax/argmin are never split (the second
+    pass would need the values too); they widen the team instead (``dispatch``)."""
+    if entry in ("argmax", "argmin"):
+        return 1
+    chunks = 1
+    if inner >= 2 * MIN_CHUNK and outer < TARGET_PIECES:
+        chunks = min(inner // MIN_CHUNK, -(-TARGET_PIECES // outer))
+    return max(chunks, -(-inner // MAX_LANE_ELEMENTS))
+
+
+def pack_params(rows, inner, offset, groups, kept, red, chunks, chunk_len) -> bytes:
+    words = np.zeros(40, dtype=np.uint32)
+    words[0:8] = (rows, inner, offset, groups, len(kept), len(red), chunks, chunk_len)
+    signed = words.view(np.int32)
+    for base, dims in ((8, kept), (24, red)):
+        for k, (n, s) in enumerate(dims):
+            words[base + k] = n
+            signed[base + 8 + k] = s
+    return words.tobytes()
+
+
+def grid(backend, groups):
+    """Fold ``groups`` workgroups into (x, y) under the per-dimension limit; past
+    limit * limit the shader loops over the rest (see reduce.wgsl)."""
+    limit = backend.limits["max_compute_workgroups_per_dimension"]
+    x = min(max(groups, 1), limit)
+    y = min(-(-groups // x), limit)
+    return (x, max(y, 1), 1)
+
+
+def run(backend, entry, x, reduced, out_shape, out_kind):
+    """Reduce the view ``x`` over the dims in ``reduced`` into a new contiguous
+    array of ``out_shape``."""
+    out = backend.empty(out_shape, out_kind, entry)
+    kept, red = split_dims(x, reduced)
+    if len(kept) > MAX_RANK or len(red) > MAX_RANK:
+        raise ValueError(f"{entry}: webgpu reductions handle at most {MAX_RANK} kept and {MAX_RANK} reduced dims "
+                         f"that cannot be merged; got shape {tuple(x.shape)} reducing dims {tuple(sorted(reduced))}; "
+                         f"reduce in two steps or move the tensor to 'cpu'")
+    outer = int(np.prod([n for n, _ in kept], dtype=np.int64))
+    inner = int(np.prod([n for n, _ in red], dtype=np.int64))
+    if outer == 0:
+        return out
+    chunks = choose_chunks(outer, inner, entry)
+    if chunks == 1:
+        dispatch(backend, entry, x, out, kept, red, outer, inner, 1, inner)
+        return out
+    chunk_len = -(-inner // chunks)
+    chunks = -(-inner // chunk_len)
+    partial = backend.empty((outer, chunks), x.kind, f"{entry} partial")
+    dispatch(backend, entry, x, partial, kept, red, outer * chunks, inner, chunks, chunk_len)
+    kept, red = coalesce([(outer, chunks)]), [(chunks, 1)]
+    dispatch(backend, entry, partial, out, kept, red, outer, chunks, 1, chunks)
+    return out
+
+
+def dispatch(backend, entry, x, out, kept, red, rows, inner, chunks, chunk_len):
+    """One pass: ``rows`` outputs, each reducing ``chunk_len`` elements of a row."""
+    workgroup = min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"])
+    cpu_adapter = is_cpu_adapter(backend)
+    lanes = choose_lanes(rows, chunk_len, kept, red, workgroup, cpu_adapter)
+    while lanes < workgroup and lanes * MAX_LANE_ELEMENTS < chunk_len:
+        lanes *= 2  # long unsplit rows (argmax/argmin): more threads per row
+    groups = -(-rows // (workgroup // lanes))
+    launch = grid(backend, groups)
+    if cpu_adapter:
+        rounds = -(-groups // (launch[0] * launch[1]))
+        trips = rounds * (-(-chunk_len // lanes) // 4 + 4 + lanes.bit_length())
+        if trips > LOOP_TRIP_LIMIT:
+            raise ValueError(f"{entry}: rows of {chunk_len} elements ({tuple(x.shape)}) are too long for "
+                             f"this CPU adapter's loop limit; reduce in two steps or move the tensor to 'cpu'")
+    constants = {"WG": workgroup, "LANES": lanes, "IS_FLOAT": x.kind == "f32",
+                 "KEEP_FLAT": len(kept) <= 1, "ROW_FLAT": len(red) <= 1}
+    types = (("T", x.kind), ("O", out.kind))
+    params = pack_params(rows, inner, x.offset, groups, kept, red, chunks, chunk_len)
+    backend.dispatch(FILE, entry, types, None, constants, [x.buffer, out.buffer], params,
+                     launch, f"{FILE}:{entry} {tuple(x.shape)}")
+
+
+def _check_kind(op, x, kinds):
+    if x.kind not in kinds:
+        raise TypeError(f"{op.name}: not supported on webgpu for element type {x.kind} "
+                        f"(supported: {', '.join(kinds)})")
+
+
+@launcher("reduce")
+def reduce(backend, op, record, arrays, attrs, shape, dtype):
+    """sum / prod / amax / amin over ``attrs["dims"]``; keepdim only changes the
+    output's shape, not its (contiguous) layout."""
+    (x,) = arrays
+    _check_kind(op, x, ("f32", "i32") if op.name in ("sum", "prod") else ("f32", "i32", "u32"))
+    return run(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype))
+
+
+@launcher("arg_reduce")
+def arg_reduce(backend, op, record, arrays, attrs, shape, dtype):
+    """argmax / argmin along ``attrs["dim"]``, or over the flattened tensor when None."""
+    (x,) = arrays
+    _check_kind(op, x, ("f32", "i32", "u32"))
+    dim = attrs["dim"]
+    reduced = set(range(len(x.shape))) if dim is None else {dim}
+    return run(backend, record.entry, x, reduced, shape, "i32")

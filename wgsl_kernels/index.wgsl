@@ -1,0 +1,156 @@
+// index.wgsl: reading and writing elements picked by an integer index tensor.
+//
+//   gather              out[i] = values[v(i) + j * p.index_step],  j = index[x(i)]
+//                       Serves `take` (rows of dim 0) and `gather` (torch.gather): the
+//                       launcher drops the indexed dim from the values' iteration
+//                       strides and passes that dim's stride as index_step.
+//   scatter_add         out[c] += values[c with dim := k]  for k = 0, 1, ..., span - 1 in
+//                       order, wherever index[c with dim := k] == c[dim]. One thread per
+//                       output element scans its index column: no atomics, the same
+//                       result on every run, bit for bit numpy's np.add.at order.
+//                       Cost: out elements x span loop steps.
+//   scatter_add_atomic  out[c with dim := index[c]] += values[c], one thread per index
+//                       element. WGSL has integer atomics only, so a float add is a
+//                       compare-exchange loop on the bits; the summation order (and so
+//                       the rounding) changes from run to run. The launcher picks it when
+//                       the scan would be too long (big index with duplicates, e.g. the
+//                       gradient of an embedding).
+//   put                 dst[phys(positions[i])] = values[v(i)]   (x[key] = value): phys
+//                       unflattens a logical position with dst's shape and strides.
+//
+// `out` of the scatters already holds the base tensor (the launcher copies it in).
+// Index values are i32 (int64 tensors live as i32 on the device). A negative index
+// is wrapped once (-1 -> rows - 1); one still outside [0, rows) never touches memory
+// out of bounds: gather writes 0 for it and the scatters skip it.
+//
+// Bindings: 0 Params, 1 index (i32), 2 values (T), 3 out (T; seen as atomic<U> bits
+// by scatter_add_atomic, U = u32 for f32 and i32 for i32).
+// Operand strides are in elements over the iteration space (slot 0 index, 1 values,
+// 3 out); put's slot 3 holds dst's strides over `bound` (dst's shape) instead.
+// Grid: ceil(n / WG) workgroups, folded into (x, y) past the per-dimension limit.
+
+struct Params {
+  n: u32,                                  // threads
+  rank: u32,                               // rank of the iteration space
+  dim: u32,                                // scatter_add: the indexed dim
+  rows: u32,                               // size of the indexed dim (wrap and bounds)
+  offsets: vec4<u32>,                      // element offsets: index, values, -, out
+  span: u32,                               // scatter_add: index length along dim; put: dst rank
+  index_step: i32,                         // stride that multiplies the index value (or scan step)
+  value_step: i32,                         // scatter_add: values' stride along dim
+  pad0: u32,
+  shape: array<vec4<u32>, 2>,              // iteration shape
+  bound: array<vec4<u32>, 2>,              // scatter_add: index shape; put: dst shape
+  strides: array<array<vec4<i32>, 2>, 4>,  // per operand slot, see above
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> index: array<i32>;
+@group(0) @binding(2) var<storage, read> values: array<T>;
+@group(0) @binding(3) var<storage, read_write> out: array<T>;
+// The same binding as `out`, used only by scatter_add_atomic (never both in one entry point).
+@group(0) @binding(3) var<storage, read_write> out_bits: array<atomic<U>>;
+override WG: u32 = 256;
+
+fn thread_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+  return gid.x + gid.y * nwg.x * WG;
+}
+
+// Element offset (without the base offset) of operand slot k at iteration index i.
+fn strided(i: u32, k: u32) -> i32 {
+  var rem = i;
+  var off = 0;
+  for (var d = i32(p.rank) - 1; d >= 0; d = d - 1) {
+    let du = u32(d);
+    let n = p.shape[du / 4u][du % 4u];
+    off = off + i32(rem % n) * p.strides[k][du / 4u][du % 4u];
+    rem = rem / n;
+  }
+  return off;
+}
+
+fn wrap(j: i32) -> i32 {
+  return select(j, j + i32(p.rows), j < 0);
+}
+
+fn in_range(j: i32) -> bool {
+  return j >= 0 && u32(j) < p.rows;
+}
+
+@compute @workgroup_size(WG)
+fn gather(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = thread_index(gid, nwg);
+  if (i >= p.n) { return; }
+  let j = wrap(index[u32(i32(p.offsets.x) + strided(i, 0u))]);
+  var v = T(0);
+  if (in_range(j)) {
+    v = values[u32(i32(p.offsets.y) + strided(i, 1u) + j * p.index_step)];
+  }
+  out[p.offsets.w + i] = v;
+}
+
+@compute @workgroup_size(WG)
+fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = thread_index(gid, nwg);
+  if (i >= p.n) { return; }
+  // Unflatten i over out's shape; the index and values columns start at c with c[dim] = 0.
+  var rem = i;
+  var row = 0;
+  var index_at = i32(p.offsets.x);
+  var value_at = i32(p.offsets.y);
+  var inside = true;
+  for (var d = i32(p.rank) - 1; d >= 0; d = d - 1) {
+    let du = u32(d);
+    let n = p.shape[du / 4u][du % 4u];
+    let c = rem % n;
+    rem = rem / n;
+    if (du == p.dim) {
+      row = i32(c);
+    } else {
+      inside = inside && c < p.bound[du / 4u][du % 4u];
+      index_at = index_at + i32(c) * p.strides[0][du / 4u][du % 4u];
+      value_at = value_at + i32(c) * p.strides[1][du / 4u][du % 4u];
+    }
+  }
+  if (!inside) { return; }
+  let o = p.offsets.w + i;
+  var acc = out[o];
+  for (var k = 0u; k < p.span; k = k + 1u) {
+    if (wrap(index[u32(index_at + i32(k) * p.index_step)]) == row) {
+      acc = acc + values[u32(value_at + i32(k) * p.value_step)];
+    }
+  }
+  out[o] = acc;
+}
+
+@compute @workgroup_size(WG)
+fn scatter_add_atomic(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = thread_index(gid, nwg);
+  if (i >= p.n) { return; }
+  let j = wrap(index[u32(i32(p.offsets.x) + strided(i, 0u))]);
+  if (!in_range(j)) { return; }
+  let v = values[u32(i32(p.offsets.y) + strided(i, 1u))];
+  let at = u32(i32(p.offsets.w) + strided(i, 3u) + j * p.index_step);
+  var old = atomicLoad(&out_bits[at]);
+  loop {
+    let swapped = atomicCompareExchangeWeak(&out_bits[at], old, bitcast<U>(bitcast<T>(old) + v));
+    if (swapped.exchanged) { break; }
+    old = swapped.old_value;
+  }
+}
+
+@compute @workgroup_size(WG)
+fn put(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = thread_index(gid, nwg);
+  if (i >= p.n) { return; }
+  var rem = u32(index[u32(i32(p.offsets.x) + strided(i, 0u))]);
+  let v = values[u32(i32(p.offsets.y) + strided(i, 1u))];
+  var at = i32(p.offsets.w);
+  for (var d = i32(p.span) - 1; d >= 0; d = d - 1) {
+    let du = u32(d);
+    let n = p.bound[du / 4u][du % 4u];
+    at = at + i32(rem % n) * p.strides[3][du / 4u][du % 4u];
+    rem = rem / n;
+  }
+  out[u32(at)] = v;
+}

@@ -1,0 +1,315 @@
+// matmul.wgsl: batched, broadcasting matrix product  C[b] = A[b] @ B[b],
+//   C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]     (k = 0 .. K-1; K = 0 gives zeros)
+// A and B are strided views read in place: a transposed operand (x.mT), a
+// slice or an expanded batch dim (stride 0) costs no copy. C is contiguous.
+//
+// Bindings: 0 Params, 1 a, 2 b, 3 out. Every buffer is bound as array<vec4<T>>
+// (pooled buffers are multiples of 256 bytes), so one binding serves both
+// element reads (a[e >> 2][e & 3]) and vec4 reads where the strides allow them.
+// T is f32 or i32 (an alias line prepended by the loader).
+//
+// Element addresses (in elements; strides may be 0 or negative):
+//   A[b, i, k] = a_offset + batch_a(b) + i * stride_am + k * stride_ak
+//   B[b, k, j] = b_offset + batch_b(b) + k * stride_bk + j * stride_bn
+//   batch_x(b) = sum_d coord_d(b) * batch_stride_x[d]   over up to 4 batch dims
+//
+// Blocking: each thread computes a TM x TN block of C (TN = 4 * TN4 columns,
+// kept as TN4 vec4s); a workgroup of WG_X x WG_Y threads covers a
+// (WG_Y * TM) x (WG_X * TN) tile of C.
+// Grid: the tiles of all batches form one line; workgroup w computes tile
+// (w % tiles_n, (w / tiles_n) % tiles_m) of batch w / (tiles_n * tiles_m).
+// The launcher folds the line into (x, y, z) so that no dimension exceeds the
+// device limit: w = x + nwg.x * (y + nwg.y * z), and w >= total returns at once.
+//
+// Two entry points share this layout:
+// - matmul: register blocking without workgroup memory, for CPU adapters such
+//   as llvmpipe, where barriers are very slow and every buffer load costs a
+//   loop over the SIMD lanes, so the kernel makes few, wide loads: it walks K
+//   four at a time and reads a TM x 4 block of A and a 4 x TN block of B as
+//   vec4s along whichever axis of each operand has unit stride (A_VEC, B_VEC),
+//   element by element otherwise.
+// - matmul_tiled: the classic shared-memory tiling for GPUs. The workgroup
+//   stages TILE_K columns of its rows of A and TILE_K rows of its columns of B
+//   in workgroup memory (zero-filled past the edges), then every thread
+//   accumulates its block from there.
+// Edge tiles: the register kernel clamps rows and columns into range for its
+// loads (the extra results are never stored); stores skip elements outside C.
+
+struct Params {
+  dims: vec4<u32>,           // M, N, K, batch count
+  grid: vec4<u32>,           // tiles along N, tiles along M, total workgroups, unused
+  offsets: vec4<u32>,        // a, b (elements), unused, unused
+  strides: vec4<i32>,        // stride_am, stride_ak, stride_bk, stride_bn
+  batch_shape: vec4<u32>,    // batch dims, innermost last, padded with 1 at the front
+  batch_a: vec4<i32>,        // A's stride per batch dim (0 where broadcast)
+  batch_b: vec4<i32>,        // B's stride per batch dim
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<vec4<T>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<T>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<T>>;
+
+override WG_X: u32 = 8u;         // threads along N
+override WG_Y: u32 = 8u;         // threads along M
+override TM: u32 = 4u;           // rows of C per thread, 1 .. MAX_TM
+override TN4: u32 = 1u;          // vec4s of columns of C per thread, 1 .. MAX_TN4
+override TILE_K: u32 = 16u;      // matmul_tiled: depth of the staged tiles
+override A_VEC: u32 = 0u;        // 0 element reads, 1 vec4 along k (stride_ak = 1), 2 vec4 along m (stride_am = 1)
+override B_VEC: u32 = 0u;        // 0 element reads, 1 vec4 along n (stride_bn = 1), 2 vec4 along k (stride_bk = 1)
+override OUT_VEC: bool = false;  // N % 4 == 0: rows of C are written as whole vec4s
+const MAX_TM: u32 = 8u;
+const MAX_TN4: u32 = 2u;
+const MAX_TN: u32 = 8u;          // 4 * MAX_TN4
+
+alias Block = array<vec4<T>, MAX_TM * MAX_TN4>;  // accumulators: acc[i * TN4 + q] = C[row0 + i, col0 + 4q ..]
+
+fn a_at(e: i32) -> T {
+  let u = u32(e);
+  return a[u >> 2u][u & 3u];
+}
+
+fn b_at(e: i32) -> T {
+  let u = u32(e);
+  return b[u >> 2u][u & 3u];
+}
+
+fn a_vec(e: i32) -> vec4<T> {
+  return a[u32(e) >> 2u];
+}
+
+fn b_vec(e: i32) -> vec4<T> {
+  return b[u32(e) >> 2u];
+}
+
+// Which tile of which batch a workgroup computes, and where that batch's A and B start.
+struct Place {
+  tile_n: u32,
+  tile_m: u32,
+  batch: u32,
+  a_base: i32,
+  b_base: i32,
+}
+
+fn place(w: u32) -> Place {
+  var at: Place;
+  at.tile_n = w % p.grid.x;
+  at.tile_m = (w / p.grid.x) % p.grid.y;
+  at.batch = w / (p.grid.x * p.grid.y);
+  at.a_base = i32(p.offsets.x);
+  at.b_base = i32(p.offsets.y);
+  var rem = at.batch;
+  for (var d = 3; d >= 0; d = d - 1) {
+    let n = p.batch_shape[d];
+    let c = i32(rem % n);
+    rem = rem / n;
+    at.a_base = at.a_base + c * p.batch_a[d];
+    at.b_base = at.b_base + c * p.batch_b[d];
+  }
+  return at;
+}
+
+fn workgroup_line(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+  return wid.x + nwg.x * (wid.y + nwg.y * wid.z);
+}
+
+// Write the block at rows row0 .., columns col0 .. of C, skipping what lies outside.
+fn store(acc: ptr<function, Block>, batch: u32, row0: u32, col0: u32) {
+  let m = p.dims.x;
+  let n = p.dims.y;
+  let base = batch * m * n;
+  for (var i = 0u; i < TM; i = i + 1u) {
+    let row = row0 + i;
+    for (var q = 0u; q < TN4; q = q + 1u) {
+      let col = col0 + 4u * q;
+      if (row < m && col < n) {
+        let e = base + row * n + col;
+        let v = (*acc)[i * TN4 + q];
+        if (OUT_VEC) {
+          out[e >> 2u] = v;
+        } else {
+          for (var c = 0u; c < 4u; c = c + 1u) {
+            if (col + c < n) {
+              let ec = e + c;
+              out[ec >> 2u][ec & 3u] = v[c];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+@compute @workgroup_size(WG_X, WG_Y)
+fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_id) lid: vec3<u32>) {
+  let w = workgroup_line(wid, nwg);
+  if (w >= p.grid.z) { return; }
+  let at = place(w);
+  let m = p.dims.x;
+  let n = p.dims.y;
+  let k_total = p.dims.z;
+  let sam = p.strides.x;
+  let sak = p.strides.y;
+  let sbk = p.strides.z;
+  let sbn = p.strides.w;
+  let row0 = (at.tile_m * WG_Y + lid.y) * TM;
+  let col0 = (at.tile_n * WG_X + lid.x) * 4u * TN4;
+
+  // Where each row of A and each column of B starts, clamped into the matrix:
+  // threads past the edge read valid (unused) data instead of branching in
+  // the inner loop. vec4 reads start at a multiple of 4 that stays inside too.
+  var a_row: array<i32, MAX_TM>;
+  for (var i = 0u; i < TM; i = i + 1u) {
+    a_row[i] = at.a_base + i32(min(row0 + i, m - 1u)) * sam;
+  }
+  var b_col: array<i32, MAX_TN>;
+  for (var c = 0u; c < 4u * TN4; c = c + 1u) {
+    b_col[c] = at.b_base + i32(min(col0 + c, n - 1u)) * sbn;
+  }
+  var b_quad: array<i32, MAX_TN4>;  // B_VEC == 1: element (0, col) of each vec4 of columns
+  for (var q = 0u; q < TN4; q = q + 1u) {
+    b_quad[q] = at.b_base + i32(min(col0 + 4u * q, (n - 1u) & ~3u));
+  }
+
+  var acc: Block;
+  let k4 = k_total & ~3u;
+  for (var k = 0u; k < k4; k = k + 4u) {
+    let ki = i32(k);
+    // B block: br[j * TN4 + q] = B[k + j, col0 + 4q .. col0 + 4q + 3]
+    var br: array<vec4<T>, 4u * MAX_TN4>;
+    if (B_VEC == 1u) {
+      for (var j = 0u; j < 4u; j = j + 1u) {
+        for (var q = 0u; q < TN4; q = q + 1u) {
+          br[j * TN4 + q] = b_vec(b_quad[q] + (ki + i32(j)) * sbk);
+        }
+      }
+    } else if (B_VEC == 2u) {
+      for (var q = 0u; q < TN4; q = q + 1u) {
+        let c0 = b_vec(b_col[4u * q] + ki);
+        let c1 = b_vec(b_col[4u * q + 1u] + ki);
+        let c2 = b_vec(b_col[4u * q + 2u] + ki);
+        let c3 = b_vec(b_col[4u * q + 3u] + ki);
+        br[q] = vec4<T>(c0.x, c1.x, c2.x, c3.x);
+        br[TN4 + q] = vec4<T>(c0.y, c1.y, c2.y, c3.y);
+        br[2u * TN4 + q] = vec4<T>(c0.z, c1.z, c2.z, c3.z);
+        br[3u * TN4 + q] = vec4<T>(c0.w, c1.w, c2.w, c3.w);
+      }
+    } else {
+      for (var j = 0u; j < 4u; j = j + 1u) {
+        let kb = (ki + i32(j)) * sbk;
+        for (var q = 0u; q < TN4; q = q + 1u) {
+          br[j * TN4 + q] = vec4<T>(b_at(b_col[4u * q] + kb), b_at(b_col[4u * q + 1u] + kb),
+                                    b_at(b_col[4u * q + 2u] + kb), b_at(b_col[4u * q + 3u] + kb));
+        }
+      }
+    }
+    // A block, row by row: ar[i] = A[row0 + i, k .. k + 3]
+    var ar: array<vec4<T>, MAX_TM>;
+    if (A_VEC == 1u) {
+      for (var i = 0u; i < TM; i = i + 1u) {
+        ar[i] = a_vec(a_row[i] + ki);
+      }
+    } else if (A_VEC == 2u) {
+      // Four rows at a time from columns k .. k + 3 (TM is a multiple of 4);
+      // a group of rows past the last one reads the last aligned group instead.
+      for (var i = 0u; i < TM; i = i + 4u) {
+        let g = at.a_base + i32(min(row0 + i, (m - 1u) & ~3u)) + ki * sak;
+        let c0 = a_vec(g);
+        let c1 = a_vec(g + sak);
+        let c2 = a_vec(g + 2 * sak);
+        let c3 = a_vec(g + 3 * sak);
+        ar[i] = vec4<T>(c0.x, c1.x, c2.x, c3.x);
+        ar[i + 1u] = vec4<T>(c0.y, c1.y, c2.y, c3.y);
+        ar[i + 2u] = vec4<T>(c0.z, c1.z, c2.z, c3.z);
+        ar[i + 3u] = vec4<T>(c0.w, c1.w, c2.w, c3.w);
+      }
+    } else {
+      for (var i = 0u; i < TM; i = i + 1u) {
+        ar[i] = vec4<T>(a_at(a_row[i] + ki * sak), a_at(a_row[i] + (ki + 1) * sak),
+                        a_at(a_row[i] + (ki + 2) * sak), a_at(a_row[i] + (ki + 3) * sak));
+      }
+    }
+    for (var i = 0u; i < TM; i = i + 1u) {
+      let r = ar[i];
+      for (var q = 0u; q < TN4; q = q + 1u) {
+        acc[i * TN4 + q] = acc[i * TN4 + q] + r.x * br[q] + r.y * br[TN4 + q]
+                           + r.z * br[2u * TN4 + q] + r.w * br[3u * TN4 + q];
+      }
+    }
+  }
+  // The last K % 4 steps, element by element.
+  for (var k = k4; k < k_total; k = k + 1u) {
+    let ki = i32(k);
+    for (var q = 0u; q < TN4; q = q + 1u) {
+      let bv = vec4<T>(b_at(b_col[4u * q] + ki * sbk), b_at(b_col[4u * q + 1u] + ki * sbk),
+                       b_at(b_col[4u * q + 2u] + ki * sbk), b_at(b_col[4u * q + 3u] + ki * sbk));
+      for (var i = 0u; i < TM; i = i + 1u) {
+        acc[i * TN4 + q] = acc[i * TN4 + q] + a_at(a_row[i] + ki * sak) * bv;
+      }
+    }
+  }
+  store(&acc, at.batch, row0, col0);
+}
+
+// matmul_tiled: a_tile[kk * BM + r] = A[tile row r, k + kk] and
+// b_tile[kk * BN + c] = B[k + kk, tile column c], with BM = WG_Y * TM, BN = WG_X * 4 * TN4.
+var<workgroup> a_tile: array<T, WG_Y * TM * TILE_K>;
+var<workgroup> b_tile: array<T, TILE_K * WG_X * 4u * TN4>;
+
+@compute @workgroup_size(WG_X, WG_Y)
+fn matmul_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_id) lid: vec3<u32>,
+                @builtin(local_invocation_index) lindex: u32) {
+  let w = workgroup_line(wid, nwg);
+  if (w >= p.grid.z) { return; }  // uniform across the workgroup, so the barriers below stay valid
+  let at = place(w);
+  let m = p.dims.x;
+  let n = p.dims.y;
+  let k_total = p.dims.z;
+  let bm = WG_Y * TM;
+  let bn = WG_X * 4u * TN4;
+  let tile_row0 = at.tile_m * bm;
+  let tile_col0 = at.tile_n * bn;
+  let threads = WG_X * WG_Y;
+
+  var acc: Block;
+  for (var k = 0u; k < k_total; k = k + TILE_K) {
+    // Stage the tiles; consecutive threads take consecutive k (for A) and
+    // consecutive columns (for B). Outside the matrices: zeros.
+    for (var t = lindex; t < bm * TILE_K; t = t + threads) {
+      let r = t / TILE_K;
+      let kk = t % TILE_K;
+      var v = T(0);
+      if (tile_row0 + r < m && k + kk < k_total) {
+        v = a_at(at.a_base + i32(tile_row0 + r) * p.strides.x + i32(k + kk) * p.strides.y);
+      }
+      a_tile[kk * bm + r] = v;
+    }
+    for (var t = lindex; t < TILE_K * bn; t = t + threads) {
+      let kk = t / bn;
+      let c = t % bn;
+      var v = T(0);
+      if (k + kk < k_total && tile_col0 + c < n) {
+        v = b_at(at.b_base + i32(k + kk) * p.strides.z + i32(tile_col0 + c) * p.strides.w);
+      }
+      b_tile[kk * bn + c] = v;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < TILE_K; kk = kk + 1u) {
+      var bv: array<vec4<T>, MAX_TN4>;
+      for (var q = 0u; q < TN4; q = q + 1u) {
+        let e = kk * bn + (lid.x * TN4 + q) * 4u;
+        bv[q] = vec4<T>(b_tile[e], b_tile[e + 1u], b_tile[e + 2u], b_tile[e + 3u]);
+      }
+      for (var i = 0u; i < TM; i = i + 1u) {
+        let av = a_tile[kk * bm + lid.y * TM + i];
+        for (var q = 0u; q < TN4; q = q + 1u) {
+          acc[i * TN4 + q] = acc[i * TN4 + q] + av * bv[q];
+        }
+      }
+    }
+    workgroupBarrier();
+  }
+  store(&acc, at.batch, tile_row0 + lid.y * TM, tile_col0 + lid.x * 4u * TN4);
+}
