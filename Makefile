@@ -4,11 +4,13 @@ PORT ?= 8000
 
 .PHONY: install serve test lint bench
 
+# Everything the two commands need on a fresh machine (apt, pip, npm, browser assets).
 install:
-	$(PYTHON) -m pip install -q -e ".[test]"
+	PYTHON=$(PYTHON) scripts/install-deps
 
+# The site on http://127.0.0.1:$(PORT): the asset step (does nothing when all is in place), then the server.
 serve: install
-	$(PYTHON) demos/digits_mlp.py
+	$(PYTHON) -m server --port $(PORT)
 
 lint:
 	$(PYTHON) -m ruff check core tests demos bench server

@@ -1,0 +1,230 @@
+"""The model API: store and fetch trained models as safetensors files.
+
+Endpoints (all JSON except the weights; errors are ``{"error": "..."}``):
+
+    GET    /api/models                  {"models": [record, ...]} sorted by name
+    GET    /api/models/{name}           record
+    GET    /api/models/{name}/weights   the safetensors file (application/octet-stream)
+    PUT    /api/models/{name}           upload; 201 (new) or 200 (replaced) with the record
+    DELETE /api/models/{name}           204; 404 if there was no such model
+
+A record is ``{"name", "size", "sha256", "created", "updated", "revision",
+"metadata", "weights_url"}``; times are UTC ISO 8601 strings.
+
+Upload format: ``multipart/form-data`` (what a browser ``FormData`` sends) with
+
+- ``weights``: a file part holding the safetensors bytes (required);
+- ``metadata``: a JSON object, as a plain field or a file part (optional, ``{}``
+  if absent, at most 1 MiB).
+
+For example ``curl -X PUT -F weights=@model.safetensors -F 'metadata={"classes": 10}'
+http://127.0.0.1:8000/api/models/digits``, or in JavaScript::
+
+    const form = new FormData();
+    form.append("weights", new Blob([bytes]), "model.safetensors");
+    form.append("metadata", JSON.stringify({classes: 10}));
+    await fetch("/api/models/digits", {method: "PUT", body: form});
+
+Rules: names match ``^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`` without ``..`` (else
+400). The request body may be at most ``WEBGRAD_MAX_UPLOAD`` bytes (default 64
+MiB): a larger Content-Length is refused before reading, and a body without one
+is counted while it streams in, so neither is ever held in memory whole (413).
+The weights must load with ``webgrad.serialize.load_bytes`` (else 400 with its
+reason) and the metadata must be a JSON object (else 400); a refused upload
+leaves the stored version as it was. Other sites may read models (CORS GETs),
+but only pages from this server may write them: a cross-origin PUT or DELETE
+needs a preflight, which allows GET and HEAD only.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import anyio
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .static import not_modified
+from .store import InvalidName, ModelStore, check_name
+
+DEFAULT_MAX_UPLOAD = 64 * 1024 * 1024
+METADATA_LIMIT = 1024 * 1024
+CHUNK = 256 * 1024
+NO_CACHE = {"Cache-Control": "no-cache"}
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+class UploadTooLarge(Exception):
+    pass
+
+
+class BadUpload(Exception):
+    pass
+
+
+def max_upload_from_env() -> int:
+    return int(os.environ.get("WEBGRAD_MAX_UPLOAD", DEFAULT_MAX_UPLOAD))
+
+
+def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers or NO_STORE)
+
+
+def public(record: dict) -> dict:
+    return {**record, "weights_url": f"/api/models/{record['name']}/weights"}
+
+
+class BodyLimit:
+    """Wraps ASGI ``receive`` and raises ``UploadTooLarge`` once more than ``limit`` bytes came in."""
+
+    def __init__(self, receive, limit: int):
+        self.receive, self.limit, self.received = receive, limit, 0
+
+    async def __call__(self):
+        message = await self.receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.limit:
+                raise UploadTooLarge()
+        return message
+
+
+def parse_metadata(raw: bytes | str) -> dict:
+    def refuse_constant(name):
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        value = json.loads(raw, parse_constant=refuse_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadUpload(f"metadata is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise BadUpload(f"metadata must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def store_upload(store: ModelStore, name: str, file, metadata: dict, limit: int) -> tuple[dict, bool]:
+    """Validate the uploaded weights, then hand them to the store (runs in a worker thread)."""
+    file.seek(0)
+    data = file.read(limit + 1)
+    if len(data) > limit:
+        raise UploadTooLarge()
+    from webgrad import serialize
+
+    try:
+        serialize.load_bytes(data, f"weights for model {name!r}")
+    except MemoryError:
+        raise
+    except Exception as exc:  # any failure to decode means: not a file we can serve
+        raise BadUpload(f"weights are not a valid safetensors file: {exc}") from None
+    digest = hashlib.sha256(data).hexdigest()
+    temp = store.write_temp(data)
+    return store.put(name, temp, metadata, size=len(data), sha256=digest)
+
+
+def model_routes(store: ModelStore, max_upload: int) -> list[Route]:
+    # Validating decodes every tensor (memory about twice the upload): two at a time.
+    validation_slots = anyio.Semaphore(2)
+
+    def too_large(close: bool) -> JSONResponse:
+        headers = {**NO_STORE, "Connection": "close"} if close else NO_STORE
+        return error(413, f"upload too large: the limit is {max_upload} bytes (WEBGRAD_MAX_UPLOAD)", headers)
+
+    def name_or_error(request: Request) -> str:
+        try:
+            return check_name(request.path_params["name"])
+        except InvalidName as exc:
+            raise HTTPException(400, str(exc)) from None
+
+    def list_models(request: Request):
+        return JSONResponse({"models": [public(r) for r in store.list()]}, headers=NO_CACHE)
+
+    def get_model(request: Request):
+        name = name_or_error(request)
+        record = store.get(name)
+        if record is None:
+            return error(404, f"no model named {name!r}", NO_CACHE)
+        return JSONResponse(public(record), headers={**NO_CACHE, "ETag": f'"{record["sha256"]}"'})
+
+    def get_weights(request: Request):
+        name = name_or_error(request)
+        found = store.open_weights(name)
+        if found is None:
+            return error(404, f"no model named {name!r}", NO_CACHE)
+        record, file = found
+        etag = f'"{record["sha256"]}"'
+        headers = {**NO_CACHE, "ETag": etag, "Content-Length": str(record["size"])}
+        if not_modified(request, etag) or request.method == "HEAD":
+            file.close()
+            status = 304 if not_modified(request, etag) else 200
+            if status == 304:
+                del headers["Content-Length"]
+            return Response(status_code=status, headers=headers, media_type="application/octet-stream")
+
+        def chunks():
+            try:
+                while chunk := file.read(CHUNK):
+                    yield chunk
+            finally:
+                file.close()
+
+        return StreamingResponse(chunks(), headers=headers, media_type="application/octet-stream",
+                                 background=BackgroundTask(file.close))
+
+    async def put_model(request: Request):
+        name = name_or_error(request)
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > max_upload):
+            # Answer before reading. uvicorn then discards the body as it arrives, so
+            # the client reads this answer instead of a reset; past 4x the limit it
+            # is cheaper to drop the connection.
+            close = not length.isdigit() or int(length) > 4 * max_upload
+            return too_large(close)
+        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+            return error(415, "send multipart/form-data with a 'weights' file part (safetensors) and "
+                              "an optional 'metadata' part (a JSON object)")
+        limited = Request(request.scope, BodyLimit(request.receive, max_upload))
+        try:
+            async with limited.form(max_files=2, max_fields=2, max_part_size=METADATA_LIMIT) as form:
+                weights = form.get("weights")
+                if not isinstance(weights, UploadFile):
+                    raise BadUpload("missing the 'weights' part: send the safetensors bytes as a file "
+                                    "part named 'weights' (with a filename)")
+                raw = form.get("metadata", "{}")
+                if isinstance(raw, UploadFile):
+                    raw = await raw.read(METADATA_LIMIT + 1)
+                    if len(raw) > METADATA_LIMIT:
+                        raise BadUpload(f"metadata is larger than {METADATA_LIMIT} bytes")
+                metadata = parse_metadata(raw)
+                async with validation_slots:
+                    record, created = await run_in_threadpool(
+                        store_upload, store, name, weights.file, metadata, max_upload)
+        except UploadTooLarge:
+            return too_large(close=False)
+        except BadUpload as exc:
+            return error(400, str(exc))
+        return JSONResponse(public(record), status_code=201 if created else 200,
+                            headers={**NO_STORE, "Location": f"/api/models/{name}"})
+
+    async def delete_model(request: Request):
+        name = name_or_error(request)
+        if not await run_in_threadpool(store.delete, name):
+            return error(404, f"no model named {name!r}")
+        return Response(status_code=204, headers=NO_STORE)
+
+    def unknown(request: Request):
+        return error(404, f"no API endpoint {request.url.path}", NO_CACHE)
+
+    return [
+        Route("/api/models", list_models, methods=["GET"]),
+        Route("/api/models/{name}", get_model, methods=["GET"]),
+        Route("/api/models/{name}", put_model, methods=["PUT"]),
+        Route("/api/models/{name}", delete_model, methods=["DELETE"]),
+        Route("/api/models/{name}/weights", get_weights, methods=["GET"]),
+        Route("/api/{rest:path}", unknown),
+    ]

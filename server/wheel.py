@@ -1,0 +1,166 @@
+"""Build the webgrad wheel from the working tree, for the browser to install.
+
+The wheel is rebuilt when any file under ``core/`` or ``wgsl_kernels/`` (or
+``pyproject.toml``) is newer than it. The build runs on a fresh copy of those
+files in a temporary folder: building in place would reuse setuptools'
+``build/lib``, which keeps modules that were deleted since, and ship them.
+
+Next to the wheel, ``latest.json`` names it::
+
+    {"name": "webgrad", "version": "0.1.0", "file": "webgrad-0.1.0-py3-none-any.whl",
+     "url": "/wheels/<sha256[:16]>/webgrad-0.1.0-py3-none-any.whl",
+     "sha256": "...", "size": 12345}
+
+``url`` is content-addressed, so browsers may cache it forever; the plain
+``/wheels/<file>`` always has the newest build and is revalidated instead.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES = ("core", "wgsl_kernels")
+PROJECT_FILES = ("pyproject.toml", "README.md")
+
+
+class WheelBuildError(RuntimeError):
+    pass
+
+
+def project_version(repo: Path = REPO) -> tuple[str, str]:
+    with open(repo / "pyproject.toml", "rb") as file:
+        project = tomllib.load(file)["project"]
+    return project["name"], project["version"]
+
+
+def wheel_file_name(repo: Path = REPO) -> str:
+    name, version = project_version(repo)
+    return f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+
+
+def _source_files(repo: Path):
+    for top in SOURCES:
+        for directory, subdirs, files in os.walk(repo / top):
+            # Python writes __pycache__ on every import; it must never trigger a rebuild.
+            subdirs[:] = [d for d in subdirs if d != "__pycache__" and not d.startswith(".")]
+            for file in files:
+                if not file.endswith((".pyc", ".pyo")):
+                    yield Path(directory, file)
+    for file in PROJECT_FILES:
+        if (repo / file).exists():
+            yield repo / file
+
+
+def newest_source_mtime(repo: Path = REPO) -> float:
+    return max((path.stat().st_mtime for path in _source_files(repo)), default=0.0)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def is_stale(out_dir: Path, repo: Path = REPO) -> bool:
+    wheel = out_dir / wheel_file_name(repo)
+    latest = out_dir / "latest.json"
+    if not wheel.exists() or not latest.exists():
+        return True
+    try:
+        if json.loads(latest.read_text())["file"] != wheel.name:
+            return True
+    except (ValueError, KeyError):
+        return True
+    return newest_source_mtime(repo) > wheel.stat().st_mtime
+
+
+def build_wheel(out_dir: Path, repo: Path = REPO, log=print) -> Path:
+    """Build the wheel into ``out_dir`` (atomically replacing an older one) and write latest.json."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target_name = wheel_file_name(repo)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="webgrad-wheel-") as temp:
+        source = Path(temp, "src")
+        source.mkdir()
+        for top in SOURCES:
+            shutil.copytree(repo / top, source / top,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+        for file in PROJECT_FILES:
+            if (repo / file).exists():
+                shutil.copy2(repo / file, source / file)
+        built = Path(temp, "dist")
+        # --no-build-isolation: use the setuptools already installed, so this
+        # works offline; --no-deps: numpy comes from Pyodide, not from here.
+        command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                   "--no-cache-dir", "-q", "-w", str(built), str(source)]
+        result = subprocess.run(command, capture_output=True, text=True)
+        wheels = list(built.glob("*.whl")) if built.exists() else []
+        if result.returncode != 0 or len(wheels) != 1:
+            raise WheelBuildError("building the webgrad wheel failed:\n" + result.stdout + result.stderr)
+        if wheels[0].name != target_name:
+            raise WheelBuildError(f"expected {target_name}, pip built {wheels[0].name}")
+        temp_target = out_dir / (target_name + ".tmp")
+        shutil.copyfile(wheels[0], temp_target)
+        os.replace(temp_target, out_dir / target_name)
+    wheel = out_dir / target_name
+    write_latest(out_dir, wheel, repo)
+    log(f"assets: built {wheel.name} ({wheel.stat().st_size} bytes) in {time.time() - started:.1f} s")
+    return wheel
+
+
+def write_latest(out_dir: Path, wheel: Path, repo: Path = REPO) -> dict:
+    name, version = project_version(repo)
+    digest = sha256_of(wheel)
+    latest = {"name": name, "version": version, "file": wheel.name,
+              "url": f"/wheels/{digest[:16]}/{wheel.name}",
+              "sha256": digest, "size": wheel.stat().st_size}
+    temp = out_dir / "latest.json.tmp"
+    temp.write_text(json.dumps(latest, indent=2) + "\n")
+    os.replace(temp, out_dir / "latest.json")
+    return latest
+
+
+def ensure_wheel(out_dir: Path, repo: Path = REPO, log=print) -> Path:
+    """Build the wheel if it is missing or older than the sources; return its path."""
+    if is_stale(out_dir, repo):
+        return build_wheel(out_dir, repo, log)
+    return out_dir / wheel_file_name(repo)
+
+
+class WheelKeeper:
+    """Keeps the served wheel current while the server runs (one build at a time).
+
+    Checking the sources costs a walk over ~100 files, so it happens at most
+    once per ``interval_s`` seconds.
+    """
+
+    def __init__(self, out_dir: Path, repo: Path = REPO, interval_s: float = 1.0, log=print):
+        self.out_dir, self.repo, self.interval_s, self.log = out_dir, repo, interval_s, log
+        self._lock = threading.Lock()
+        self._checked_at = 0.0
+        self._latest: dict | None = None
+
+    def latest(self) -> dict:
+        """Return latest.json's content, rebuilding first if the sources changed."""
+        with self._lock:
+            now = time.monotonic()
+            if self._latest is None or now - self._checked_at >= self.interval_s:
+                if is_stale(self.out_dir, self.repo):
+                    build_wheel(self.out_dir, self.repo, self.log)
+                    self._latest = None
+                if self._latest is None:
+                    self._latest = json.loads((self.out_dir / "latest.json").read_text())
+                self._checked_at = now
+            return dict(self._latest)

@@ -1,0 +1,517 @@
+"""The site server over real loopback sockets: files, headers, path safety, the
+model store and the asset step.
+
+Most tests run against a small site built in a temporary folder (its own web/
+root, fake Pyodide files, an empty model store), so they need no network.
+``real_assets`` runs ``python -m server.assets`` once (npm ci, the numpy wheel,
+pytest wheels) and the ``test_real_*`` tests check what it assembled; without
+npm or network they skip, except under ``CI=true``, where they fail.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `server` is not installed
+
+from server import assets as asset_step
+from server.api import DEFAULT_MAX_UPLOAD, max_upload_from_env
+from server.app import Settings, create_app
+from server.store import ModelStore
+from server.testing import WASM_MAGIC, make_fake_site, raw_request, running_server, safetensors_bytes
+
+REPO = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+SECRET = "webgrad-secret-sentinel-1f2e3d"
+MAX_UPLOAD = 64 * 1024
+
+
+def skip_or_fail(reason: str):
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: server tests may not skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A temporary site: web/ with symlinks in and out, fake assets, a secret outside."""
+    top = tmp_path_factory.mktemp("site")
+    settings = make_fake_site(top, SECRET, max_upload=MAX_UPLOAD)
+    with running_server(create_app(settings)) as base:
+        yield {"base": base, "top": top, "settings": settings}
+
+
+@pytest.fixture(scope="module")
+def base(site) -> str:
+    return site["base"]
+
+
+@pytest.fixture(scope="module")
+def client(base):
+    with httpx.Client(base_url=base, timeout=60) as http:
+        yield http
+
+
+@pytest.fixture(scope="module")
+def real_assets():
+    """Run the asset step once (npm ci, numpy wheel, pytest wheels, webgrad wheel)."""
+    try:
+        asset_step.ensure_assets()
+    except (asset_step.AssetError, OSError, subprocess.SubprocessError) as error:
+        skip_or_fail(f"`python -m server.assets` failed (npm or network missing?): {error}")
+    return asset_step.ASSETS
+
+
+@pytest.fixture(scope="module")
+def real_base(real_assets, tmp_path_factory):
+    settings = Settings(data_dir=tmp_path_factory.mktemp("real-data"))
+    with running_server(create_app(settings)) as url:
+        yield url
+
+
+def put_model(client, name, weights: bytes, metadata: str | None = '{"classes": 10}'):
+    data = {} if metadata is None else {"metadata": metadata}
+    return client.put(f"/api/models/{name}", files={"weights": ("model.safetensors", weights)}, data=data)
+
+
+# ----------------------------------------------------------------------------- files and headers
+
+@pytest.mark.parametrize("path, media_type", [
+    ("/", "text/html"),
+    ("/webgrad.js", "text/javascript"),
+    ("/worker.mjs", "text/javascript"),
+    ("/style.css", "text/css"),
+    ("/pyodide/pyodide.asm.wasm", "application/wasm"),
+    ("/pyodide/pyodide.js", "text/javascript"),
+    ("/pyodide/pyodide.mjs", "text/javascript"),
+    ("/pyodide/pyodide-lock.json", "application/json"),
+    ("/pyodide/python_stdlib.zip", "application/zip"),
+    ("/pyodide-extra/demo-1.0-py3-none-any.whl", "application/zip"),
+    ("/pyodide-extra/index.json", "application/json"),
+    ("/vendor/tfjs/tf.min.js", "text/javascript"),
+    ("/vendor/tfjs/tfjs-backend-wasm.wasm", "application/wasm"),
+    ("/wgsl/binary.wgsl", "text/plain"),
+    ("/wheels/latest.json", "application/json"),
+    ("/api/models", "application/json"),
+])
+def test_media_types(client, path, media_type):
+    response = client.get(path)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].split(";")[0] == media_type
+    assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_wheel_media_type_and_content(client, site):
+    latest = client.get("/wheels/latest.json").json()
+    assert latest["file"] == f"webgrad-{latest['version']}-py3-none-any.whl"
+    for url in (f"/wheels/{latest['file']}", latest["url"]):
+        response = client.get(url)
+        assert response.status_code == 200
+        assert response.headers["content-type"] in ("application/zip", "application/octet-stream")
+        assert hashlib.sha256(response.content).hexdigest() == latest["sha256"]
+    wheel_path = site["settings"].assets_root / "wheels" / latest["file"]
+    names = zipfile.ZipFile(wheel_path).namelist()
+    assert "webgrad/__init__.py" in names and "webgrad/serialize.py" in names
+    assert any(n.startswith("webgrad/wgsl_kernels/") and n.endswith(".wgsl") for n in names)
+    assert not any("__pycache__" in n for n in names)
+    assert client.get(f"/wheels/{'0' * 16}/{latest['file']}").status_code == 404
+    assert client.get("/wheels/webgrad-9.9.9-py3-none-any.whl").status_code == 404
+
+
+def test_wheel_is_rebuilt_when_a_source_changes(tmp_path):
+    """A newer file under core/ makes the wheel stale (checked on a copy of the tree)."""
+    from server import wheel
+
+    tree = tmp_path / "tree"
+    for name in ("core", "wgsl_kernels"):
+        (tree / name).mkdir(parents=True)
+    (tree / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
+    (tree / "core" / "a.py").write_text("x = 1\n")
+    out = tmp_path / "wheels"
+    out.mkdir()
+    (out / wheel.wheel_file_name(tree)).write_bytes(b"old")
+    (out / "latest.json").write_text(json.dumps({"file": wheel.wheel_file_name(tree)}))
+    assert not wheel.is_stale(out, tree)
+    (tree / "core" / "__pycache__").mkdir()
+    (tree / "core" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"")
+    future = time.time() + 5
+    os.utime(tree / "core" / "__pycache__" / "a.cpython-311.pyc", (future, future))
+    assert not wheel.is_stale(out, tree), "__pycache__ must not trigger rebuilds"
+    os.utime(tree / "core" / "a.py", (future, future))
+    assert wheel.is_stale(out, tree)
+
+
+def test_isolation_and_cors_headers_everywhere(client, base):
+    responses = [client.get("/"), client.get("/pyodide/pyodide.js"), client.get("/missing.js"),
+                 client.get("/api/models"), client.get("/api/models/nothing"), client.head("/webgrad.js")]
+    headers = [dict(r.headers) for r in responses] + [raw_request(base, "/../secret.txt")[1]]
+    for response_headers in headers:
+        assert response_headers["cross-origin-opener-policy"] == "same-origin"
+        assert response_headers["cross-origin-embedder-policy"] == "require-corp"
+        assert response_headers["cross-origin-resource-policy"] == "cross-origin"
+        assert response_headers["access-control-allow-origin"] == "*"
+    write = put_model(client, "headers-check", safetensors_bytes())
+    assert write.status_code in (200, 201)
+    assert write.headers["cross-origin-embedder-policy"] == "require-corp"
+    assert "access-control-allow-origin" not in write.headers  # writes stay same-origin
+    client.delete("/api/models/headers-check")
+
+
+def test_preflight_allows_reads_only(client):
+    response = client.options("/api/models/x", headers={
+        "Origin": "https://elsewhere.example", "Access-Control-Request-Method": "PUT"})
+    assert response.status_code == 204
+    allowed = {m.strip() for m in response.headers["access-control-allow-methods"].split(",")}
+    assert allowed == {"GET", "HEAD", "OPTIONS"}
+
+
+@pytest.mark.parametrize("path, cache", [
+    ("/", "no-cache"), ("/webgrad.js", "no-cache"), ("/wgsl/binary.wgsl", "no-cache"),
+    ("/pyodide/pyodide.asm.wasm", "immutable"), ("/vendor/tfjs/tf.min.js", "immutable"),
+    ("/pyodide-extra/demo-1.0-py3-none-any.whl", "immutable"), ("/pyodide-extra/index.json", "no-cache"),
+    ("/wheels/latest.json", "no-cache"), ("/api/models", "no-cache"),
+])
+def test_cache_headers(client, path, cache):
+    value = client.get(path).headers["cache-control"]
+    if cache == "immutable":
+        assert "immutable" in value and "max-age=31536000" in value
+    else:
+        assert value == "no-cache"
+
+
+def test_wheel_cache_headers(client):
+    latest = client.get("/wheels/latest.json").json()
+    assert client.get(f"/wheels/{latest['file']}").headers["cache-control"] == "no-cache"
+    assert "immutable" in client.get(latest["url"]).headers["cache-control"]
+
+
+def test_conditional_get_and_head(client):
+    first = client.get("/webgrad.js")
+    again = client.get("/webgrad.js", headers={"If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    head = client.head("/pyodide/pyodide.asm.wasm")
+    assert head.status_code == 200 and head.content == b""
+    assert int(head.headers["content-length"]) == len(WASM_MAGIC) + 8
+
+
+def test_index_and_directory_redirect(client):
+    assert "demos" in client.get("/demos/").text
+    response = client.get("/demos", follow_redirects=False)
+    assert response.status_code in (301, 307, 308) and response.headers["location"].endswith("/demos/")
+
+
+def test_wgsl_serves_only_kernels(client):
+    assert client.get("/wgsl/binary.wgsl").text.strip()
+    assert client.get("/wgsl/__init__.py").status_code == 404
+
+
+# ----------------------------------------------------------------------------- path safety
+
+TRAVERSALS = [
+    "/../secret.txt", "/../../etc/passwd", "/%2e%2e/secret.txt", "/%2E%2E/%2E%2E/etc/passwd",
+    "/..%2fsecret.txt", "/%2e%2e%2fsecret.txt", "/.%2e/secret.txt", "/pyodide/../../secret.txt",
+    "/pyodide/%2e%2e/%2e%2e/secret.txt", "/vendor/tfjs/..%2f..%2f..%2fsecret.txt",
+    "/wgsl/../pyproject.toml", "/wgsl/%2e%2e/pyproject.toml", "/wheels/../../pyproject.toml",
+    "//etc/passwd", "/pyodide//etc/passwd", "/%2fetc%2fpasswd", "/etc/passwd",
+    "/..\\secret.txt", "/%5c..%5csecret.txt", "/pyodide/..%5c..%5csecret.txt",
+    "/%00", "/index.html%00.js", "/secret.txt%00", "/C:/Windows/win.ini", "/c:%5cwindows",
+    "/.env", "/.git/config", "/%2e%65nv", "/leak.txt", "/leakdir/also-secret.txt", "/leakdir/",
+    "/%252e%252e/secret.txt", "http://127.0.0.1/../secret.txt", "/./index.html",
+    "/api/models/..", "/api/models/%2e%2e/weights", "/api/models/..%2f..%2fsecret.txt",
+    "/loop", "/loop/x", "/" + "a" * 4000,
+]
+
+
+@pytest.mark.parametrize("target", TRAVERSALS)
+def test_no_file_outside_the_roots(base, target):
+    status, _headers, body = raw_request(base, target)
+    assert status in (400, 404), (target, status, body[:200])
+    assert SECRET.encode() not in body and b"[build-system]" not in body and b"root:" not in body
+
+
+def test_nul_and_control_bytes_in_request_line(base):
+    for target in (b"/a\x00b", b"/\x01", b"/..\x00/secret.txt"):
+        status, _, body = raw_request(base, target)
+        assert status in (0, 400, 404) and SECRET.encode() not in body
+
+
+def test_symlink_inside_the_root_still_works(client):
+    assert client.get("/alias.js").text == "export const hello = 1;\n"
+
+
+# ----------------------------------------------------------------------------- model store
+
+def test_model_roundtrip(client):
+    weights = safetensors_bytes(seed=1)
+    created = put_model(client, "digits-mlp", weights)
+    assert created.status_code == 201, created.text
+    record = created.json()
+    assert record["size"] == len(weights) and record["metadata"] == {"classes": 10}
+    assert record["sha256"] == hashlib.sha256(weights).hexdigest()
+
+    listed = {m["name"]: m for m in client.get("/api/models").json()["models"]}
+    assert listed["digits-mlp"]["size"] == len(weights)
+    assert {"created", "updated", "metadata"} <= set(listed["digits-mlp"])
+
+    meta = client.get("/api/models/digits-mlp")
+    assert meta.status_code == 200 and meta.json()["metadata"] == {"classes": 10}
+    download = client.get("/api/models/digits-mlp/weights")
+    assert download.status_code == 200 and download.content == weights
+    assert download.headers["content-type"] == "application/octet-stream"
+    cached = client.get("/api/models/digits-mlp/weights", headers={"If-None-Match": download.headers["etag"]})
+    assert cached.status_code == 304
+
+    newer = safetensors_bytes(seed=2)
+    replaced = put_model(client, "digits-mlp", newer, '{"classes": 10, "epochs": 3}')
+    assert replaced.status_code == 200
+    assert replaced.json()["created"] == record["created"] and replaced.json()["revision"] == 2
+    assert client.get("/api/models/digits-mlp/weights").content == newer
+
+    assert client.delete("/api/models/digits-mlp").status_code == 204
+    assert client.get("/api/models/digits-mlp").status_code == 404
+    assert client.get("/api/models/digits-mlp/weights").status_code == 404
+    assert client.delete("/api/models/digits-mlp").status_code == 404
+
+
+def test_metadata_is_optional(client):
+    response = put_model(client, "no-meta", safetensors_bytes(), metadata=None)
+    assert response.status_code == 201 and response.json()["metadata"] == {}
+    client.delete("/api/models/no-meta")
+
+
+BAD_WEIGHTS = {
+    "garbage": (b"definitely not safetensors", "not a safetensors file"),
+    "empty": (b"", "shorter than the 8-byte header"),
+    "huge header length": ((2**40).to_bytes(8, "little") + b"{}", "header length"),
+    "truncated": (None, "truncated"),
+    "pickle": (b"\x80\x04\x95" + b"\x00" * 32, "pickle"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_WEIGHTS))
+def test_malformed_weights_are_refused_and_the_old_version_stays(client, site, case):
+    good = safetensors_bytes(seed=3)
+    assert put_model(client, "keeper", good).status_code in (200, 201)
+    bad, reason = BAD_WEIGHTS[case]
+    if bad is None:
+        bad = good[: len(good) - 10]
+    response = put_model(client, "keeper", bad, '{"broken": true}')
+    assert response.status_code == 400
+    message = response.json()["error"]
+    assert "safetensors" in message
+    assert reason.lower() in message.lower(), message
+    assert client.get("/api/models/keeper/weights").content == good
+    assert client.get("/api/models/keeper").json()["metadata"] == {"classes": 10}
+    assert list((site["settings"].data_dir / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("metadata", ["[1, 2]", '"text"', "3", "null", "not json", '{"x": NaN}', "{"])
+def test_metadata_must_be_a_json_object(client, metadata):
+    response = put_model(client, "meta-check", safetensors_bytes(), metadata)
+    assert response.status_code == 400
+    assert "metadata" in response.json()["error"]
+    assert client.get("/api/models/meta-check").status_code == 404
+
+
+@pytest.mark.parametrize("name", ["..", "a..b", ".hidden", "-dash", "_under", "x" * 65, "bad name",
+                                  "semi;colon", "ünïcode", "a%2fb", "%2e%2e", "a\\b"])
+def test_bad_model_names(base, client, name):
+    from urllib.parse import quote
+
+    target = f"/api/models/{quote(name, safe='%')}"
+    status, _, body = raw_request(base, target)
+    assert status in (400, 404), (name, status)
+    # Sent verbatim: httpx would resolve "/api/models/.." to "/api/" before sending.
+    upload = client.build_request("PUT", "/api/models/placeholder",
+                                  files={"weights": ("w.safetensors", safetensors_bytes())})
+    status, _, body = raw_request(base, target, method="PUT", body=upload.read(),
+                                  headers={"Content-Type": upload.headers["content-type"]})
+    assert status in (400, 404), (name, status, body)
+    assert all(m["name"] != name for m in client.get("/api/models").json()["models"])
+
+
+def test_good_model_names(client):
+    for name in ("a", "A.b-c_d", "x" * 64, "v1.2.3"):
+        assert put_model(client, name, safetensors_bytes()).status_code == 201, name
+        assert client.delete(f"/api/models/{name}").status_code == 204
+
+
+def test_oversized_uploads_get_413_and_change_nothing(client, site):
+    good = safetensors_bytes(seed=4)
+    assert put_model(client, "big", good).status_code in (200, 201)
+    too_big = b"\x00" * (MAX_UPLOAD + 1)
+    # With a Content-Length: refused before the body is read.
+    assert put_model(client, "big", too_big).status_code == 413
+
+    # Without one (chunked): counted while streaming.
+    def chunked():
+        yield b'--b\r\nContent-Disposition: form-data; name="weights"; filename="w"\r\n\r\n'
+        for _ in range(64):
+            yield b"\x00" * 65536
+        yield b"\r\n--b--\r\n"
+
+    response = client.put("/api/models/big", content=chunked(),
+                          headers={"Content-Type": "multipart/form-data; boundary=b"})
+    assert response.status_code == 413
+    assert "limit" in response.json()["error"]
+    assert client.get("/api/models/big/weights").content == good
+    assert list((site["settings"].data_dir / "tmp").iterdir()) == []
+
+
+def test_declared_length_is_refused_before_the_body(base):
+    """With Expect: 100-continue the client never has to send the body at all."""
+    parts = httpx.URL(base)
+    with socket.create_connection((parts.host, parts.port), timeout=10) as sock:
+        sock.sendall(b"PUT /api/models/huge HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; "
+                     b"boundary=b\r\nExpect: 100-continue\r\nContent-Length: 10000000000\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413")
+
+
+def test_default_upload_limit(monkeypatch):
+    monkeypatch.delenv("WEBGRAD_MAX_UPLOAD", raising=False)
+    assert max_upload_from_env() == DEFAULT_MAX_UPLOAD == 64 * 1024 * 1024
+    monkeypatch.setenv("WEBGRAD_MAX_UPLOAD", "1000")
+    assert max_upload_from_env() == 1000
+
+
+def test_upload_format_errors(client):
+    missing = client.put("/api/models/fmt", data={"metadata": "{}"}, files={"other": ("x", b"1")})
+    assert missing.status_code == 400 and "weights" in missing.json()["error"]
+    raw = client.put("/api/models/fmt", content=safetensors_bytes(),
+                     headers={"Content-Type": "application/octet-stream"})
+    assert raw.status_code == 415 and "multipart" in raw.json()["error"]
+
+
+def test_concurrent_puts_of_one_name(client, site):
+    blobs = [safetensors_bytes(seed=10 + i, shape=(32, 16)) for i in range(12)]
+
+    def upload(blob):
+        with httpx.Client(base_url=site["base"], timeout=60) as own:
+            return put_model(own, "contended", blob).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=12) as pool:
+        statuses = list(pool.map(upload, blobs))
+    assert sorted(set(statuses)) in ([200, 201], [201]) and statuses.count(201) == 1
+    record = client.get("/api/models/contended").json()
+    weights = client.get("/api/models/contended/weights").content
+    assert weights in blobs and hashlib.sha256(weights).hexdigest() == record["sha256"]
+    assert record["revision"] == len(blobs)
+    files = [p.name for p in (site["settings"].data_dir / "models").iterdir() if p.name.startswith("contended@")]
+    assert len(files) == 1, files
+
+
+def test_store_collects_stale_files(tmp_path):
+    store = ModelStore(tmp_path)
+    temp = store.write_temp(b"abandoned upload")
+    orphan = store.models_dir / "gone@1-abc.safetensors"
+    orphan.write_bytes(b"x")
+    path = store.write_temp(safetensors_bytes())
+    store.put("kept", path, {}, size=path.stat().st_size, sha256="0" * 64)
+    assert store.collect_garbage(min_age_s=3600) == 0  # too young: a writer may own them
+    old = time.time() - 7200
+    for stale in (temp, orphan, *store.models_dir.iterdir()):
+        os.utime(stale, (old, old))
+    assert store.collect_garbage(min_age_s=3600) == 2
+    assert [p.name.split("@")[0] for p in store.models_dir.iterdir()] == ["kept"]
+
+
+# ----------------------------------------------------------------------------- the asset step
+
+def test_asset_step_refuses_a_wrong_sha256(tmp_path):
+    class FakeSource:
+        def fetch(self, file_name, dest):
+            dest.write_bytes(b"tampered")
+            return "a test double"
+
+    lock = {"packages": {"numpy": {"file_name": "numpy-x.whl", "sha256": "0" * 64}}}
+    (tmp_path / "numpy-x.whl").write_bytes(b"an old, wrong file")
+    with pytest.raises(asset_step.AssetError, match="sha256"):
+        asset_step.ensure_lock_packages(tmp_path, lock, names=("numpy",), sources=FakeSource())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_asset_step_refuses_a_wrong_extra_wheel(tmp_path, monkeypatch):
+    def fake_run(command, what, cwd=None):
+        Path(command[command.index("-d") + 1], "demo-1.0-py3-none-any.whl").write_bytes(b"evil")
+
+    monkeypatch.setattr(asset_step, "_run", fake_run)
+    with pytest.raises(asset_step.AssetError, match="sha256"):
+        asset_step.ensure_extra_wheels(tmp_path, {"demo-1.0-py3-none-any.whl": "0" * 64})
+    assert not (tmp_path / "demo-1.0-py3-none-any.whl").exists()
+
+
+def _snapshot(*folders: Path) -> dict:
+    return {str(p): p.stat().st_mtime_ns for folder in folders for p in folder.rglob("*") if p.is_file()}
+
+
+def test_asset_step_is_idempotent(real_assets, monkeypatch):
+    asset_step.ensure_assets()  # settle anything that changed since the fixture ran
+    before = _snapshot(real_assets, REPO / "node_modules" / "pyodide")
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the second asset run used the network")
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError("the second asset run started a subprocess")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(subprocess, "run", no_subprocess)
+    monkeypatch.setattr(subprocess, "Popen", no_subprocess)
+    assert asset_step.ensure_assets() == 0
+    assert asset_step.main([]) == 0
+    monkeypatch.undo()
+    assert _snapshot(real_assets, REPO / "node_modules" / "pyodide") == before
+
+
+def test_real_pyodide_runtime_is_served(real_base, real_assets):
+    lock = json.loads((real_assets / "pyodide" / "pyodide-lock.json").read_text())
+    assert lock["info"]["version"] == asset_step.PYODIDE_VERSION
+    with httpx.Client(base_url=real_base, timeout=60) as http:
+        wasm = http.get("/pyodide/pyodide.asm.wasm")
+        assert wasm.headers["content-type"] == "application/wasm" and wasm.content[:4] == b"\x00asm"
+        assert "immutable" in wasm.headers["cache-control"]
+        for name in ("pyodide.js", "pyodide.mjs", "python_stdlib.zip", "pyodide-lock.json"):
+            assert http.get(f"/pyodide/{name}").status_code == 200, name
+        for package in asset_step.LOCK_PACKAGES:
+            entry = lock["packages"][package]
+            served = http.get(f"/pyodide/{entry['file_name']}")
+            assert served.status_code == 200, package
+            assert hashlib.sha256(served.content).hexdigest() == entry["sha256"], package
+        index = http.get("/pyodide-extra/index.json").json()
+        names = {p["name"] for p in index["packages"]}
+        assert {"pytest", "iniconfig", "packaging", "pluggy"} <= names
+        for package in index["packages"]:
+            served = http.get(package["url"])
+            assert served.status_code == 200 and hashlib.sha256(served.content).hexdigest() == package["sha256"]
+        for _source, name in asset_step.TFJS_FILES:
+            served = http.head(f"/vendor/tfjs/{name}")
+            assert served.status_code == 200, name
+            expected = "application/wasm" if name.endswith(".wasm") else "text/javascript"
+            assert served.headers["content-type"].split(";")[0] == expected
+        latest = http.get("/wheels/latest.json").json()
+        assert http.get(latest["url"]).status_code == 200
+
+
+def test_real_web_root_is_served(real_base):
+    with httpx.Client(base_url=real_base, timeout=30) as http:
+        for name in ("index.html", "webgrad.js"):
+            if (REPO / "web" / name).exists():
+                response = http.get("/" if name == "index.html" else f"/{name}")
+                assert response.status_code == 200 and response.headers["cache-control"] == "no-cache"
+        for target in ("/../pyproject.toml", "/%2e%2e/pyproject.toml", "/pyodide/../../pyproject.toml"):
+            status, _, body = raw_request(real_base, target)
+            assert status in (400, 404) and b"[build-system]" not in body
