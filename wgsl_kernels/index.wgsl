@@ -19,9 +19,10 @@
 //                       unflattens a logical position with dst's shape and strides.
 //
 // `out` of the scatters already holds the base tensor (the launcher copies it in).
-// Index values are i32 (int64 tensors live as i32 on the device). A negative index
-// is wrapped once (-1 -> rows - 1); one still outside [0, rows) never touches memory
-// out of bounds: gather writes 0 for it and the scatters skip it.
+// Index values are i32 (int64 tensors live as i32 on the device). take and index_add
+// wrap a negative index once (-1 -> rows - 1), as numpy does; gather and scatter_add
+// do not (PyTorch rejects negative indices there). An index outside [0, rows) never
+// touches memory out of bounds: gather writes 0 for it and the scatters skip it.
 //
 // Bindings: 0 Params, 1 index (i32), 2 values (T), 3 out (T; seen as atomic<U> bits
 // by scatter_add_atomic, U = u32 for f32 and i32 for i32).
@@ -38,7 +39,7 @@ struct Params {
   span: u32,                               // scatter_add: index length along dim; put: dst rank
   index_step: i32,                         // stride that multiplies the index value (or scan step)
   value_step: i32,                         // scatter_add: values' stride along dim
-  pad0: u32,
+  wrap_negative: u32,                      // 1: index -1 means rows - 1 (take, index_add)
   shape: array<vec4<u32>, 2>,              // iteration shape
   bound: array<vec4<u32>, 2>,              // scatter_add: index shape; put: dst shape
   strides: array<array<vec4<i32>, 2>, 4>,  // per operand slot, see above
@@ -70,7 +71,7 @@ fn strided(i: u32, k: u32) -> i32 {
 }
 
 fn wrap(j: i32) -> i32 {
-  return select(j, j + i32(p.rows), j < 0);
+  return select(j, j + i32(p.rows), j < 0 && p.wrap_negative != 0u);
 }
 
 fn in_range(j: i32) -> bool {

@@ -44,9 +44,10 @@ def _index_add_kernel(base, index, src):
     return out
 
 
-TAKE = defop("take", infer=_take_infer, numpy=_take_kernel,
+TAKE = defop("take", infer=_take_infer, numpy=_take_kernel, wgsl=Kernel("index.wgsl", "gather", "take"),
              vjp=lambda g, x, index, *, out: (index_add(_zeros_like(x), index, g), None))
 INDEX_ADD = defop("index_add", infer=lambda base, index, src: (base.shape, base.dtype),
+                  wgsl=Kernel("index.wgsl", "scatter_add", "index_add"),
                   numpy=_index_add_kernel,
                   vjp=lambda g, base, index, src, *, out: (g, None, take(g, index)))
 
@@ -67,6 +68,7 @@ def _zeros_like(x):
 
 def index_select(x, dim, index):
     d = normalize_dim("index_select", dim, x.ndim)
+    _check_index("index_select", index)
     if index.ndim > 1:
         raise OpError(f"index_select: index must be 0-D or 1-D, got {describe(index)}")
     return take(x.movedim(d, 0), index.reshape(-1)).movedim(0, d)
@@ -90,11 +92,20 @@ def _full_index(index, dim):
     return tuple(grids)
 
 
+def _check_range(op_name, index, n, dim):
+    """numpy would wrap negative values silently; PyTorch rejects them, and so do we."""
+    if index.size and (index.min() < 0 or index.max() >= n):
+        bad = index.min() if index.min() < 0 else index.max()
+        raise IndexError(f"{op_name}: index {bad} is out of bounds for dimension {dim} with size {n}")
+
+
 def _gather_kernel(x, index, *, dim):
+    _check_range("gather", index, x.shape[dim], dim)
     return x[_full_index(index, dim)]
 
 
 def _scatter_add_kernel(x, index, src, *, dim):
+    _check_range("scatter_add", index, x.shape[dim], dim)
     out = np.array(x, copy=True)
     np.add.at(out, _full_index(index, dim), src[tuple(slice(0, n) for n in index.shape)])
     return out
@@ -117,9 +128,10 @@ def _scatter_add_vjp(g, x, index, src, *, out, dim):
     return g, None, gs
 
 
-GATHER = defop("gather", infer=_gather_infer, numpy=_gather_kernel,
+GATHER = defop("gather", infer=_gather_infer, numpy=_gather_kernel, wgsl=Kernel("index.wgsl", "gather", "gather"),
                vjp=lambda g, x, index, *, out, dim: (scatter_add(_zeros_like(x), dim, index, g), None))
 SCATTER_ADD = defop("scatter_add", infer=_scatter_add_infer, numpy=_scatter_add_kernel,
+                    wgsl=Kernel("index.wgsl", "scatter_add", "scatter_add"),
                     vjp=_scatter_add_vjp)
 
 
@@ -141,6 +153,13 @@ def _to_index_tensor(item, device):
     if isinstance(item, Tensor):
         return item if item.device == device else item.to(device)
     return tensor(np.asarray(item) if not isinstance(item, np.ndarray) else item, device=device)
+
+
+class _NewAxis:
+    """A 0-d bool mask: a new axis of size 1 (True) or 0 (False), as in PyTorch."""
+
+    def __init__(self, index):
+        self.index = index
 
 
 def _normalize_key(x, key):
@@ -168,6 +187,9 @@ def _normalize_key(x, key):
         if item is Ellipsis:
             expanded += [slice(None)] * (x.ndim - consumed)
             dim += x.ndim - consumed
+        elif isinstance(item, Tensor) and item.dtype is dtypes.bool_ and item.ndim == 0:
+            selected = np.arange(int(bool(item.item())), dtype=np.int64)  # [0] or []
+            expanded.append(_NewAxis(_to_index_tensor(selected, x.device)))
         elif isinstance(item, Tensor) and item.dtype is dtypes.bool_:
             covered = tuple(x.shape[dim:dim + item.ndim])
             if tuple(item.shape) != covered:
@@ -193,11 +215,12 @@ def getitem(x, key):
     from .movement import permute, reshape, slice_dims
 
     items = _normalize_key(x, key)
-    advanced = any(isinstance(i, Tensor) for i in items)
-    slices, out_shape, adv = [], [], []  # adv: (position in out_shape, index tensor)
+    slices, out_shape, adv = [], [], []  # adv: (position in out_shape, index tensor, size)
     dim = 0
     for item in items:
-        if item is None:
+        if item is None or isinstance(item, _NewAxis):
+            if isinstance(item, _NewAxis):
+                adv.append((len(out_shape), item.index, 1))
             out_shape.append(1)
             continue
         n = x.shape[dim]
@@ -207,16 +230,15 @@ def getitem(x, key):
                 raise ValueError(f"index: step must be greater than zero, got {item.step}")
             slices.append((start, stop, step))
             out_shape.append(len(range(start, stop, step)))
-        elif isinstance(item, Tensor) or advanced:
-            if not isinstance(item, Tensor):
-                item = _int_index(item, n, dim)
-                item = _to_index_tensor(np.int64(item), x.device)
-            else:
-                _check_bounds(item, n, dim)
+        elif isinstance(item, Tensor) and item.ndim > 0:
+            _check_bounds(item, n, dim)
             slices.append((0, n, 1))
             adv.append((len(out_shape), item, n))
             out_shape.append(n)
         else:
+            # Ints (and 0-d int tensors) select and drop their dim before any
+            # advanced indexing, as in PyTorch; numpy would treat them as advanced
+            # indices and so could move the result dims (x[1, :, idx]).
             i = _int_index(item, n, dim)
             slices.append((i, i + 1, 1))
         dim += 1
@@ -290,7 +312,23 @@ def _assign_infer(dst, src, **attrs):
 
 
 def _setitem_kernel(dst, src, *, key):
-    dst[_numpy_key(key)] = src
+    # Select with the ints first (a view), then index the rest: PyTorch's order, the
+    # same as getitem's, so the value is laid out as x[key] is (numpy's own rule
+    # would move the advanced dims for keys like [1, :, idx]).
+    items = _numpy_key(key if isinstance(key, tuple) else (key,))
+    total = sum(0 if i is None or i is Ellipsis else
+                np.ndim(i) if np.asarray(i).dtype == np.bool_ else 1 for i in items)
+    basic, rest, dim = [slice(None)] * dst.ndim, [], 0
+    for i in items:
+        if isinstance(i, (int, np.integer, np.ndarray)) and not isinstance(i, (bool, np.bool_)) \
+                and np.ndim(i) == 0 and np.asarray(i).dtype.kind in "iu":
+            basic[dim] = int(i)
+        else:
+            rest.append(i)
+        dim += dst.ndim - total if i is Ellipsis else 0 if i is None else \
+            np.ndim(i) if np.asarray(i).dtype == np.bool_ else 1
+    view = dst[tuple(basic) + (Ellipsis,)]  # the trailing ... keeps a 0-d result a view
+    view[tuple(rest)] = src
 
 
 def _copy_kernel(dst, src):

@@ -98,7 +98,7 @@ class WebGPUBackend:
     # -- data in and out -----------------------------------------------------------
     def from_numpy(self, array: np.ndarray, dtype) -> GPUArray:
         kind = kind_of(dtype)
-        host = np.ascontiguousarray(array)
+        host = np.ascontiguousarray(array).reshape(array.shape)  # keeps 0-d as 0-d
         if kind == "i32":
             if host.size and (host.max() > np.iinfo(np.int32).max or host.min() < np.iinfo(np.int32).min):
                 raise OverflowError(f"webgpu: {dtype.name} values outside the 32-bit range cannot be "

@@ -14,9 +14,10 @@ embedding gradient: many rows, a long index with duplicates) the launcher
 switches to one thread per index element adding through a compare-exchange
 loop, whose summation order, and so its last-bit rounding, varies between runs.
 
-Out-of-range indices never fault the GPU: a negative index is wrapped once, and
-one still out of range reads as 0 (take, gather) or is skipped (the scatters).
-The core checks bounds on the host where it already reads the index.
+Out-of-range indices never fault the GPU: take and index_add wrap a negative
+index once (as numpy; gather and scatter_add do not, as PyTorch), and an index
+still out of range reads as 0 (take, gather) or is skipped (the scatters). The
+core checks bounds on the host where it already reads the index (getitem).
 """
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ from .views import reshaped_strides
 
 FILE = "index.wgsl"
 MAX_RANK = 8
-# Scan (deterministic) when the index column is short or the whole scan is small.
-SCAN_MAX_SPAN = 64
-SCAN_MAX_WORK = 1 << 22
+# The scatters scan (deterministic) unless that takes more than SCAN_MAX_WORK loop
+# steps in all and more than SCAN_MAX_RATIO times the atomic kernel's thread count.
+SCAN_MAX_WORK = 1 << 20  # about 4 ms of scanning on llvmpipe (CPU); microseconds on a GPU
+SCAN_MAX_RATIO = 64
 
 
 def _types(kind):
@@ -46,7 +48,7 @@ def _check_rank(op_name, shape):
 
 
 def _pack(n, *, rank=0, dim=0, rows=0, offsets=(0, 0, 0, 0), span=0, index_step=0, value_step=0,
-          shape=(), bound=(), strides=()) -> bytes:
+          wrap_negative=False, shape=(), bound=(), strides=None) -> bytes:
     """The ``Params`` uniform of index.wgsl (60 words); ``strides`` maps slot -> list."""
     words = np.zeros(60, dtype=np.uint32)
     signed = words.view(np.int32)
@@ -54,9 +56,10 @@ def _pack(n, *, rank=0, dim=0, rows=0, offsets=(0, 0, 0, 0), span=0, index_step=
     words[4:8] = offsets
     words[8] = span
     signed[9], signed[10] = index_step, value_step
+    words[11] = int(wrap_negative)
     words[12:12 + len(shape)] = shape
     words[20:20 + len(bound)] = bound
-    for slot, st in strides.items():
+    for slot, st in (strides or {}).items():
         signed[28 + 8 * slot:28 + 8 * slot + len(st)] = st
     return words.tobytes()
 
@@ -84,14 +87,15 @@ def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads
 
 
 def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows, step):
-    """out (contiguous) = x[strided(i) + index[...] * step] over out's shape."""
+    """out (contiguous) = x[strided(i) + index[...] * step] over out's shape (take wraps
+    negative indices like numpy; gather, like PyTorch, does not)."""
     n = out.numel()
     if n == 0:
         return out
     dims, (si, sx, _) = coalesce(out.shape, [index_strides, x_strides, contiguous_strides(out.shape)])
     _check_rank(op_name, dims)
     params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, x.offset, 0, out.offset),
-                   index_step=step, shape=dims, strides={0: si, 1: sx})
+                   index_step=step, wrap_negative=op_name == "take", shape=dims, strides={0: si, 1: sx})
     _dispatch(backend, "gather", op_name, x.kind, index, x, out, params, n)
     return out
 
@@ -130,14 +134,15 @@ def _scatter_into(backend, op_name, out, index, src, dim):
         return
     span = index.shape[dim]
     rows = out.shape[dim]
-    if span <= SCAN_MAX_SPAN or out.numel() * span <= SCAN_MAX_WORK:
+    if out.numel() * span <= max(SCAN_MAX_WORK, SCAN_MAX_RATIO * index.numel()):
         _check_rank(op_name, out.shape)
         index_strides, src_strides = list(index.strides), list(src.strides)
         index_strides[dim] = src_strides[dim] = 0
         params = _pack(out.numel(), rank=len(out.shape), dim=dim, rows=rows,
                        offsets=(index.offset, src.offset, 0, out.offset), span=span,
                        index_step=index.strides[dim], value_step=src.strides[dim],
-                       shape=out.shape, bound=index.shape, strides={0: index_strides, 1: src_strides})
+                       wrap_negative=op_name == "index_add", shape=out.shape, bound=index.shape,
+                       strides={0: index_strides, 1: src_strides})
         _dispatch(backend, "scatter_add", op_name, out.kind, index, src, out, params, out.numel())
         return
     out_strides = list(contiguous_strides(out.shape))
@@ -147,7 +152,8 @@ def _scatter_into(backend, op_name, out, index, src, dim):
     dims, (si, sv, so) = coalesce(index.shape, [list(index.strides), list(src.strides), out_strides])
     _check_rank(op_name, dims)
     params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, src.offset, 0, out.offset),
-                   index_step=step, shape=dims, strides={0: si, 1: sv, 3: so})
+                   index_step=step, wrap_negative=op_name == "index_add", shape=dims,
+                   strides={0: si, 1: sv, 3: so})
     _dispatch(backend, "scatter_add_atomic", op_name, out.kind, index, src, out, params, n)
 
 
