@@ -26,13 +26,20 @@ def is_grad_enabled() -> bool:
 
 
 class set_grad_enabled:
-    """Context manager (and decorator) that turns gradient recording on or off."""
+    """Turn gradient recording on or off: as a context manager, a decorator, or (as
+    in PyTorch) a plain call, ``webgrad.set_grad_enabled(False)``, which switches now."""
+
+    _switch_now = True  # no_grad/enable_grad switch only when entered
 
     def __init__(self, mode: bool):
         self.mode = bool(mode)
+        self.prev = is_grad_enabled()
+        if self._switch_now:
+            _mode.enabled = self.mode
 
     def __enter__(self):
-        self.prev = is_grad_enabled()
+        if not self._switch_now:
+            self.prev = is_grad_enabled()
         _mode.enabled = self.mode
 
     def __exit__(self, *exc):
@@ -42,6 +49,8 @@ class set_grad_enabled:
     def __call__(self, fn):
         import functools
 
+        if self._switch_now:  # used as a decorator: nothing changes until fn runs
+            _mode.enabled = self.prev
         mode = self.mode
 
         @functools.wraps(fn)
@@ -54,12 +63,16 @@ class set_grad_enabled:
 class no_grad(set_grad_enabled):
     """Disable gradient recording, e.g. ``with webgrad.no_grad(): y = model(x)``."""
 
+    _switch_now = False
+
     def __init__(self):
         super().__init__(False)
 
 
 class enable_grad(set_grad_enabled):
     """Re-enable gradient recording inside a ``no_grad`` block."""
+
+    _switch_now = False
 
     def __init__(self):
         super().__init__(True)
@@ -309,7 +322,10 @@ def functional_grad(fn, argnums=0):
                 args[i] = a.requires_grad_()
         with enable_grad():
             out = fn(*args)
-            grads = grad(out, [args[i] for i in nums], create_graph=True, allow_unused=True)
+            if out.requires_grad:
+                grads = grad(out, [args[i] for i in nums], create_graph=True, allow_unused=True)
+            else:  # f does not depend on any differentiated argument: zero gradients
+                grads = (None,) * len(nums)
         grads = tuple(creation.zeros_like(args[i]) if g is None else g for g, i in zip(grads, nums))
         if not outer_graph:
             grads = tuple(g.detach() for g in grads)

@@ -131,5 +131,10 @@ def result_type(dimensioned, zero_dim, scalars) -> DType:
     return result
 
 
+def category_rank(dtype: DType) -> int:
+    """bool 0 < int 1 < float 2: the order promotion never goes back on."""
+    return _CATEGORY_RANK[dtype.category]
+
+
 def promote_types(a: DType, b: DType) -> DType:
     return _promote_same_priority((a, b))

@@ -1,44 +1,142 @@
-"""PyTorch-style ``repr`` of tensors."""
+"""PyTorch-style ``repr`` of tensors.
+
+This follows ``torch/_tensor_str.py`` closely so that ``repr(webgrad.tensor(x))``
+reads exactly like ``repr(torch.tensor(x))``: every element of a tensor is padded
+to one common width, floats use 4 decimals (or scientific notation when the
+magnitudes span more than 1000x, exceed 1e8 or fall below 1e-4), integer-valued
+floats print as ``1.``, and more than 1000 elements are summarized with ``...``.
+"""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from . import dtypes
 
+PRECISION = 4
+THRESHOLD = 1000
+EDGEITEMS = 3
+LINEWIDTH = 80
 
-def _float_formatter(array: np.ndarray):
-    finite = array[np.isfinite(array)] if array.size else array
-    if finite.size and np.all(finite == np.round(finite)) and np.abs(finite).max() < 1e8:
-        return lambda v: f"{v:.0f}." if np.isfinite(v) else str(v)
-    big = finite.size and (np.abs(finite).max() >= 1e8 or
-                           (np.abs(finite[finite != 0]).min() < 1e-4 if np.any(finite != 0) else False))
-    if big:
-        return lambda v: f"{v:.4e}"
-    return lambda v: f"{v:.4f}" if np.isfinite(v) else str(v)
+
+class _Formatter:
+    """Decides one width and one notation for all the elements of a tensor."""
+
+    def __init__(self, array: np.ndarray):
+        self.floating = array.dtype.kind == "f"
+        self.int_mode = True
+        self.sci_mode = False
+        self.max_width = 1
+        flat = array.reshape(-1)
+        if not self.floating:
+            for value in flat.tolist():
+                self.max_width = max(self.max_width, len(str(value)))
+            return
+        values = flat[np.isfinite(flat) & (flat != 0)].astype(np.float64)
+        if values.size == 0:
+            return
+        magnitudes = np.abs(values)
+        smallest, largest = magnitudes.min(), magnitudes.max()
+        self.int_mode = bool(np.all(values == np.ceil(values)))
+        self.sci_mode = bool(largest / smallest > 1000.0 or largest > 1.0e8 or smallest < 1.0e-4)
+        for value in values.tolist():
+            if self.sci_mode:
+                width = len(f"{value:.{PRECISION}e}")
+            elif self.int_mode:
+                width = len(f"{value:.0f}") + 1  # the trailing "."
+            else:
+                width = len(f"{value:.{PRECISION}f}")
+            self.max_width = max(self.max_width, width)
+
+    def format(self, value) -> str:
+        if self.floating:
+            if self.sci_mode:
+                text = f"{value:{self.max_width}.{PRECISION}e}"
+            elif self.int_mode:
+                text = f"{value:.0f}"
+                if not (math.isinf(value) or math.isnan(value)):
+                    text += "."
+            else:
+                text = f"{value:.{PRECISION}f}"
+        else:
+            text = str(value)
+        return (self.max_width - len(text)) * " " + text
+
+
+def _summarized(array: np.ndarray) -> np.ndarray:
+    """Only the elements that will be shown, so the width ignores the hidden ones."""
+    if array.ndim == 0:
+        return array
+    if array.shape[0] > 2 * EDGEITEMS:
+        array = np.concatenate([array[:EDGEITEMS], array[-EDGEITEMS:]])
+    if array.ndim == 1:
+        return array
+    return np.stack([_summarized(row) for row in array])
+
+
+def _vector_str(array, indent, summarize, formatter) -> str:
+    element_length = formatter.max_width + 2
+    per_line = max(1, math.floor((LINEWIDTH - indent) / element_length))
+    if summarize and array.shape[0] > 2 * EDGEITEMS:
+        data = ([formatter.format(v) for v in array[:EDGEITEMS].tolist()] + [" ..."]
+                + [formatter.format(v) for v in array[-EDGEITEMS:].tolist()])
+    else:
+        data = [formatter.format(v) for v in array.tolist()]
+    lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+    return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def _body(array, indent, summarize, formatter) -> str:
+    if array.ndim == 0:
+        return formatter.format(array.item())
+    if array.ndim == 1:
+        return _vector_str(array, indent, summarize, formatter)
+    rows = range(array.shape[0])
+    if summarize and array.shape[0] > 2 * EDGEITEMS:
+        parts = ([_body(array[i], indent + 1, summarize, formatter) for i in rows[:EDGEITEMS]] + ["..."]
+                 + [_body(array[i], indent + 1, summarize, formatter) for i in rows[-EDGEITEMS:]])
+    else:
+        parts = [_body(array[i], indent + 1, summarize, formatter) for i in rows]
+    return "[" + ("," + "\n" * (array.ndim - 1) + " " * (indent + 1)).join(parts) + "]"
+
+
+def _add_suffixes(text, suffixes, indent) -> str:
+    parts = [text]
+    last_line_len = len(text) - text.rfind("\n") + 1
+    for suffix in suffixes:
+        if last_line_len + len(suffix) + 2 > LINEWIDTH:
+            parts.append(",\n" + " " * indent + suffix)
+            last_line_len = indent + len(suffix)
+        else:
+            parts.append(", " + suffix)
+            last_line_len += len(suffix) + 2
+    parts.append(")")
+    return "".join(parts)
 
 
 def tensor_repr(t) -> str:
     array = t.detach()._host()
     prefix = "tensor("
-    if array.dtype.kind == "f":
-        formatter = {"float_kind": _float_formatter(array)}
-    else:
-        formatter = None
+    indent = len(prefix)
+    suffixes = []
+    if t.device != "cpu":
+        suffixes.append(f"device='{t.device}'")
+    has_default_dtype = t.dtype in (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool_)
     if array.size == 0:
         body = "[]"
+        if t.ndim != 1:
+            suffixes.append(f"size={tuple(t.shape)}")
+        if t.dtype is not dtypes.get_default_dtype():
+            suffixes.append(f"dtype={t.dtype!r}")
     else:
-        body = np.array2string(array, separator=", ", prefix=prefix, formatter=formatter,
-                               threshold=1000, edgeitems=3, max_line_width=80)
-    extras = []
-    if t.device != "cpu":
-        extras.append(f"device='{t.device}'")
-    default_dtypes = (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool_)
-    if t.dtype not in default_dtypes or array.size == 0 and t.dtype is not dtypes.get_default_dtype():
-        extras.append(f"dtype={t.dtype!r}")
-    if array.size == 0 and t.ndim > 1:
-        extras.insert(0, f"size={tuple(t.shape)}")
+        if not has_default_dtype:
+            suffixes.append(f"dtype={t.dtype!r}")
+        summarize = array.size > THRESHOLD
+        formatter = _Formatter(_summarized(array) if summarize else array)
+        body = _body(array, indent, summarize, formatter)
     if t._node is not None:
-        extras.append(f"grad_fn=<{t._node.name()}>")
+        suffixes.append(f"grad_fn=<{t._node.name()}>")
     elif t.requires_grad:
-        extras.append("requires_grad=True")
-    return prefix + ", ".join([body] + extras) + ")"
+        suffixes.append("requires_grad=True")
+    return _add_suffixes(prefix + body, suffixes, indent)

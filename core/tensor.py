@@ -259,20 +259,29 @@ class Tensor:
     def zero_(self) -> "Tensor":
         return ops.copy_(self, 0)
 
+    def _write_result(self, op_name, result) -> "Tensor":
+        """Store an in-place op's result. As in PyTorch, a result of a higher dtype
+        category (int += 1.5, int /= 2, bool += 1) is an error, not a silent cast."""
+        if dtypes.category_rank(result.dtype) > dtypes.category_rank(self.dtype):
+            raise RuntimeError(f"{op_name}: result type {result.dtype.name} can't be cast to the "
+                               f"tensor's dtype {self.dtype.name} (shape {tuple(self.shape)}); use the "
+                               f"out-of-place form, e.g. x = x.{op_name.rstrip('_')}(...)")
+        return ops.copy_(self, result)
+
     def add_(self, other, alpha=1) -> "Tensor":
-        return ops.copy_(self, ops.add(self, other, alpha=alpha))
+        return self._write_result("add_", ops.add(self, other, alpha=alpha))
 
     def sub_(self, other, alpha=1) -> "Tensor":
-        return ops.copy_(self, ops.sub(self, other, alpha=alpha))
+        return self._write_result("sub_", ops.sub(self, other, alpha=alpha))
 
     def mul_(self, other) -> "Tensor":
-        return ops.copy_(self, ops.mul(self, other))
+        return self._write_result("mul_", ops.mul(self, other))
 
     def div_(self, other) -> "Tensor":
-        return ops.copy_(self, ops.div(self, other))
+        return self._write_result("div_", ops.div(self, other))
 
     def clamp_(self, min=None, max=None) -> "Tensor":
-        return ops.copy_(self, ops.clamp(self, min, max))
+        return self._write_result("clamp_", ops.clamp(self, min, max))
 
     def uniform_(self, a=0.0, b=1.0) -> "Tensor":
         return ops.copy_(self, ops.rand_like(self) * (b - a) + a)
@@ -382,8 +391,8 @@ class Tensor:
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
         return ops.std(self, dim, unbiased, keepdim, correction=correction)
     def logsumexp(self, dim, keepdim=False): return ops.logsumexp(self, dim, keepdim)
-    def softmax(self, dim): return ops.softmax(self, dim)
-    def log_softmax(self, dim): return ops.log_softmax(self, dim)
+    def softmax(self, dim, dtype=None): return ops.softmax(self, dim, dtype=dtype)
+    def log_softmax(self, dim, dtype=None): return ops.log_softmax(self, dim, dtype=dtype)
     def all(self, dim=None, keepdim=False): return ops.all(self, dim, keepdim)
     def any(self, dim=None, keepdim=False): return ops.any(self, dim, keepdim)
     def norm(self, p=2, dim=None, keepdim=False): return ops.norm(self, p, dim, keepdim)

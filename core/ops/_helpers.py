@@ -46,6 +46,8 @@ def normalize_dims(op_name: str, dim, ndim: int) -> tuple:
     dims = tuple(sorted(normalize_dim(op_name, d, ndim) for d in dim))
     if len(set(dims)) != len(dims):
         raise ValueError(f"{op_name}: dim {dim} appears more than once")
+    if ndim == 0:
+        return ()  # a 0-d tensor accepts dim 0 or -1 (as PyTorch does) but has nothing to reduce
     return dims
 
 

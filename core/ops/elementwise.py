@@ -208,12 +208,19 @@ def add(x, y, *, alpha=1):
     return _binary(ADD, x, y)
 
 
+def _is_bool(a):
+    return a.dtype is dtypes.bool_ if isinstance(a, Tensor) else isinstance(a, (bool, np.bool_))
+
+
 def sub(x, y, *, alpha=1):
+    # Like PyTorch, any bool operand is an error (not only bool - bool).
+    if _is_bool(x) or _is_bool(y):
+        shown = " and ".join(describe(a) if isinstance(a, Tensor) else repr(a) for a in (x, y))
+        raise OpError(f"sub: subtraction with a bool operand is not supported ({shown}); "
+                      f"use logical_xor, or convert the bools with .int() or .float() first")
     if alpha != 1:
         y = mul(y, alpha)
     x, y = promote("sub", x, y)
-    if x.dtype is dtypes.bool_:
-        raise OpError("sub: subtracting bool tensors is not supported; use logical_xor")
     return apply(SUB, x, y)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import Kernel
 from ._helpers import broadcast_shapes, describe
 from .registry import OpError, apply, defop
 
@@ -17,7 +18,11 @@ def _matmul_infer(x, y):
                       f"({x.shape[-1]} != {y.shape[-2]})")
     if x.dtype is not y.dtype:
         raise OpError(f"matmul: expected both operands to have the same dtype, got {describe(x, y)}")
-    batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+    try:
+        batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+    except OpError:
+        raise OpError(f"matmul: {tuple(x.shape)} @ {tuple(y.shape)}: batch dimensions "
+                      f"{tuple(x.shape[:-2])} and {tuple(y.shape[:-2])} cannot be broadcast together") from None
     return batch + (x.shape[-2], y.shape[-1]), x.dtype
 
 
@@ -27,7 +32,8 @@ def _matmul_vjp(g, x, y, *, out):
     return gx, gy
 
 
-MATMUL = defop("matmul", infer=_matmul_infer, vjp=_matmul_vjp, numpy=np.matmul)
+MATMUL = defop("matmul", infer=_matmul_infer, vjp=_matmul_vjp, numpy=np.matmul,
+               wgsl=Kernel("matmul.wgsl", "matmul", "matmul"))
 
 
 def matmul(x, y):

@@ -23,7 +23,7 @@ from .device import ARENA_SLOTS, UNIFORM_SLOT, DeviceError
 
 # Adapter names of WebGPU implementations that run on the CPU.
 CPU_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "softpipe", "warp")
-_RECENT = 8  # labels of recent dispatches kept to name the op in asynchronous errors
+_RECENT = 8  # labels of the dispatches since the last read kept to name the op in asynchronous errors
 
 
 def _js():
@@ -82,7 +82,7 @@ class BrowserDevice:
         self._pass = None
         self._used = set()          # ids of buffers the open encoder touches
         self._pipelines = {}
-        self._recent = []           # labels of the latest dispatches, for asynchronous errors
+        self._recent = []           # labels of the dispatches since the last read, for asynchronous errors
         self._errors = []           # uncaptured device errors, raised at the next read
         self._lost = None
         self.dispatches = 0         # counters the profiler reads
@@ -119,13 +119,13 @@ class BrowserDevice:
         self._lost = f"{info.reason}: {info.message}"
 
     def _check(self, where: str) -> None:
-        """Raise the errors the GPU reported since the last check, naming the ops in flight."""
+        """Raise the errors the GPU reported since the last read, naming the ops recorded since."""
+        recent, self._recent = ", ".join(self._recent) or "no dispatch", []
         if self._lost is not None:
             raise DeviceError(f"webgpu: the device was lost ({self._lost}) during {where}; "
                               f"reload the page (or use device='cpu')")
         if self._errors:
             errors, self._errors = self._errors, []
-            recent = ", ".join(self._recent) or "no dispatch"
             raise DeviceError(f"webgpu: {where}: the GPU reported {len(errors)} error(s) while running "
                               f"[{recent}]: " + " | ".join(errors))
 
@@ -214,14 +214,18 @@ class BrowserDevice:
         validation = run_sync(self.device.popErrorScope())
         error = validation or memory
         if error is not None:
+            message = str(error.message)
             details = self._compilation_messages(module)
-            raise DeviceError(f"webgpu: compiling {label} failed: {error.message}{details}")
+            if details.strip().split(": ", 1)[-1] in message:  # Chromium already quotes the compiler
+                details = ""
+            raise DeviceError(f"webgpu: compiling {label} failed: {message}{details}")
         return pipe, pipe.getBindGroupLayout(0)
 
     def _compilation_messages(self, module) -> str:
         try:
             info = self._ffi.run_sync(module.getCompilationInfo())
-            lines = [f"\n  line {m.lineNum}:{m.linePos} {m.type}: {m.message}" for m in info.messages]
+            lines = [f"\n  line {m.lineNum}:{m.linePos} {m.type}: {m.message}" for m in info.messages
+                     if m.type == "error"]
             return "".join(lines)
         except Exception:  # the messages are a courtesy; the error itself is already known
             return ""

@@ -175,7 +175,7 @@ def matmul(backend, op, record, arrays, attrs, shape, dtype):
     blocking = choose_blocking(backend)
     tiles_n, tiles_m = -(-n // blocking.cols), -(-m // blocking.rows)
     total = tiles_n * tiles_m * count
-    label = f"matmul.wgsl:{blocking.entry}"
+    label = f"{record.file}:{blocking.entry}"
     a_mode, b_mode = vector_modes(a, b, a_batch, b_batch, dims, m, n, k, blocking.tm)
     constants = {"WG_X": blocking.wg_x, "WG_Y": blocking.wg_y, "TM": blocking.tm, "TN4": blocking.tn4,
                  "OUT_VEC": n % 4 == 0}
@@ -184,6 +184,6 @@ def matmul(backend, op, record, arrays, attrs, shape, dtype):
     else:
         constants.update(A_VEC=a_mode, B_VEC=b_mode)
     params = pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, dims, a_batch, b_batch)
-    backend.dispatch("matmul.wgsl", blocking.entry, (("T", kind),), None, constants,
+    backend.dispatch(record.file, blocking.entry, (("T", kind),), None, constants,
                      [a.buffer, b.buffer, out.buffer], params, fold_grid(backend, total, label), label)
     return out

@@ -1,0 +1,181 @@
+"""The browser runtime (web/webgrad.js + web/worker.js) in headless Chromium:
+boot and device choice, results, output, errors, interrupts, progress events,
+and embedding from a page on another origin without COOP/COEP headers."""
+from __future__ import annotations
+
+import http.server
+import threading
+
+import pytest
+
+from .conftest import Runtime, free_port
+
+
+def test_boot_auto_reports_device_and_reason(browser, server_url):
+    context = browser.new_context()
+    try:
+        runtime = Runtime(context.new_page())
+        info = runtime.boot(server_url)
+        assert info["device"] in ("webgpu", "cpu")
+        assert info["deviceReason"]
+        assert info["versions"]["pyodide"] == "0.27.7"
+        assert info["versions"]["webgrad"]
+        assert info["crossOriginIsolated"] and info["interruptMode"] == "sharedarraybuffer"
+        adapter = info["adapter"]
+        if adapter is None:  # no WebGPU at all: the reason says so
+            assert info["device"] == "cpu" and "not available" in info["deviceReason"]
+        elif adapter["adapter_type"] == "CPU":  # SwiftShader here: auto picks the numpy backend
+            assert info["device"] == "cpu" and "CPU emulation" in info["deviceReason"]
+        else:
+            assert info["device"] == "webgpu"
+        shown = runtime.page.inner_text("#device")
+        assert shown == info["device"]
+        print(f"boot (auto) {info['bootMs']} ms, stages {info['timings']}, device {info['device']}: "
+              f"{info['deviceReason']}")
+    finally:
+        context.close()
+
+
+def test_boot_webgpu(webgpu_runtime):
+    info = webgpu_runtime.info()
+    assert info["device"] == "webgpu"
+    assert info["adapter"]["vendor"] or info["adapter"]["architecture"]
+    out = webgpu_runtime.ok("import webgrad\n(webgrad.ones(3, device='webgpu') * 2).numpy()")
+    assert out["result"] == [2.0, 2.0, 2.0]
+
+
+def test_run_returns_result(webgpu_runtime):
+    assert webgpu_runtime.ok("1+1")["result"] == 2
+    assert webgpu_runtime.ok("None")["result"] is None
+    assert webgpu_runtime.ok("x = 3")["result"] is None
+    out = webgpu_runtime.ok("{'a': [1, 2.5, 'x'], 'b': (True, None), 3: {'nested': 1}}")
+    assert out["result"] == {"a": [1, 2.5, "x"], "b": [True, None], "3": {"nested": 1}}
+    out = webgpu_runtime.ok("import numpy as np\nnp.arange(6, dtype=np.float32).reshape(2, 3)")
+    assert out["result"] == [[0, 1, 2], [3, 4, 5]]
+    out = webgpu_runtime.ok("import webgrad\nwebgrad.arange(4, device='webgpu') * 2")  # a tensor on the GPU
+    assert out["result"] == [0, 2, 4, 6]
+    out = webgpu_runtime.ok("import asyncio\nawait asyncio.sleep(0.01)\n'awaited'")
+    assert out["result"] == "awaited"
+
+
+def test_stdout_and_stderr_are_captured(webgpu_runtime):
+    out = webgpu_runtime.ok("import sys\nprint('hello')\nprint('partial', end='')\nprint('oops', file=sys.stderr)\n7")
+    assert out["stdout"] == "hello\npartial"
+    assert out["stderr"] == "oops\n"
+    assert out["result"] == 7
+    assert webgpu_runtime.ok("print('next')")["stdout"] == "next\n"  # nothing carried over
+
+
+def test_exception_carries_traceback_and_runtime_survives(webgpu_runtime):
+    out = webgpu_runtime.run("def inner():\n    raise ValueError('bad value\\non two lines')\n"
+                             "print('before')\ninner()")
+    error = out["error"]
+    assert error["pythonType"] == "ValueError"
+    assert error["message"] == "ValueError: bad value\non two lines"
+    assert "Traceback (most recent call last)" in error["traceback"]
+    assert "in inner" in error["traceback"]
+    assert error["stdout"] == "before\n"
+    # A webgrad error names the op; the runtime keeps working afterwards.
+    out = webgpu_runtime.run("import webgrad\nwebgrad.ones(3, 4) @ webgrad.ones(5, 2)")
+    assert out["error"]["pythonType"] and "matmul" in out["error"]["message"]
+    assert webgpu_runtime.ok("inner.__name__")["result"] == "inner"
+
+
+def test_interrupt_stops_busy_loop_within_a_second(webgpu_runtime):
+    webgpu_runtime.ok("kept = 41")
+    timing = webgpu_runtime.page.evaluate("""async () => {
+        const runtime = window.webgradRuntime;
+        const running = runtime.run("while True: pass").then(() => null, (err) => err);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const asked = performance.now();
+        await runtime.interrupt();
+        const err = await running;
+        return {ms: performance.now() - asked, type: err && err.pythonType, message: err && err.message};
+    }""")
+    assert timing["type"] == "KeyboardInterrupt", timing
+    assert timing["ms"] < 1000, timing
+    assert webgpu_runtime.ok("kept + 1")["result"] == 42  # state survives (SharedArrayBuffer interrupt)
+
+
+def test_progress_events_reach_the_page(webgpu_runtime):
+    events = webgpu_runtime.page.evaluate("""async () => {
+        const seen = [];
+        const stop = window.webgradRuntime.on("progress", (data) => seen.push(data));
+        await window.webgradRuntime.run([
+            "import webgrad",
+            "for i in range(2):",
+            "    webgrad_progress({'step': i + 1, 'total': 3, 'loss': 1.0 / (i + 1)})",
+            "webgrad_progress(step=3, total=3, loss=webgrad.full((2,), 0.125, device='webgpu').sum())",
+            "from webgrad_runtime import progress",
+            "progress({'message': 'done', 'values': (1, 2)})",
+        ].join("\\n"));
+        stop();
+        return seen;
+    }""")
+    assert events == [{"step": 1, "total": 3, "loss": 1.0}, {"step": 2, "total": 3, "loss": 0.5},
+                      {"step": 3, "total": 3, "loss": 0.25}, {"message": "done", "values": [1, 2]}]
+    assert webgpu_runtime.page.evaluate("document.getElementById('progress').value") == pytest.approx(1.0)
+
+
+HOST_PAGE = """<!doctype html><meta charset="utf-8"><title>host</title><link rel="icon" href="data:,">
+<script type="module">
+import {{boot}} from "{server}webgrad.js";
+try {{
+  window.hosted = await boot({{device: "cpu"}});
+}} catch (err) {{
+  window.webgradBootError = err.message || String(err);
+}}
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def host_url(server_url):
+    """A page on another origin (another port), served without COOP/COEP headers, that embeds the runtime."""
+    page = HOST_PAGE.format(server=server_url).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the stdlib's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_cross_origin_page_without_coop_coep(browser, host_url):
+    """The widget case: another site, not cross-origin isolated (no SharedArrayBuffer).
+    Boots through a Blob-URL worker, runs code, and interrupt() restarts the worker."""
+    context = browser.new_context()
+    try:
+        runtime = Runtime(context.new_page(), name="hosted")
+        info = runtime.boot(host_url)
+        assert info["crossOriginIsolated"] is False
+        assert info["interruptMode"] == "restart"
+        assert info["device"] == "cpu" and "requested" in info["deviceReason"]
+        out = runtime.ok("import webgrad\nprint('hi')\n(webgrad.ones(2) + 1).tolist()")
+        assert out == {"stdout": "hi\n", "stderr": "", "result": [2.0, 2.0]}
+        outcome = runtime.page.evaluate("""async () => {
+            const running = window.hosted.run("while True: pass").then(() => null, (err) => err);
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            const asked = performance.now();
+            const restarted = window.hosted.interrupt();
+            const err = await running;
+            const rejectedMs = performance.now() - asked;
+            await restarted;
+            return {rejectedMs, type: err && err.pythonType};
+        }""")
+        assert outcome["type"] == "KeyboardInterrupt"
+        assert outcome["rejectedMs"] < 1000
+        assert runtime.ok("2 * 21")["result"] == 42  # usable again after the restart
+    finally:
+        context.close()

@@ -1,0 +1,935 @@
+"""The op table: every op of the core, once, as data.
+
+Each ``OpCase`` is a webgrad function, the same function on numpy arrays (the
+reference), the specs of its inputs and whether it is differentiable. The same
+table runs on every backend: ``tests/test_ops.py`` compares forward values,
+shapes and dtypes with numpy on each device, ``tests/test_gradcheck.py`` checks
+every differentiable case in float64 against finite differences.
+
+Adding an op: add rows here. A backend is one parameter (the device); the only
+per-backend knob is ``TOLERANCES`` (float32 rtol/atol per op name), below.
+
+Input specs say where values come from, so results are well defined and
+gradients are smooth: ``POS`` for log/sqrt, ``AWAY`` keeps values away from
+kinks (abs, relu, clamp bounds), ``DISTINCT`` makes max/min/argmax unambiguous,
+``IDX`` gives integer index tensors in range.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+import webgrad
+
+# -- tolerances -------------------------------------------------------------------
+# float32 (rtol, atol) per op name; the reference is computed in float64 from the
+# same float32 inputs. WebGPU (f32 in WGSL, other summation orders) loosens these
+# here, in this one place.
+DEFAULT_TOLERANCE = (1e-5, 1e-6)
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "sum": (1e-5, 1e-5), "mean": (1e-5, 1e-5), "var": (1e-5, 1e-5), "std": (1e-5, 1e-5),
+    "prod": (1e-5, 1e-5), "norm": (1e-5, 1e-5), "logsumexp": (1e-5, 1e-5),
+    "softmax": (1e-5, 1e-6), "log_softmax": (1e-5, 1e-5), "matmul": (1e-5, 1e-5),
+    "pow": (1e-5, 1e-5), "erf": (1e-5, 1e-6), "scatter_add": (1e-5, 1e-5),
+    "remainder": (1e-5, 1e-5), "sigmoid": (1e-5, 1e-6),
+}
+FLOAT64_TOLERANCE = (1e-10, 1e-12)
+
+
+def tolerance(op: str, dtype) -> tuple[float, float]:
+    """(rtol, atol) for comparing an output of ``op`` of ``dtype`` with the reference."""
+    if dtype is webgrad.float64:
+        return FLOAT64_TOLERANCE
+    if dtype is webgrad.float32:
+        return TOLERANCES.get(op, DEFAULT_TOLERANCE)
+    return (0.0, 0.0)  # ints and bools are exact
+
+
+# -- input specs ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Arg:
+    """How to make one input: shape, dtype name and value domain."""
+
+    shape: tuple
+    dtype: str = "float32"
+    kind: str = "uniform"  # uniform | away | distinct | nonzero | halves | int | index | bool
+    low: float = -2.0
+    high: float = 2.0
+    away: tuple = ()  # for kind="away": points every value keeps at least 0.1 from
+    negative: bool = False  # for kind="index": also use -n..-1
+
+    def make(self, rng: np.random.Generator) -> np.ndarray:
+        shape, n = self.shape, int(np.prod(self.shape, dtype=np.int64))
+        if self.kind == "bool":
+            return rng.random(shape) < 0.5
+        if self.kind in ("int", "index"):
+            low = -int(self.high) if self.negative else int(self.low)
+            return rng.integers(low, int(self.high) + (self.kind == "int"), size=shape).astype(self.dtype)
+        if self.kind == "distinct":
+            # Well-separated values (gap >= 0.15) in random order: no ties for max/argmax.
+            values = (rng.permutation(n) - n / 2) * 0.25 + rng.uniform(-0.05, 0.05, n)
+            return values.reshape(shape).astype(self.dtype)
+        if self.kind == "nonzero":
+            values = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+            return values.astype(self.dtype)
+        if self.kind == "halves":
+            return (rng.integers(-6, 7, size=shape) * 0.5).astype(self.dtype)
+        values = rng.uniform(self.low, self.high, shape)
+        for point in self.away:
+            near = np.abs(values - point) < 0.1
+            values = np.where(near, point + np.copysign(0.1 + np.abs(values - point), values - point), values)
+        return values.astype(self.dtype)
+
+
+def F(*shape, low=-2.0, high=2.0, dtype="float32"):
+    """Uniform floats in [low, high)."""
+    return Arg(shape, dtype, "uniform", low, high)
+
+
+def POS(*shape, dtype="float32"):
+    """Positive floats in [0.5, 2): log, sqrt, rsqrt, pow bases."""
+    return Arg(shape, dtype, "uniform", 0.5, 2.0)
+
+
+def AWAY(*shape, points=(0.0,), dtype="float32"):
+    """Floats kept 0.1 away from ``points`` (the kinks of abs, relu, clamp)."""
+    return Arg(shape, dtype, "away", away=tuple(points))
+
+
+def DISTINCT(*shape, dtype="float32"):
+    """Floats at least 0.15 apart: no ties for max, min, argmax, sort orders."""
+    return Arg(shape, dtype, "distinct")
+
+
+def NZ(*shape, dtype="float32"):
+    """Floats with 0.5 <= |x| < 2, either sign: denominators."""
+    return Arg(shape, dtype, "nonzero")
+
+
+def HALVES(*shape, dtype="float32"):
+    """Multiples of 0.5 in [-3, 3]: ties for round, exact floor/ceil."""
+    return Arg(shape, dtype, "halves")
+
+
+def I(*shape, low=-5, high=5, dtype="int64"):  # noqa: E741,E743
+    """Integers in [low, high]."""
+    return Arg(shape, dtype, "int", low, high)
+
+
+def IDX(*shape, high, negative=False, dtype="int64"):
+    """Index tensor with values in [0, high) (or [-high, high) with negative=True)."""
+    return Arg(shape, dtype, "index", 0, high, negative=negative)
+
+
+def B(*shape):
+    """Random bools: masks and conditions."""
+    return Arg(shape, "bool", "bool")
+
+
+# -- cases ------------------------------------------------------------------------
+@dataclass
+class OpCase:
+    op: str  # the op's name: the key into TOLERANCES
+    variant: str
+    fn: Callable  # on webgrad tensors
+    ref: Callable  # on numpy arrays
+    args: tuple
+    grad: bool = True  # differentiable w.r.t. its float inputs
+    dtype: str | tuple | None = None  # expected result dtype(s); None: numpy's
+    gen: Callable | None = None  # custom input maker: rng -> list of arrays
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}-{self.variant}"
+
+    def make_inputs(self) -> list[np.ndarray]:
+        """The inputs as numpy arrays; the same every run (seeded by the case's name)."""
+        rng = np.random.default_rng(zlib.crc32(self.name.encode()))
+        if self.gen is not None:
+            return [np.asarray(a) for a in self.gen(rng)]
+        return [a.make(rng) for a in self.args]
+
+
+CASES: list[OpCase] = []
+
+
+def case(op, variant, fn, ref, *args, **kw) -> None:
+    CASES.append(OpCase(op, variant, fn, ref, args, **kw))
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(np.result_type(x, np.float32))
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _on(device, key):
+    """A getitem key with numpy index arrays turned into webgrad tensors on ``device``."""
+    items = key if isinstance(key, tuple) else (key,)
+    items = tuple(webgrad.tensor(i, device=device) if isinstance(i, np.ndarray) else i for i in items)
+    return items if isinstance(key, tuple) else items[0]
+
+
+# ---- elementwise binary arithmetic: + - * / ** ------------------------------------
+for op, fn, ref in [
+    ("add", lambda x, y: x + y, np.add),
+    ("sub", lambda x, y: x - y, np.subtract),
+    ("mul", lambda x, y: x * y, np.multiply),
+]:
+    case(op, "same_shape", fn, ref, F(3, 4), F(3, 4))
+    case(op, "broadcast", fn, ref, F(3, 1), F(1, 4))
+    case(op, "broadcast_rank", fn, ref, F(2, 3, 4), F(4))
+    case(op, "zero_dim", fn, ref, F(), F(2, 3))
+    case(op, "scalar_right", lambda x, fn=fn: fn(x, 2.5), lambda x, ref=ref: ref(x, 2.5), F(2, 3))
+    case(op, "scalar_left", lambda x, fn=fn: fn(2.5, x), lambda x, ref=ref: ref(2.5, x), F(2, 3))
+    case(op, "int_scalar", lambda x, fn=fn: fn(x, 3), lambda x, ref=ref: ref(x, 3), F(4))
+    case(op, "int", fn, ref, I(3, 4), I(4), grad=False)
+    case(op, "int32_int64", fn, ref, I(3, dtype="int32"), I(3), grad=False)
+    case(op, "int32_pyint", lambda x, fn=fn: fn(x, 7), lambda x, ref=ref: ref(x, np.int32(7)),
+         I(3, dtype="int32"), grad=False)
+    case(op, "int_float", fn, ref, I(3, 4), F(3, 4), dtype="float32")
+    case(op, "int_pyfloat", lambda x, fn=fn: fn(x, 1.5), lambda x, ref=ref: ref(x, 1.5),
+         I(3), grad=False, dtype="float32")
+    case(op, "float32_float64", fn, ref, F(3), F(3, dtype="float64"))
+    case(op, "float32_0d_float64", fn, ref, F(3), F(dtype="float64"), dtype="float32")
+    case(op, "int_0d_float64", fn, ref, I(3), F(dtype="float64"), dtype="float64")
+    if op != "sub":  # sub with a bool operand is an error, as in PyTorch (tests/test_errors.py)
+        case(op, "bool_int", fn, ref, B(3), I(3), grad=False)
+case("add", "bool_bool", lambda x, y: x + y, np.logical_or, B(5), B(5), grad=False)
+case("mul", "bool_bool", lambda x, y: x * y, np.logical_and, B(5), B(5), grad=False)
+case("add", "bool_pyint", lambda x: x + 2, lambda x: x.astype(np.int64) + 2, B(4), grad=False)
+case("add", "alpha", lambda x, y: webgrad.add(x, y, alpha=2), lambda x, y: x + 2 * y, F(3), F(2, 3))
+case("sub", "alpha", lambda x, y: webgrad.sub(x, y, alpha=0.5), lambda x, y: x - 0.5 * y, F(3), F(3))
+
+case("div", "same_shape", lambda x, y: x / y, np.divide, F(3, 4), NZ(3, 4))
+case("div", "broadcast", lambda x, y: x / y, np.divide, F(2, 1, 4), NZ(3, 1))
+case("div", "scalar_right", lambda x: x / 4.0, lambda x: x / 4.0, F(5))
+case("div", "scalar_left", lambda x: 1 / x, lambda x: 1 / x, NZ(5))
+case("div", "int_int", lambda x, y: x / y, np.divide, I(6), I(6, low=1, high=4), grad=False, dtype="float32")
+case("div", "int_pyint", lambda x: x / 2, lambda x: x / 2, I(6), grad=False, dtype="float32")
+case("div", "bool_bool", lambda x, y: x / y, lambda x, y: x / y.astype(np.float64), B(4), B(4), grad=False,
+     dtype="float32", gen=lambda rng: [rng.random(4) < 0.5, np.ones(4, dtype=bool)])  # nothing / False
+case("div", "true_divide", lambda x, y: webgrad.true_divide(x, y), np.divide, F(3), NZ(3))
+case("div", "float64", lambda x, y: x / y, np.divide, F(3, dtype="float64"), NZ(3, dtype="float64"))
+
+case("pow", "square", lambda x: x ** 2, lambda x: x ** 2, F(3, 4))
+case("pow", "cube_negative_base", lambda x: x ** 3, lambda x: x ** 3, F(6, low=-2, high=-0.5))
+case("pow", "sqrt", lambda x: x ** 0.5, lambda x: x ** 0.5, POS(6))
+case("pow", "negative_exponent", lambda x: x ** -1.5, lambda x: x ** -1.5, POS(6))
+case("pow", "scalar_base", lambda x: 2 ** x, lambda x: 2.0 ** x, F(6))
+case("pow", "tensor_tensor", lambda x, y: x ** y, np.power, POS(2, 3), F(3))
+case("pow", "method", lambda x, y: x.pow(y), np.power, POS(4), F(4))
+case("pow", "int_square", lambda x: x ** 2, lambda x: x ** 2, I(5), grad=False)
+case("pow", "int_sqrt", lambda x: x ** 0.5, lambda x: x ** 0.5, I(5, low=0, high=9), grad=False, dtype="float32")
+case("pow", "int_int", lambda x, y: x ** y, np.power, I(5), I(5, low=0, high=3), grad=False)
+
+# ---- unary ----------------------------------------------------------------------
+for op, fn, ref, arg in [
+    ("neg", lambda x: -x, np.negative, F(3, 4)),
+    ("abs", lambda x: x.abs(), np.abs, AWAY(3, 4)),
+    ("exp", lambda x: x.exp(), np.exp, F(3, 4)),
+    ("log", lambda x: x.log(), np.log, POS(3, 4)),
+    ("log1p", lambda x: x.log1p(), np.log1p, F(3, 4, low=-0.5, high=2)),
+    ("sqrt", lambda x: x.sqrt(), np.sqrt, POS(3, 4)),
+    ("rsqrt", lambda x: x.rsqrt(), lambda x: 1 / np.sqrt(x), POS(3, 4)),
+    ("sin", lambda x: x.sin(), np.sin, F(3, 4)),
+    ("cos", lambda x: x.cos(), np.cos, F(3, 4)),
+    ("tanh", lambda x: x.tanh(), np.tanh, F(3, 4)),
+    ("sigmoid", lambda x: x.sigmoid(), _sigmoid, F(3, 4, low=-6, high=6)),
+    ("erf", lambda x: x.erf(), _erf, F(3, 4)),
+    ("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), AWAY(3, 4)),
+    ("reciprocal", lambda x: x.reciprocal(), lambda x: 1 / x, NZ(3, 4)),
+    ("square", lambda x: x.square(), np.square, F(3, 4)),
+]:
+    case(op, "float", fn, ref, arg)
+    case(op, "zero_dim", fn, ref, Arg((), arg.dtype, arg.kind, arg.low, arg.high, arg.away))
+for op, fn, ref in [
+    ("exp", webgrad.exp, np.exp), ("log", webgrad.log, np.log), ("sqrt", webgrad.sqrt, np.sqrt),
+    ("sin", webgrad.sin, np.sin), ("tanh", webgrad.tanh, np.tanh), ("sigmoid", webgrad.sigmoid, _sigmoid),
+]:
+    case(op, "int_input", fn, ref, I(5, low=1, high=4), grad=False, dtype="float32")
+case("sigmoid", "large", lambda x: x.sigmoid(), _sigmoid, F(4, low=-80, high=80))
+case("neg", "int", lambda x: -x, np.negative, I(5), grad=False)
+case("abs", "int", lambda x: x.abs(), np.abs, I(5), grad=False)
+case("relu", "int", lambda x: x.relu(), lambda x: np.maximum(x, 0), I(5), grad=False)
+case("relu", "function", webgrad.relu, lambda x: np.maximum(x, 0), AWAY(2, 3))
+case("abs", "builtin", lambda x: abs(x), np.abs, AWAY(4))
+case("neg", "float64", lambda x: -x, np.negative, F(4, dtype="float64"))
+
+for op, fn, ref in [("floor", lambda x: x.floor(), np.floor), ("ceil", lambda x: x.ceil(), np.ceil),
+                    ("round", lambda x: x.round(), np.round), ("sign", lambda x: x.sign(), np.sign)]:
+    case(op, "float", fn, ref, F(3, 4, low=-3, high=3), grad=False)
+    case(op, "halves", fn, ref, HALVES(13), grad=False)
+    case(op, "int", fn, ref, I(5), grad=False)
+case("sign", "bool", lambda x: x.sign(), lambda x: x.copy(), B(5), grad=False)
+
+# ---- clamp, maximum/minimum, where ---------------------------------------------
+case("clamp", "both", lambda x: x.clamp(-0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), AWAY(3, 4, points=(-0.5, 0.5)))
+case("clamp", "min", lambda x: x.clamp(min=0.25), lambda x: np.maximum(x, 0.25), AWAY(3, 4, points=(0.25,)))
+case("clamp", "max", lambda x: webgrad.clamp(x, max=-0.25), lambda x: np.minimum(x, -0.25),
+     AWAY(3, 4, points=(-0.25,)))
+case("clamp", "int", lambda x: x.clamp(-2, 2), lambda x: np.clip(x, -2, 2), I(6), grad=False)
+case("clamp", "int_float_bounds", lambda x: x.clamp(-1.5, 2.5), lambda x: np.clip(x, -1.5, 2.5), I(6),
+     grad=False, dtype="float32")
+case("clamp", "clip_alias", lambda x: x.clip(-1, 1), lambda x: np.clip(x, -1, 1), AWAY(5, points=(-1, 1)))
+
+
+def _apart(rng, shape):
+    """Two float arrays whose elements differ by at least 0.2: no ties for maximum."""
+    x = rng.uniform(-2, 2, shape)
+    y = x + rng.uniform(0.2, 1.0, shape) * rng.choice([-1.0, 1.0], shape)
+    return [x.astype(np.float32), y.astype(np.float32)]
+
+
+def _apart_broadcast(rng):
+    x = rng.uniform(-2, 2, (3, 4))
+    y = rng.uniform(2.2, 3.0, (4,)) * rng.choice([-1.0, 1.0], (4,))  # |y| > |x| everywhere
+    return [x.astype(np.float32), y.astype(np.float32)]
+
+
+for op, function, method, ref in [("maximum", webgrad.maximum, lambda x, y: x.max(y), np.maximum),
+                                  ("minimum", webgrad.minimum, lambda x, y: webgrad.min(x, y), np.minimum)]:
+    case(op, "same_shape", function, ref, F(3, 4), F(3, 4), gen=lambda rng: _apart(rng, (3, 4)))
+    case(op, "max_min_form", method, ref, F(3, 4), F(3, 4), gen=lambda rng: _apart(rng, (3, 4)))
+    case(op, "method", lambda x, y, op=op: getattr(x, op)(y), ref, F(5), F(5), gen=lambda rng: _apart(rng, (5,)))
+    case(op, "broadcast", function, ref, F(3, 4), F(4), gen=_apart_broadcast)
+    case(op, "int", function, ref, I(3, 4), I(4), grad=False)
+    case(op, "int_float", function, ref, I(3, 4), F(3, 4), grad=False, dtype="float32")
+
+case("where", "same_shape", lambda c, x, y: webgrad.where(c, x, y), np.where, B(3, 4), F(3, 4), F(3, 4))
+case("where", "broadcast", lambda c, x, y: webgrad.where(c, x, y), np.where, B(3, 1), F(1, 4), F(3, 4))
+case("where", "scalar_other", lambda c, x: webgrad.where(c, x, 0.0), lambda c, x: np.where(c, x, 0.0),
+     B(2, 3), F(2, 3))
+case("where", "scalar_both", lambda c: webgrad.where(c, 1.0, -1.0), lambda c: np.where(c, 1.0, -1.0).astype(np.float32),
+     B(5), grad=False)
+case("where", "int", lambda c, x, y: webgrad.where(c, x, y), np.where, B(5), I(5), I(5), grad=False)
+case("where", "method", lambda x, c, y: x.where(c, y), lambda x, c, y: np.where(c, x, y), F(4), B(4), F(4))
+case("where", "condition_from_compare", lambda x: webgrad.where(x > 0, x, x * 0.1),
+     lambda x: np.where(x > 0, x, x * 0.1), AWAY(3, 3))
+case("masked_fill", "scalar", lambda x, m: x.masked_fill(m, -1.0), lambda x, m: np.where(m, -1.0, x).astype(x.dtype),
+     F(3, 4), B(3, 4))
+case("masked_fill", "broadcast_mask", lambda x, m: x.masked_fill(m, 0.0),
+     lambda x, m: np.where(m, 0.0, x).astype(x.dtype), F(3, 4), B(4))
+
+# ---- comparisons and logical ops ------------------------------------------------
+for op, fn, ref in [("eq", lambda x, y: x == y, np.equal), ("ne", lambda x, y: x != y, np.not_equal),
+                    ("lt", lambda x, y: x < y, np.less), ("le", lambda x, y: x <= y, np.less_equal),
+                    ("gt", lambda x, y: x > y, np.greater), ("ge", lambda x, y: x >= y, np.greater_equal)]:
+    case(op, "float", fn, ref, F(3, 4), F(3, 4), grad=False)
+    case(op, "broadcast_int", fn, ref, I(3, 4, low=-2, high=2), I(4, low=-2, high=2), grad=False)
+    case(op, "scalar", lambda x, fn=fn: fn(x, 1), lambda x, ref=ref: ref(x, 1), I(6, low=0, high=2), grad=False)
+    case(op, "int_float", fn, ref, HALVES(6), I(6, low=-3, high=3), grad=False)
+case("eq", "method", lambda x, y: x.eq(y), np.equal, I(5, low=0, high=2), I(5, low=0, high=2), grad=False)
+case("lt", "method", lambda x, y: webgrad.lt(x, y), np.less, F(5), F(5), grad=False)
+case("ge", "method", lambda x: x.ge(0.0), lambda x: x >= 0.0, F(5), grad=False)
+for op, fn, ref in [("logical_and", lambda x, y: x & y, np.logical_and),
+                    ("logical_or", lambda x, y: x | y, np.logical_or),
+                    ("logical_xor", lambda x, y: x ^ y, np.logical_xor)]:
+    case(op, "operator", fn, ref, B(3, 4), B(4), grad=False)
+    case(op, "function", getattr(webgrad, op), ref, B(3, 4), B(3, 4), grad=False)
+    case(op, "numbers", getattr(webgrad, op), ref, I(6, low=0, high=1), F(6), grad=False, dtype="bool")
+case("logical_not", "operator", lambda x: ~x, np.logical_not, B(3, 4), grad=False)
+case("logical_not", "float", lambda x: webgrad.logical_not(x), np.logical_not, I(5, low=0, high=1), grad=False)
+
+# ---- remainder, floor_divide ----------------------------------------------------
+
+
+def _away_from_multiples(rng, shape):
+    """x and y with frac(x / y) in [0.1, 0.9]: remainder is smooth there."""
+    y = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    x = (rng.integers(-3, 3, shape) + rng.uniform(0.1, 0.9, shape)) * y
+    return [x.astype(np.float32), y.astype(np.float32)]
+
+
+case("remainder", "float", lambda x, y: x % y, np.remainder, F(3, 4), F(3, 4),
+     gen=lambda rng: _away_from_multiples(rng, (3, 4)))
+case("remainder", "scalar", lambda x: x % 1.5, lambda x: np.remainder(x, 1.5), F(6),
+     gen=lambda rng: [((rng.integers(-3, 3, 6) + rng.uniform(0.1, 0.9, 6)) * 1.5).astype(np.float32)])
+case("remainder", "function", lambda x, y: webgrad.remainder(x, y), np.remainder, F(3, 4), F(3, 4),
+     gen=lambda rng: _away_from_multiples(rng, (3, 4)))
+case("remainder", "int", lambda x, y: x % y, np.remainder, I(6, low=-9, high=9), I(6, low=1, high=4), grad=False)
+case("remainder", "int_negative_divisor", lambda x: x % -3, lambda x: np.remainder(x, -3), I(6, low=-9, high=9),
+     grad=False)
+case("remainder", "scalar_left", lambda x: 5 % x, lambda x: np.remainder(5, x), I(6, low=1, high=4), grad=False)
+case("floor_divide", "float", lambda x, y: x // y, np.floor_divide, F(3, 4), NZ(3, 4), grad=False)
+case("floor_divide", "int", lambda x, y: x // y, np.floor_divide, I(6, low=-9, high=9),
+     I(6, low=1, high=4), grad=False)
+case("floor_divide", "int_negative_scalar", lambda x: x // -2, lambda x: np.floor_divide(x, -2),
+     I(6, low=-9, high=9), grad=False)
+case("floor_divide", "function", lambda x: webgrad.ops.floor_divide(x, 2.0), lambda x: np.floor_divide(x, 2.0),
+     F(6, low=-5, high=5), grad=False)
+
+# ---- reductions -----------------------------------------------------------------
+for op, fn, ref in [("sum", lambda x, **k: x.sum(**k), lambda x, **k: np.sum(x, **k)),
+                    ("mean", lambda x, **k: x.mean(**k), lambda x, **k: np.mean(x, **k))]:
+    case(op, "all", lambda x, fn=fn: fn(x), lambda x, ref=ref: ref(x), F(2, 3, 4))
+    case(op, "dim", lambda x, fn=fn: fn(x, dim=1), lambda x, ref=ref: ref(x, axis=1), F(2, 3, 4))
+    case(op, "negative_dim", lambda x, fn=fn: fn(x, dim=-1), lambda x, ref=ref: ref(x, axis=-1), F(2, 3, 4))
+    case(op, "dims", lambda x, fn=fn: fn(x, dim=(0, 2)), lambda x, ref=ref: ref(x, axis=(0, 2)), F(2, 3, 4))
+    case(op, "dims_negative_keepdim", lambda x, fn=fn: fn(x, dim=(-1, 0), keepdim=True),
+         lambda x, ref=ref: ref(x, axis=(-1, 0), keepdims=True), F(2, 3, 4))
+    case(op, "keepdim", lambda x, fn=fn: fn(x, dim=1, keepdim=True),
+         lambda x, ref=ref: ref(x, axis=1, keepdims=True), F(2, 3, 4))
+    case(op, "zero_dim", lambda x, fn=fn: fn(x), lambda x, ref=ref: ref(x), F())
+case("sum", "int", lambda x: x.sum(0), lambda x: x.sum(0), I(3, 4), grad=False)
+case("sum", "int32_to_int64", lambda x: x.sum(), lambda x: x.sum(dtype=np.int64), I(3, 4, dtype="int32"), grad=False)
+case("sum", "bool", lambda x: x.sum(-1), lambda x: x.sum(-1), B(3, 4), grad=False)
+case("sum", "dtype", lambda x: x.sum(dtype=webgrad.float64), lambda x: x.sum(dtype=np.float64), F(3, 4))
+case("sum", "function", lambda x: webgrad.sum(x, 1), lambda x: x.sum(1), F(3, 4))
+case("mean", "function", lambda x: webgrad.mean(x, (0, 1)), lambda x: x.mean((0, 1)), F(3, 4))
+
+for op, np_fn in [("max", np.max), ("min", np.min)]:
+    method = (lambda x, *a, op=op, **k: getattr(x, op)(*a, **k))
+    arg_np = np.argmax if op == "max" else np.argmin
+    case(op, "all", lambda x, m=method: m(x), lambda x, f=np_fn: f(x), DISTINCT(3, 4))
+    case(op, "dim", lambda x, m=method: tuple(m(x, 1)),
+         lambda x, f=np_fn, a=arg_np: (f(x, 1), a(x, 1)), DISTINCT(3, 4), dtype=("float32", "int64"))
+    case(op, "dim_named", lambda x, m=method: (m(x, dim=0).values, m(x, dim=0).indices),
+         lambda x, f=np_fn, a=arg_np: (f(x, 0), a(x, 0)), DISTINCT(3, 4), dtype=("float32", "int64"))
+    case(op, "negative_dim_keepdim", lambda x, m=method: tuple(m(x, -1, keepdim=True)),
+         lambda x, f=np_fn, a=arg_np: (f(x, -1, keepdims=True), np.expand_dims(a(x, -1), -1)),
+         DISTINCT(2, 3, 4), dtype=("float32", "int64"))
+    case(op, "function", lambda x, op=op: getattr(webgrad, op)(x, 2).values, lambda x, f=np_fn: f(x, 2),
+         DISTINCT(2, 3, 4))
+    case(op, "int", lambda x, m=method: m(x), lambda x, f=np_fn: f(x), I(3, 4), grad=False)
+for op, np_fn in [("amax", np.amax), ("amin", np.amin)]:
+    case(op, "all", lambda x, op=op: getattr(x, op)(), lambda x, f=np_fn: f(x), DISTINCT(3, 4))
+    case(op, "dim", lambda x, op=op: getattr(x, op)(1), lambda x, f=np_fn: f(x, 1), DISTINCT(3, 4))
+    case(op, "dims", lambda x, op=op: getattr(webgrad, op)(x, (0, 2)), lambda x, f=np_fn: f(x, (0, 2)),
+         DISTINCT(2, 3, 4))
+    case(op, "dims_keepdim", lambda x, op=op: getattr(x, op)((-1, 1), keepdim=True),
+         lambda x, f=np_fn: f(x, (-1, 1), keepdims=True), DISTINCT(2, 3, 4))
+    case(op, "int", lambda x, op=op: getattr(x, op)(0), lambda x, f=np_fn: f(x, 0), I(3, 4), grad=False)
+for op, np_fn in [("argmax", np.argmax), ("argmin", np.argmin)]:
+    case(op, "all", lambda x, op=op: getattr(x, op)(), lambda x, f=np_fn: f(x), DISTINCT(3, 4), grad=False)
+    case(op, "dim", lambda x, op=op: getattr(x, op)(1), lambda x, f=np_fn: f(x, 1), DISTINCT(3, 4), grad=False)
+    case(op, "negative_dim_keepdim", lambda x, op=op: getattr(webgrad, op)(x, -1, keepdim=True),
+         lambda x, f=np_fn: f(x, -1, keepdims=True), DISTINCT(2, 3, 4), grad=False)
+    case(op, "keepdim_all", lambda x, op=op: getattr(x, op)(keepdim=True),
+         lambda x, f=np_fn: np.reshape(f(x), (1, 1)), DISTINCT(3, 4), grad=False)
+    # Small ints have ties: the first index wins, as in PyTorch and numpy.
+    case(op, "int_ties_first", lambda x, op=op: getattr(x, op)(0), lambda x, f=np_fn: f(x, 0),
+         I(5, 4, low=0, high=1), grad=False)
+    case(op, "float_ties_first", lambda x, op=op: getattr(x, op)(-1), lambda x, f=np_fn: f(x, -1),
+         HALVES(3, 8), grad=False)
+
+for op, np_fn in [("var", np.var), ("std", np.std)]:
+    m = (lambda x, *a, op=op, **k: getattr(x, op)(*a, **k))
+    case(op, "all", lambda x, m=m: m(x), lambda x, f=np_fn: f(x, ddof=1), F(3, 4))
+    case(op, "dim", lambda x, m=m: m(x, 1), lambda x, f=np_fn: f(x, 1, ddof=1), F(3, 4))
+    case(op, "unbiased_false", lambda x, m=m: m(x, 0, unbiased=False), lambda x, f=np_fn: f(x, 0), F(3, 4))
+    case(op, "unbiased_true_keepdim", lambda x, m=m: m(x, -1, True, True),
+         lambda x, f=np_fn: f(x, -1, ddof=1, keepdims=True), F(3, 4))
+    case(op, "correction_0", lambda x, m=m: m(x, correction=0), lambda x, f=np_fn: f(x), F(3, 4))
+    case(op, "correction_2", lambda x, m=m: m(x, (0, 2), correction=2),
+         lambda x, f=np_fn: f(x, (0, 2), ddof=2), F(2, 3, 4))
+    case(op, "function", lambda x, op=op: getattr(webgrad, op)(x, dim=(0, 1), keepdim=True),
+         lambda x, f=np_fn: f(x, (0, 1), ddof=1, keepdims=True), F(2, 3, 4))
+
+case("prod", "all", lambda x: x.prod(), np.prod, F(2, 3, low=0.5, high=1.5))
+case("prod", "dim", lambda x: x.prod(1), lambda x: np.prod(x, 1), F(3, 4))
+case("prod", "keepdim", lambda x: x.prod(-1, keepdim=True), lambda x: np.prod(x, -1, keepdims=True), F(3, 4))
+case("prod", "dims", lambda x: webgrad.prod(x, (0, 2)), lambda x: np.prod(x, (0, 2)), F(2, 2, 3))
+
+
+def _with_zeros(rng):
+    """Rows with no zero, one zero and two zeros: every branch of prod's gradient."""
+    x = rng.uniform(-2, 2, (3, 4)).astype(np.float32)
+    x[1, 2] = 0.0
+    x[2, 0] = x[2, 3] = 0.0
+    return [x]
+
+
+case("prod", "one_and_two_zeros", lambda x: x.prod(1), lambda x: np.prod(x, 1), F(3, 4), gen=_with_zeros)
+case("prod", "one_zero_all", lambda x: x.prod(), np.prod, F(2, 3), gen=lambda rng: [_with_zeros(rng)[0][:2, 1:]])
+case("prod", "two_zeros_all", lambda x: x.prod(), np.prod, F(2, 3), gen=lambda rng: [_with_zeros(rng)[0][1:, :3]])
+case("prod", "int", lambda x: x.prod(0), lambda x: np.prod(x, 0), I(3, 4, low=-3, high=3), grad=False)
+
+
+def _logsumexp(x, axis, keepdims=False):
+    peak = np.max(x, axis=axis, keepdims=True)
+    out = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+case("logsumexp", "dim", lambda x: x.logsumexp(1), lambda x: _logsumexp(x, 1), F(3, 4))
+case("logsumexp", "dims", lambda x: webgrad.logsumexp(x, (0, 2)), lambda x: _logsumexp(x, (0, 2)), F(2, 3, 4))
+case("logsumexp", "keepdim", lambda x: x.logsumexp(-1, keepdim=True), lambda x: _logsumexp(x, -1, True), F(3, 4))
+case("logsumexp", "large", lambda x: x.logsumexp(0), lambda x: _logsumexp(x, 0), F(5, low=500, high=600))
+case("softmax", "last", lambda x: x.softmax(-1), lambda x: _softmax(x, -1), F(3, 4))
+case("softmax", "first", lambda x: webgrad.softmax(x, 0), lambda x: _softmax(x, 0), F(3, 4))
+case("softmax", "middle_3d", lambda x: x.softmax(1), lambda x: _softmax(x, 1), F(2, 3, 4))
+case("softmax", "large", lambda x: x.softmax(-1), lambda x: _softmax(x, -1), F(2, 5, low=-300, high=300))
+case("log_softmax", "last", lambda x: x.log_softmax(-1), lambda x: np.log(_softmax(x, -1)), F(3, 4))
+case("log_softmax", "first", lambda x: webgrad.log_softmax(x, 0), lambda x: np.log(_softmax(x, 0)), F(3, 4))
+case("log_softmax", "middle_3d", lambda x: x.log_softmax(1), lambda x: np.log(_softmax(x, 1)), F(2, 3, 4))
+case("norm", "all", lambda x: x.norm(), lambda x: np.sqrt(np.sum(x * x)), F(3, 4))
+case("norm", "dim", lambda x: x.norm(dim=1), lambda x: np.sqrt(np.sum(x * x, 1)), F(3, 4))
+case("norm", "dims_keepdim", lambda x: webgrad.norm(x, dim=(0, -1), keepdim=True),
+     lambda x: np.sqrt(np.sum(x * x, (0, -1), keepdims=True)), F(2, 3, 4))
+case("norm", "p1", lambda x: x.norm(p=1, dim=0), lambda x: np.sum(np.abs(x), 0), AWAY(3, 4))
+case("norm", "p3", lambda x: x.norm(p=3), lambda x: np.sum(np.abs(x) ** 3) ** (1 / 3), AWAY(3, 4))
+case("norm", "inf", lambda x: x.norm(p=float("inf"), dim=1), lambda x: np.max(np.abs(x), 1), F(3, 4),
+     gen=lambda rng: [np.abs(DISTINCT(3, 4).make(rng)) * rng.choice([-1, 1], (3, 4)).astype(np.float32) + 0.05])
+for op, np_fn in [("all", np.all), ("any", np.any)]:
+    case(op, "bool", lambda x, op=op: getattr(x, op)(), lambda x, f=np_fn: f(x), B(3, 4), grad=False)
+    case(op, "dim", lambda x, op=op: getattr(x, op)(1), lambda x, f=np_fn: f(x, 1), B(3, 4), grad=False)
+    case(op, "dims_keepdim", lambda x, op=op: getattr(webgrad, op)(x, (0, 2), keepdim=True),
+         lambda x, f=np_fn: f(x, (0, 2), keepdims=True), B(2, 3, 2), grad=False)
+    case(op, "int", lambda x, op=op: getattr(x, op)(-1), lambda x, f=np_fn: f(x, -1), I(3, 3, low=0, high=2),
+         grad=False)
+    case(op, "float", lambda x, op=op: getattr(x, op)(0), lambda x, f=np_fn: f(x, 0), HALVES(4, 3), grad=False)
+    case(op, "empty_dim", lambda x, op=op: getattr(x, op)(1), lambda x, f=np_fn: f(x, 1), B(3, 0), grad=False)
+
+# 0-d tensors accept dim 0 and -1, as in PyTorch: reducing over them changes nothing.
+case("sum", "zero_dim_with_dim", lambda x: x.sum(0, keepdim=True), lambda x: x, F())
+case("mean", "zero_dim_with_dim", lambda x: x.mean(-1), lambda x: x, F())
+case("softmax", "zero_dim", lambda x: x.softmax(0), lambda x: np.ones_like(x), F())
+case("log_softmax", "zero_dim", lambda x: x.log_softmax(-1), lambda x: np.zeros_like(x), F())
+case("logsumexp", "zero_dim", lambda x: x.logsumexp(0), lambda x: x, F())
+case("max", "zero_dim_with_dim", lambda x: tuple(x.max(0)), lambda x: (x, np.array(0)), F(), dtype=("float32", "int64"))
+case("argmax", "zero_dim_with_dim", lambda x: x.argmax(-1), lambda x: np.array(0), F(), grad=False)
+case("amin", "zero_dim_with_dim", lambda x: x.amin(0), lambda x: x, F())
+case("squeeze", "zero_dim_with_dim", lambda x: x.squeeze(0), lambda x: x, F())
+case("flip", "zero_dim", lambda x: x.flip(0), lambda x: x, F())
+
+# ---- matmul ---------------------------------------------------------------------
+for variant, a, b in [("1d_1d", (3,), (3,)), ("1d_2d", (3,), (3, 2)), ("2d_1d", (2, 3), (3,)),
+                      ("2d_2d", (2, 3), (3, 4)), ("batched", (4, 2, 3), (4, 3, 5)),
+                      ("broadcast_batch", (2, 1, 3, 4), (5, 4, 2)), ("3d_1d", (4, 2, 3), (3,)),
+                      ("1d_3d", (3,), (4, 3, 2)), ("2d_3d", (2, 3), (4, 3, 5))]:
+    case("matmul", variant, lambda x, y: x @ y, np.matmul, F(*a), F(*b))
+case("matmul", "function", webgrad.matmul, np.matmul, F(2, 3), F(3, 2))
+case("matmul", "mm", lambda x, y: x.mm(y), np.matmul, F(2, 3), F(3, 2))
+case("matmul", "bmm", webgrad.bmm, np.matmul, F(2, 2, 3), F(2, 3, 2))
+case("matmul", "int", lambda x, y: x @ y, np.matmul, I(2, 3), I(3, 2), grad=False)
+case("matmul", "mixed_dtypes", lambda x, y: x @ y, np.matmul, F(2, 3), F(3, 2, dtype="float64"))
+
+# ---- shape and movement ---------------------------------------------------------
+X = F(2, 3, 4)
+case("reshape", "minus_one", lambda x: x.reshape(-1, 4), lambda x: x.reshape(-1, 4), X)
+case("reshape", "tuple", lambda x: x.reshape((4, 6)), lambda x: x.reshape(4, 6), X)
+case("reshape", "to_scalar", lambda x: x.reshape(()), lambda x: x.reshape(()), F(1))
+case("reshape", "function", lambda x: webgrad.reshape(x, (3, -1)), lambda x: x.reshape(3, -1), X)
+case("reshape", "view", lambda x: x.view(6, -1), lambda x: x.reshape(6, -1), X)
+case("reshape", "view_as", lambda x, y: x.view_as(y), lambda x, y: x.reshape(y.shape), F(2, 6), F(3, 4))
+case("reshape", "of_transposed", lambda x: x.T.reshape(-1), lambda x: x.T.reshape(-1), F(3, 4))
+case("permute", "method", lambda x: x.permute(2, 0, 1), lambda x: x.transpose(2, 0, 1), X)
+case("permute", "tuple_negative", lambda x: x.permute((-1, 1, 0)), lambda x: x.transpose(2, 1, 0), X)
+case("permute", "function", lambda x: webgrad.permute(x, (1, 2, 0)), lambda x: x.transpose(1, 2, 0), X)
+case("transpose", "method", lambda x: x.transpose(0, 2), lambda x: np.swapaxes(x, 0, 2), X)
+case("transpose", "negative", lambda x: webgrad.transpose(x, -1, -2), lambda x: np.swapaxes(x, -1, -2), X)
+case("transpose", "T", lambda x: x.T, lambda x: x.T, X)
+case("transpose", "mT", lambda x: x.mT, lambda x: np.swapaxes(x, -1, -2), X)
+case("squeeze", "all", lambda x: x.squeeze(), np.squeeze, F(1, 3, 1, 2))
+case("squeeze", "dim", lambda x: x.squeeze(2), lambda x: np.squeeze(x, 2), F(1, 3, 1, 2))
+case("squeeze", "negative_dim_not_one", lambda x: x.squeeze(-1), lambda x: x, F(1, 3, 1, 2))
+case("squeeze", "dims", lambda x: webgrad.squeeze(x, (0, 2)), lambda x: np.squeeze(x, (0, 2)), F(1, 3, 1, 2))
+case("unsqueeze", "first", lambda x: x.unsqueeze(0), lambda x: x[None], F(3, 4))
+case("unsqueeze", "negative", lambda x: x.unsqueeze(-1), lambda x: x[..., None], F(3, 4))
+case("unsqueeze", "middle", lambda x: webgrad.unsqueeze(x, 1), lambda x: x[:, None], F(3, 4))
+case("expand", "method", lambda x: x.expand(2, 3, 4), lambda x: np.broadcast_to(x, (2, 3, 4)), F(3, 1))
+case("expand", "minus_one", lambda x: x.expand(-1, 5), lambda x: np.broadcast_to(x, (3, 5)), F(3, 1))
+case("expand", "expand_as", lambda x, y: x.expand_as(y), lambda x, y: np.broadcast_to(x, y.shape), F(4), F(3, 4))
+case("expand", "broadcast_to", lambda x: x.broadcast_to((2, 4)), lambda x: np.broadcast_to(x, (2, 4)), F(1, 4))
+case("flatten", "all", lambda x: x.flatten(), lambda x: x.reshape(-1), X)
+case("flatten", "start", lambda x: x.flatten(1), lambda x: x.reshape(2, -1), X)
+case("flatten", "range", lambda x: webgrad.flatten(x, 0, 1), lambda x: x.reshape(6, 4), X)
+case("flatten", "zero_dim", lambda x: x.flatten(), lambda x: x.reshape(1), F())
+case("unflatten", "sizes", lambda x: x.unflatten(2, (2, 2)), lambda x: x.reshape(2, 3, 2, 2), X)
+case("unflatten", "minus_one", lambda x: webgrad.unflatten(x, -1, (-1, 2)), lambda x: x.reshape(2, 3, 2, 2), X)
+case("cat", "dim0", lambda x, y: webgrad.cat([x, y]), lambda x, y: np.concatenate([x, y]), F(2, 3), F(4, 3))
+case("cat", "negative_dim_three", lambda x, y, z: webgrad.cat((x, y, z), dim=-1),
+     lambda x, y, z: np.concatenate([x, y, z], -1), F(2, 1), F(2, 3), F(2, 2))
+case("cat", "promotes", lambda x, y: webgrad.cat([x, y], 1), lambda x, y: np.concatenate([x, y], 1).astype(np.float32),
+     F(2, 2), I(2, 3), grad=False)
+case("cat", "skips_empty_1d", lambda x, y: webgrad.cat([x, y]), lambda x, y: y, F(0), F(2, 3), grad=False)
+case("cat", "concatenate_alias", lambda x, y: webgrad.concatenate([x, y], 1), lambda x, y: np.concatenate([x, y], 1),
+     F(2, 2), F(2, 1))
+case("stack", "dim0", lambda x, y: webgrad.stack([x, y]), lambda x, y: np.stack([x, y]), F(2, 3), F(2, 3))
+case("stack", "last", lambda x, y, z: webgrad.stack([x, y, z], -1), lambda x, y, z: np.stack([x, y, z], -1),
+     F(2, 3), F(2, 3), F(2, 3))
+case("stack", "zero_dim", lambda x, y: webgrad.stack([x, y]), lambda x, y: np.stack([x, y]), F(), F())
+case("split", "size", lambda x: x.split(2, dim=2), lambda x: np.split(x, 2, axis=2), X)
+case("split", "uneven", lambda x: webgrad.split(x, 2, 1), lambda x: np.split(x, [2], axis=1), X)
+case("split", "sections", lambda x: x.split([1, 3], dim=-1), lambda x: np.split(x, [1], axis=-1), X)
+case("chunk", "even", lambda x: x.chunk(2, -1), lambda x: np.split(x, 2, -1), X)
+case("chunk", "uneven", lambda x: webgrad.chunk(x, 2, 1), lambda x: np.split(x, [2], 1), X)
+case("chunk", "more_than_size", lambda x: x.chunk(5, 0), lambda x: np.split(x, 2, 0), X)
+case("unbind", "dim1", lambda x: webgrad.unbind(x, 1), lambda x: tuple(x[:, i] for i in range(3)), X)
+case("narrow", "dim", lambda x: webgrad.narrow(x, 2, 1, 2), lambda x: x[:, :, 1:3], X)
+case("flip", "one", lambda x: x.flip(0), lambda x: np.flip(x, 0), X)
+case("flip", "several", lambda x: webgrad.flip(x, (0, -1)), lambda x: np.flip(x, (0, 2)), X)
+case("repeat", "same_rank", lambda x: x.repeat(2, 3), lambda x: np.tile(x, (2, 3)), F(2, 3))
+case("repeat", "more_dims", lambda x: x.repeat(2, 1, 2), lambda x: np.tile(x, (2, 1, 2)), F(2, 3))
+case("movedim", "single", lambda x: x.movedim(0, -1), lambda x: np.moveaxis(x, 0, -1), X)
+case("movedim", "several", lambda x: webgrad.movedim(x, (0, 1), (2, 0)), lambda x: np.moveaxis(x, (0, 1), (2, 0)), X)
+case("clone", "method", lambda x: x.clone(), np.copy, X)
+case("clone", "function", webgrad.clone, np.copy, I(3), grad=False)
+case("contiguous", "of_transposed", lambda x: x.T.contiguous(), lambda x: np.ascontiguousarray(x.T), X)
+
+
+def _pad_ref(x, pad, value=0.0):
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, x.shape))
+    return np.pad(x[crop], [(max(lo, 0), max(hi, 0)) for lo, hi in widths], constant_values=value)
+
+
+case("pad", "last_dim", lambda x: webgrad.ops.pad(x, (1, 2)), lambda x: _pad_ref(x, (1, 2)), F(2, 3))
+case("pad", "two_dims", lambda x: webgrad.ops.pad(x, (1, 0, 2, 1)), lambda x: _pad_ref(x, (1, 0, 2, 1)), F(2, 3, 2))
+case("pad", "negative", lambda x: webgrad.ops.pad(x, (-1, 1, 0, -1)), lambda x: _pad_ref(x, (-1, 1, 0, -1)), F(3, 4))
+case("pad", "value", lambda x: webgrad.ops.pad(x, (2, 1), value=-1.5), lambda x: _pad_ref(x, (2, 1), -1.5), F(2, 3))
+case("pad", "int", lambda x: webgrad.ops.pad(x, (1, 1), value=7), lambda x: _pad_ref(x, (1, 1), 7), I(2, 2), grad=False)
+
+# ---- indexing: x[key] -------------------------------------------------------------
+def _split_ints(ndim, key):
+    """PyTorch's rule for ints (and 0-d int arrays) in a key: they select and drop
+    their dim before any advanced indexing, so, unlike in numpy, they never move
+    where the advanced-index dims land (x[1, :, idx] is (5, 2) for x (4, 5, 6)).
+    Returns the ints as a basic key and the rest of the key."""
+    items = key if isinstance(key, tuple) else (key,)
+
+    def consumed(i):
+        if i is None or i is Ellipsis:
+            return 0
+        return i.ndim if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1
+
+    def is_int(i):
+        if isinstance(i, np.ndarray):
+            return i.ndim == 0 and i.dtype.kind in "iu"
+        return isinstance(i, (int, np.integer)) and not isinstance(i, bool)
+
+    total = sum(consumed(i) for i in items)
+    basic, rest, dim = [slice(None)] * ndim, [], 0
+    for i in items:
+        if is_int(i):
+            basic[dim] = int(i)
+        else:
+            rest.append(i)
+        dim += ndim - total if i is Ellipsis else consumed(i)
+    return tuple(basic) + (Ellipsis,), tuple(rest)  # the ... keeps a 0-d selection a view
+
+
+def torch_getitem(x, key):
+    """``x[key]`` on a numpy array, with PyTorch's indexing rules."""
+    basic, rest = _split_ints(x.ndim, key)
+    return x[basic][rest]
+
+
+def torch_setitem(x, key, value):
+    """``x[key] = value`` on a numpy array, with PyTorch's indexing rules."""
+    basic, rest = _split_ints(x.ndim, key)
+    x[basic][rest] = value
+
+
+Y = F(4, 5, 6)
+GETITEM_KEYS = [
+    ("int", 1), ("negative_int", -1), ("ints", (0, -2)), ("slice", slice(1, 3)),
+    ("slice_step", slice(None, None, 2)), ("slices_steps", (slice(1, None, 2), slice(None, 4, 3))),
+    ("none", (None, 1)), ("ellipsis", (Ellipsis, 2)), ("ellipsis_middle", (1, Ellipsis, slice(0, 3))),
+    ("none_ellipsis_none", (None, Ellipsis, None)), ("all_kinds", (slice(None), None, -1, slice(None, None, 4))),
+    ("empty_slice", slice(2, 2)), ("slice_past_end", slice(2, 100)),
+    ("index_tensor", np.array([2, 0, 2])), ("index_tensor_negative", np.array([-1, 0, -4])),
+    ("index_tensor_2d", np.array([[0, 1], [3, 3]])), ("index_0d_tensor", np.array(2)),
+    ("two_indices_broadcast", (np.array([[0], [3]]), np.array([1, 4, 4]))),
+    ("index_after_slice", (slice(None), np.array([4, 0]))),
+    ("separated_indices", (np.array([0, 3]), slice(None), np.array([5, -1]))),
+    ("int_and_index", (np.array([1, 2]), 0, np.array([3, 3]))),
+    ("adjacent_after_slice", (slice(1, 3), np.array([0, 1]), np.array([[2], [4]]))),
+    ("index_with_none", (None, np.array([0, 1]), 2)),
+    ("ellipsis_index", (Ellipsis, np.array([0, -1]))),
+    ("int32_index", np.array([1, 3], dtype=np.int32)),
+    # Where PyTorch and numpy differ: ints are not advanced indices.
+    ("int_slice_index", (1, slice(None), np.array([1, 2]))),
+    ("int_between_indices", (np.array([0, 3]), 2, np.array([1, 5]))),
+    ("0d_tensor_slice_index", (np.array(1), slice(None), np.array([1, 2]))),
+    ("none_int_none_index", (None, 1, None, np.array([0, 4]))),
+    ("0d_mask_true", np.array(True)), ("0d_mask_false", (np.array(False),)), ("int_0d_mask", (0, np.array(True))),
+]
+for variant, key in GETITEM_KEYS:
+    case("getitem", variant, lambda x, key=key: x[_on(x.device, key)], lambda x, key=key: torch_getitem(x, key), Y)
+case("getitem", "mask_full", lambda x: x[x > 0], lambda x: x[x > 0], Y)
+case("getitem", "mask_first_dim", lambda x, m: x[m], lambda x, m: x[m], Y, B(4))
+case("getitem", "mask_after_slice", lambda x, m: x[:, m], lambda x, m: x[:, m], Y, B(5, 6))
+case("getitem", "mask_and_int", lambda x, m: x[m, :, 1], lambda x, m: torch_getitem(x, (m, slice(None), 1)), Y, B(4))
+case("getitem", "list_index", lambda x: x[[0, 2]], lambda x: x[[0, 2]], Y)
+case("getitem", "int_tensor_values", lambda x: x[1:3, ::2], lambda x: x[1:3, ::2], I(4, 5), grad=False)
+case("getitem", "index_from_int_tensor", lambda x, i: x[i], lambda x, i: x[i], Y, IDX(2, 3, high=4, negative=True))
+case("take", "rows", lambda x, i: webgrad.ops.take(x, i), lambda x, i: x[i], F(5, 2), IDX(2, 3, high=5))
+case("index_select", "dim0", lambda x, i: x.index_select(0, i), lambda x, i: x[i], F(4, 3), IDX(5, high=4))
+case("index_select", "dim1", lambda x, i: webgrad.index_select(x, 1, i), lambda x, i: x[:, i], F(4, 3), IDX(4, high=3))
+case("index_select", "negative_dim", lambda x, i: x.index_select(-1, i), lambda x, i: x[..., i], Y, IDX(3, high=6))
+
+
+def _gather_ref(x, dim, index):
+    return np.take_along_axis(x, index, axis=dim)
+
+
+def _scatter_add_ref(x, dim, index, src):
+    out = x.copy()
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    np.add.at(out, tuple(grids), src[tuple(slice(0, n) for n in index.shape)])
+    return out
+
+
+case("gather", "dim1", lambda x, i: x.gather(1, i), lambda x, i: _gather_ref(x, 1, i), F(3, 4), IDX(3, 5, high=4))
+case("gather", "dim0", lambda x, i: webgrad.gather(x, 0, i), lambda x, i: _gather_ref(x, 0, i),
+     F(3, 4), IDX(2, 4, high=3))
+case("gather", "negative_dim_3d", lambda x, i: x.gather(-1, i), lambda x, i: _gather_ref(x, -1, i),
+     F(2, 3, 4), IDX(2, 3, 2, high=4))
+case("scatter_add", "dim0", lambda x, i, s: x.scatter_add(0, i, s), lambda x, i, s: _scatter_add_ref(x, 0, i, s),
+     F(3, 4), IDX(5, 4, high=3), F(5, 4))
+case("scatter_add", "dim1_smaller_index", lambda x, i, s: webgrad.scatter_add(x, 1, i, s),
+     lambda x, i, s: _scatter_add_ref(x, 1, i, s), F(3, 4), IDX(2, 3, high=4), F(3, 5))
+
+
+# ---- x[key] = value and in-place ops (not differentiable: they run on copies) --------
+def _set(key):
+    def fn(x, v):
+        y = x.clone()
+        y[_on(x.device, key)] = v
+        return y
+
+    def ref(x, v):
+        y = x.copy()
+        torch_setitem(y, key, v)
+        return y
+    return fn, ref
+
+
+for variant, key, value in [
+    ("int", 1, F(5, 6)), ("broadcast_value", (slice(None), 2), F(6)), ("slice_step", (slice(None, None, 2),), F(1)),
+    ("ellipsis", (Ellipsis, 0), F(4, 5)), ("index_tensor", np.array([3, 0]), F(2, 5, 6)),
+    ("two_index_tensors", (np.array([0, 1, 3]), slice(None), np.array([5, -6, 0])), F(3, 5)),
+    ("negative_int_none", (-1, None), F(5, 6)),
+    ("int_slice_index", (1, slice(None), np.array([1, 2])), F(5, 2)),
+    ("0d_mask", (0, np.array(True)), F(1, 5, 6)), ("all_ints", (1, 2, 3), F()),
+]:
+    fn, ref = _set(key)
+    case("setitem", variant, fn, ref, Y, value, grad=False)
+case("setitem", "python_scalar", lambda x: _set(1)[0](x, 2.5), lambda x: _set(1)[1](x, 2.5), Y, grad=False)
+case("setitem", "mask", lambda x: _set_mask(x), lambda x: np.where(x > 0, 0.0, x).astype(x.dtype), Y, grad=False)
+case("setitem", "int_tensor_float_value", lambda x: _set(0)[0](x, 1.7), lambda x: _set(0)[1](x, 1), I(3, 2),
+     grad=False)
+
+
+def _set_mask(x):
+    y = x.clone()
+    y[y > 0] = 0.0
+    return y
+
+
+def _inplace(method, *args):
+    def fn(x, *rest):
+        y = x.clone()
+        getattr(y, method)(*rest, *args)
+        return y
+    return fn
+
+
+case("inplace", "add_", _inplace("add_"), np.add, F(3, 4), F(4), grad=False)
+case("inplace", "add_alpha", _inplace("add_", 3), lambda x, y: x + 3 * y, F(3, 4), F(3, 4), grad=False)
+case("inplace", "sub_", _inplace("sub_"), np.subtract, F(3, 4), F(3, 4), grad=False)
+case("inplace", "mul_", _inplace("mul_"), np.multiply, F(3, 4), F(3, 1), grad=False)
+case("inplace", "div_", _inplace("div_"), np.divide, F(3, 4), NZ(3, 4), grad=False)
+case("inplace", "iadd_scalar", lambda x: _iop(x, "__iadd__", 2.0), lambda x: x + 2.0, F(5), grad=False)
+case("inplace", "imul_tensor", lambda x, y: _iop(x, "__imul__", y), np.multiply, F(5), F(5), grad=False)
+case("inplace", "isub_int", lambda x: _iop(x, "__isub__", 2), lambda x: x - 2, I(5), grad=False)
+case("inplace", "itruediv", lambda x: _iop(x, "__itruediv__", 4.0), lambda x: x / 4.0, F(5), grad=False)
+case("inplace", "int_mul_bool", lambda x, m: _iop(x, "mul_", m), np.multiply, I(5), B(5), grad=False)
+case("inplace", "float32_add_float64", lambda x, y: _iop(x, "add_", y), lambda x, y: x + y, F(5), F(5, dtype="float64"),
+     grad=False, dtype="float32")
+case("inplace", "clamp_", _inplace("clamp_", -0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), F(6), grad=False)
+case("inplace", "fill_", _inplace("fill_", 3.0), lambda x: np.full_like(x, 3.0), F(2, 3), grad=False)
+case("inplace", "zero_", _inplace("zero_"), np.zeros_like, F(2, 3), grad=False)
+case("inplace", "copy_broadcast", _inplace("copy_"), lambda x, y: np.broadcast_to(y, x.shape).astype(x.dtype),
+     F(2, 3), I(3), grad=False)
+case("inplace", "masked_fill_", lambda x, m: _inplace("masked_fill_", 0.0)(x, m),
+     lambda x, m: np.where(m, 0, x).astype(x.dtype), F(2, 3), B(2, 3), grad=False)
+case("inplace", "through_view", lambda x: _through_view(x), lambda x: _through_view_ref(x), F(3, 4), grad=False)
+
+
+def _iop(x, method, other):
+    y = x.clone()
+    y = getattr(y, method)(other)
+    return y
+
+
+def _through_view(x):
+    """Writes through a view reach the base, as in PyTorch."""
+    y = x.clone()
+    row = y[1]
+    row[::2] = 9.0
+    y[:, 3].fill_(-1.0)
+    return y
+
+
+def _through_view_ref(x):
+    y = x.copy()
+    y[1, ::2] = 9.0
+    y[:, 3] = -1.0
+    return y
+
+
+# ---- dtype conversions ------------------------------------------------------------
+case("cast", "to_float64", lambda x: x.to(webgrad.float64), lambda x: x.astype(np.float64), F(3))
+case("cast", "double", lambda x: x.double(), lambda x: x.astype(np.float64), F(3))
+case("cast", "float_from_int", lambda x: x.float(), lambda x: x.astype(np.float32), I(3), grad=False)
+case("cast", "long_truncates", lambda x: x.long(), lambda x: x.astype(np.int64), F(6, low=-3, high=3), grad=False)
+case("cast", "int", lambda x: x.int(), lambda x: x.astype(np.int32), F(6, low=-3, high=3), grad=False)
+case("cast", "bool", lambda x: x.bool(), lambda x: x.astype(bool), I(6, low=-1, high=1), grad=False)
+case("cast", "bool_to_float", lambda x: x.float(), lambda x: x.astype(np.float32), B(4), grad=False)
+case("cast", "to_python_type", lambda x: x.to(int), lambda x: x.astype(np.int64), HALVES(3), grad=False)
+case("cast", "to_other", lambda x, y: x.to(y), lambda x, y: x.astype(y.dtype), F(3), I(2, dtype="int32"), grad=False)
+case("cast", "type", lambda x: x.type(webgrad.int64), lambda x: x.astype(np.int64), HALVES(3), grad=False)
+case("cast", "to_copy", lambda x: x.to(webgrad.float32, copy=True), np.copy, F(3), grad=False)
+
+# ---- composed expressions: several ops at once, for broadcasting through autograd --
+case("composite", "mlp_layer", lambda x, w, b: (x @ w + b).tanh().sum(-1),
+     lambda x, w, b: np.tanh(x @ w + b).sum(-1), F(4, 3), F(3, 5), F(5))
+case("composite", "broadcast_chain", lambda x, y, z: (x * y - z / 2).exp().mean((0, 2)),
+     lambda x, y, z: np.exp(x * y - z / 2).mean((0, 2)), F(2, 1, 4, low=-1, high=1), F(3, 1, low=-1, high=1),
+     F(1, 1, 1, low=-1, high=1))
+case("composite", "same_input_twice", lambda x: x * x.sin() + x, lambda x: x * np.sin(x) + x, F(3, 4))
+case("composite", "cross_entropy", lambda x, t: -x.log_softmax(-1).gather(1, t).mean(),
+     lambda x, t: -np.mean(np.take_along_axis(np.log(_softmax(x, -1)), t, 1)), F(4, 5), IDX(4, 1, high=5))
+case("composite", "layer_norm", lambda x: (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, unbiased=False)
+                                                                            + 1e-5).sqrt(),
+     lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), F(3, 6))
+
+
+# ---- strided views as inputs: backends must honour strides, offsets and broadcasts ---
+case("views", "exp_of_transposed", lambda x: x.T.exp(), lambda x: np.exp(x.T), F(3, 4))
+case("views", "add_step_slice_and_transposed", lambda x, y: x[:, ::2] + y.T, lambda x, y: x[:, ::2] + y.T,
+     F(3, 8), F(4, 3))
+case("views", "matmul_of_transposed", lambda x, y: x.T @ y.mT, lambda x, y: x.T @ np.swapaxes(y, -1, -2),
+     F(4, 2), F(5, 4))
+case("views", "sum_of_permuted", lambda x: x.permute(2, 0, 1)[1:].sum((0, 2)),
+     lambda x: x.transpose(2, 0, 1)[1:].sum((0, 2)), F(2, 3, 4))
+case("views", "softmax_of_slice", lambda x: x[1:, 1:3].softmax(0), lambda x: _softmax(x[1:, 1:3], 0), F(4, 5))
+case("views", "cat_of_views", lambda x: webgrad.cat([x[:, :1], x.flip(1), x.T.T[:, 2:]], 1),
+     lambda x: np.concatenate([x[:, :1], np.flip(x, 1), x[:, 2:]], 1), F(3, 4))
+case("views", "gather_of_transposed", lambda x, i: x.T.gather(0, i), lambda x, i: _gather_ref(x.T, 0, i),
+     F(3, 4), IDX(2, 3, high=4))
+case("views", "index_of_expanded", lambda x: x.expand(3, 4)[webgrad.tensor([2, 0], device=x.device)] * 2,
+     lambda x: np.broadcast_to(x, (3, 4))[[2, 0]] * 2, F(4))
+case("views", "reshape_of_permuted", lambda x: x.permute(1, 0, 2).reshape(3, 8),
+     lambda x: x.transpose(1, 0, 2).reshape(3, 8), F(2, 3, 4))
+case("views", "where_of_views", lambda c, x: webgrad.where(c.T, x[::2], x[1::2]),
+     lambda c, x: np.where(c.T, x[::2], x[1::2]), B(3, 2), F(4, 3))
+case("views", "unsqueeze_expand_mul", lambda x, y: x.unsqueeze(-1) * y.unsqueeze(0),
+     lambda x, y: x[:, :, None] * y[None], F(2, 3), F(3, 4))
+case("views", "max_of_flipped", lambda x: tuple(x.flip(0).max(0)),
+     lambda x: (np.flip(x, 0).max(0), np.flip(x, 0).argmax(0)), DISTINCT(3, 4), dtype=("float32", "int64"))
+
+# ---- zero-size tensors ----------------------------------------------------------------
+case("empty", "add", lambda x, y: x + y, np.add, F(0, 3), F(3), grad=False)
+case("empty", "sum", lambda x: x.sum(0), lambda x: x.sum(0), F(0, 3), grad=False)
+case("empty", "sum_all", lambda x: x.sum(), np.sum, F(2, 0), grad=False)
+case("empty", "matmul_inner_zero", lambda x, y: x @ y, np.matmul, F(2, 0), F(0, 3), grad=False)
+case("empty", "matmul_rows_zero", lambda x, y: x @ y, np.matmul, F(0, 2), F(2, 3), grad=False)
+case("empty", "cat", lambda x, y: webgrad.cat([x, y]), lambda x, y: np.concatenate([x, y]), F(0, 3), F(2, 3),
+     grad=False)
+case("empty", "reshape", lambda x: x.reshape(3, 0, 2), lambda x: x.reshape(3, 0, 2), F(0, 6), grad=False)
+case("empty", "mask_selects_nothing", lambda x: x[x > 100], lambda x: x[x > 100], F(3, 4), grad=False)
+case("empty", "index_with_empty", lambda x: x[webgrad.tensor([], dtype=webgrad.int64, device=x.device)],
+     lambda x: x[np.array([], dtype=np.int64)], F(3, 4), grad=False)
+case("empty", "exp", lambda x: x.exp(), np.exp, F(0), grad=False)
+case("empty", "prod", lambda x: x.prod(1), lambda x: x.prod(1), F(3, 0), grad=False)
+
+
+# ---- creation ops: no inputs, the device is their only argument ---------------------
+@dataclass
+class CreationCase:
+    name: str
+    fn: Callable[[str], Any]  # device -> webgrad tensor
+    ref: Callable[[], np.ndarray]
+    dtype: str
+
+
+CREATION_CASES = [
+    CreationCase("zeros", lambda d: webgrad.zeros(2, 3, device=d), lambda: np.zeros((2, 3)), "float32"),
+    CreationCase("zeros_tuple", lambda d: webgrad.zeros((2, 3), device=d), lambda: np.zeros((2, 3)), "float32"),
+    CreationCase("zeros_int", lambda d: webgrad.zeros(4, dtype=webgrad.int64, device=d), lambda: np.zeros(4), "int64"),
+    CreationCase("zeros_scalar", lambda d: webgrad.zeros((), device=d), lambda: np.zeros(()), "float32"),
+    CreationCase("ones", lambda d: webgrad.ones([3], device=d), lambda: np.ones(3), "float32"),
+    CreationCase("ones_bool", lambda d: webgrad.ones(2, 2, dtype=webgrad.bool, device=d), lambda: np.ones((2, 2)),
+                 "bool"),
+    CreationCase("empty_shape", lambda d: webgrad.empty(2, 0, device=d), lambda: np.zeros((2, 0)), "float32"),
+    CreationCase("full_float", lambda d: webgrad.full((2, 2), 1.5, device=d), lambda: np.full((2, 2), 1.5), "float32"),
+    CreationCase("full_int", lambda d: webgrad.full((3,), 7, device=d), lambda: np.full(3, 7), "int64"),
+    CreationCase("full_bool", lambda d: webgrad.full((3,), True, device=d), lambda: np.full(3, True), "bool"),
+    CreationCase("full_dtype", lambda d: webgrad.full((3,), 2, dtype=webgrad.float64, device=d),
+                 lambda: np.full(3, 2.0), "float64"),
+    CreationCase("arange_end", lambda d: webgrad.arange(5, device=d), lambda: np.arange(5), "int64"),
+    CreationCase("arange_start_end", lambda d: webgrad.arange(2, 7, device=d), lambda: np.arange(2, 7), "int64"),
+    CreationCase("arange_step", lambda d: webgrad.arange(1, 10, 3, device=d), lambda: np.arange(1, 10, 3), "int64"),
+    CreationCase("arange_negative_step", lambda d: webgrad.arange(5, -3, -2, device=d), lambda: np.arange(5, -3, -2),
+                 "int64"),
+    CreationCase("arange_float_step", lambda d: webgrad.arange(0, 1, 0.1, device=d), lambda: np.arange(0, 1, 0.1),
+                 "float32"),
+    CreationCase("arange_float_start", lambda d: webgrad.arange(0.5, 2.0, 0.25, device=d),
+                 lambda: np.arange(0.5, 2.0, 0.25), "float32"),
+    CreationCase("arange_float_end", lambda d: webgrad.arange(3.0, device=d), lambda: np.arange(3.0), "float32"),
+    CreationCase("arange_dtype", lambda d: webgrad.arange(4, dtype=webgrad.float64, device=d), lambda: np.arange(4.0),
+                 "float64"),
+    CreationCase("arange_empty", lambda d: webgrad.arange(3, 3, device=d), lambda: np.arange(3, 3), "int64"),
+    CreationCase("linspace", lambda d: webgrad.linspace(-1, 1, 5, device=d), lambda: np.linspace(-1, 1, 5), "float32"),
+    CreationCase("linspace_one", lambda d: webgrad.linspace(2, 3, 1, device=d), lambda: np.linspace(2, 3, 1),
+                 "float32"),
+    CreationCase("linspace_dtype", lambda d: webgrad.linspace(0, 1, 11, dtype=webgrad.float64, device=d),
+                 lambda: np.linspace(0, 1, 11), "float64"),
+    CreationCase("eye", lambda d: webgrad.eye(3, device=d), lambda: np.eye(3), "float32"),
+    CreationCase("eye_rect", lambda d: webgrad.eye(2, 4, device=d), lambda: np.eye(2, 4), "float32"),
+    CreationCase("eye_int", lambda d: webgrad.eye(2, dtype=webgrad.int64, device=d), lambda: np.eye(2), "int64"),
+    CreationCase("zeros_like", lambda d: webgrad.zeros_like(webgrad.ones(2, 3, dtype=webgrad.int32, device=d)),
+                 lambda: np.zeros((2, 3)), "int32"),
+    CreationCase("ones_like_dtype", lambda d: webgrad.ones_like(webgrad.zeros(2, device=d), dtype=webgrad.float64),
+                 lambda: np.ones(2), "float64"),
+    CreationCase("full_like", lambda d: webgrad.full_like(webgrad.zeros(2, 2, device=d), -3.0),
+                 lambda: np.full((2, 2), -3.0), "float32"),
+    CreationCase("empty_like", lambda d: webgrad.empty_like(webgrad.zeros(3, device=d)).zero_(), lambda: np.zeros(3),
+                 "float32"),
+    CreationCase("tensor_nested", lambda d: webgrad.tensor([[1, 2], [3, 4]], device=d),
+                 lambda: np.array([[1, 2], [3, 4]]), "int64"),
+    CreationCase("tensor_float", lambda d: webgrad.tensor([1.0, 2.5], device=d), lambda: np.array([1.0, 2.5]),
+                 "float32"),
+    CreationCase("tensor_mixed_int_float", lambda d: webgrad.tensor([1, 2.5], device=d), lambda: np.array([1, 2.5]),
+                 "float32"),
+    CreationCase("tensor_bool", lambda d: webgrad.tensor([True, False], device=d), lambda: np.array([True, False]),
+                 "bool"),
+    CreationCase("tensor_scalar", lambda d: webgrad.tensor(3.0, device=d), lambda: np.array(3.0), "float32"),
+    CreationCase("tensor_numpy_float64", lambda d: webgrad.tensor(np.array([0.1, 0.2]), device=d),
+                 lambda: np.array([0.1, 0.2]), "float64"),
+    CreationCase("tensor_numpy_int32", lambda d: webgrad.tensor(np.array([1, 2], dtype=np.int32), device=d),
+                 lambda: np.array([1, 2]), "int32"),
+    CreationCase("tensor_dtype", lambda d: webgrad.tensor([1, 2], dtype=webgrad.float32, device=d),
+                 lambda: np.array([1.0, 2.0]), "float32"),
+    CreationCase("tensor_of_tensors", lambda d: webgrad.tensor([webgrad.tensor(1.0), webgrad.tensor(2.0)], device=d),
+                 lambda: np.array([1.0, 2.0]), "float32"),
+    CreationCase("tensor_empty", lambda d: webgrad.tensor([], device=d), lambda: np.zeros(0), "float32"),
+    CreationCase("as_tensor", lambda d: webgrad.as_tensor([1, 2], dtype=webgrad.float64, device=d),
+                 lambda: np.array([1.0, 2.0]), "float64"),
+]
+
+
+def cases_for(op: str) -> list[OpCase]:
+    return [c for c in CASES if c.op == op]
+
+
+_names = [c.name for c in CASES]
+assert len(_names) == len(set(_names)), sorted(n for n in _names if _names.count(n) > 1)

@@ -1,0 +1,415 @@
+"""Autograd behaviour: accumulation, graph lifetime, grad modes, functional grad,
+deep graphs, and in-place changes of saved tensors."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import webgrad
+from conftest import assert_close
+
+
+def leaf(values, dtype=webgrad.float64):
+    return webgrad.tensor(values, dtype=dtype, requires_grad=True)
+
+
+# -- accumulation -----------------------------------------------------------------------
+def test_grad_accumulates_across_backward_calls():
+    x = leaf([1.0, 2.0])
+    (x * x).sum().backward()
+    assert_close(x.grad, [2.0, 4.0])
+    (x * 3).sum().backward()
+    assert_close(x.grad, [5.0, 7.0])
+
+
+def test_leaf_used_twice_accumulates():
+    x = leaf([1.0, -2.0, 3.0])
+    (x * x + x.exp() * x).sum().backward()
+    v = np.array([1.0, -2.0, 3.0])
+    assert_close(x.grad, 2 * v + np.exp(v) * (1 + v), rtol=1e-12)
+
+
+def test_diamond_graph_accumulates_once_per_path():
+    x = leaf([0.5])
+    a = x * 2
+    b = a.sin()
+    c = a.cos()
+    (b * c + a).sum().backward()
+    # d/dx [sin(2x) cos(2x) + 2x] = 2 cos(4x) + 2
+    assert_close(x.grad, [2 * math.cos(2.0) + 2], rtol=1e-12)
+
+
+def test_broadcast_gradient_is_summed_to_input_shape():
+    x = leaf(np.ones((3, 1)))
+    y = leaf(np.ones(4))
+    (x * y * 2).sum().backward()
+    assert_close(x.grad, np.full((3, 1), 8.0))
+    assert_close(y.grad, np.full(4, 6.0))
+
+
+def test_grads_own_their_memory():
+    """``x.grad`` and ``y.grad`` of ``x + y`` are separate, writable tensors."""
+    x, y = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    (x + y).sum().backward()
+    x.grad.mul_(10.0)  # e.g. gradient clipping, in place
+    assert_close(x.grad, [10.0, 10.0])
+    assert_close(y.grad, [1.0, 1.0])
+    y.grad.zero_()
+    assert_close(y.grad, [0.0, 0.0])
+
+
+def test_backward_with_explicit_gradient():
+    x = leaf([1.0, 2.0, 3.0])
+    y = x * x
+    y.backward(webgrad.tensor([1.0, 0.0, 0.5], dtype=webgrad.float64))
+    assert_close(x.grad, [2.0, 0.0, 3.0])
+
+
+def test_backward_on_a_leaf():
+    x = leaf(2.0)
+    x.backward()
+    assert_close(x.grad, 1.0)
+
+
+def test_gradient_dtype_and_shape_match_the_leaf():
+    x = webgrad.randn(2, 3, requires_grad=True)
+    (x.double() * 2).sum().backward()
+    assert x.grad.dtype is webgrad.float32 and tuple(x.grad.shape) == (2, 3)
+    assert not x.grad.requires_grad
+
+
+# -- graph lifetime -----------------------------------------------------------------------
+def test_second_backward_without_retain_graph_raises():
+    x = leaf([1.0, 2.0])
+    y = (x.exp() * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        y.backward()
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = leaf([1.0, 2.0])
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    assert_close(x.grad, [4.0, 8.0])
+
+
+def test_create_graph_gives_differentiable_gradients():
+    x = leaf([1.0, 2.0])
+    y = (x ** 3).sum()
+    y.backward(create_graph=True)
+    assert x.grad.requires_grad
+    g = x.grad
+    x.grad = None
+    g.sum().backward()
+    assert_close(x.grad, [6.0, 12.0])  # d/dx sum(3 x^2) = 6 x
+
+
+def test_autograd_grad_returns_gradients_without_touching_grad():
+    x, y = leaf([1.0, 2.0]), leaf([3.0])
+    out = (x * y).sum()
+    gx, gy = webgrad.autograd.grad(out, [x, y])
+    assert_close(gx, [3.0, 3.0])
+    assert_close(gy, [3.0])
+    assert x.grad is None and y.grad is None
+
+
+def test_autograd_grad_several_outputs_and_grad_outputs():
+    x = leaf([1.0, 2.0])
+    a, b = x * 2, x * x
+    (g,) = webgrad.autograd.grad([a, b], [x], grad_outputs=[webgrad.ones_like(a), webgrad.ones_like(b) * 0.5])
+    assert_close(g, [3.0, 4.0])
+
+
+def test_autograd_grad_unused_input():
+    x, unused = leaf([1.0]), leaf([2.0])
+    with pytest.raises(RuntimeError, match="allow_unused"):
+        webgrad.autograd.grad((x * 2).sum(), [x, unused])
+    gx, gu = webgrad.autograd.grad((x * 2).sum(), [x, unused], allow_unused=True)
+    assert_close(gx, [2.0])
+    assert gu is None
+
+
+def test_autograd_grad_with_respect_to_an_intermediate():
+    x = leaf([1.0, 2.0])
+    h = x * 3
+    (gh,) = webgrad.autograd.grad((h * h).sum(), h)
+    assert_close(gh, [6.0, 12.0])
+
+
+def test_retain_grad_on_a_non_leaf():
+    x = leaf([1.0, 2.0])
+    h = x * 2
+    h.retain_grad()
+    (h * h).sum().backward()
+    assert_close(h.grad, [4.0, 8.0])
+    assert_close(x.grad, [8.0, 16.0])
+
+
+def test_non_leaf_grad_is_not_kept_without_retain_grad():
+    x = leaf([1.0])
+    h = x * 2
+    (h * h).sum().backward()
+    assert h.grad is None
+
+
+def test_detach():
+    x = leaf([1.0, 2.0])
+    d = x.detach()
+    assert not d.requires_grad and d.grad_fn is None and d.is_leaf
+    y = (x * d).sum()  # d is a constant
+    y.backward()
+    assert_close(x.grad, [1.0, 2.0])
+    assert np.shares_memory(d.numpy(), x.detach().numpy())
+
+
+def test_is_leaf_grad_fn_and_requires_grad_propagation():
+    x = leaf([1.0])
+    c = webgrad.tensor([2.0], dtype=webgrad.float64)
+    y = x * c
+    assert x.is_leaf and not y.is_leaf
+    assert y.requires_grad and y.grad_fn is not None and "Mul" in y.grad_fn.name()
+    z = c * 2
+    assert not z.requires_grad and z.grad_fn is None
+    assert not x.argmax().requires_grad
+    assert not (x > 0).requires_grad
+
+
+def test_requires_grad_false_on_a_non_leaf_raises():
+    y = leaf([1.0]) * 2
+    with pytest.raises(RuntimeError, match="detach"):
+        y.requires_grad = False
+
+
+# -- grad modes -----------------------------------------------------------------------
+def test_no_grad_context():
+    x = leaf([1.0])
+    with webgrad.no_grad():
+        y = x * 2
+        assert not webgrad.is_grad_enabled()
+    assert webgrad.is_grad_enabled()
+    assert not y.requires_grad and y.grad_fn is None
+
+
+def test_enable_grad_inside_no_grad():
+    x = leaf([1.0])
+    with webgrad.no_grad():
+        with webgrad.enable_grad():
+            y = x * 2
+        z = x * 2
+    assert y.requires_grad and not z.requires_grad
+
+
+def test_no_grad_and_enable_grad_as_decorators():
+    @webgrad.no_grad()
+    def f(x):
+        return x * 2
+
+    @webgrad.enable_grad()
+    def g(x):
+        return x * 2
+
+    x = leaf([1.0])
+    assert not f(x).requires_grad
+    assert webgrad.is_grad_enabled()
+    with webgrad.no_grad():
+        assert g(x).requires_grad
+        assert not webgrad.is_grad_enabled()
+
+
+def test_set_grad_enabled_context_decorator_and_call():
+    x = leaf([1.0])
+    with webgrad.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert (x * 2).requires_grad
+
+    @webgrad.set_grad_enabled(False)
+    def f(x):
+        return x * 2
+
+    assert webgrad.is_grad_enabled()  # decorating changes nothing by itself
+    assert not f(x).requires_grad
+    webgrad.set_grad_enabled(False)  # a plain call switches at once, as in PyTorch
+    try:
+        assert not webgrad.is_grad_enabled()
+        assert not (x * 2).requires_grad
+    finally:
+        webgrad.set_grad_enabled(True)
+    assert webgrad.is_grad_enabled()
+
+
+def test_grad_mode_restored_after_an_exception():
+    with pytest.raises(ValueError):
+        with webgrad.no_grad():
+            raise ValueError
+    assert webgrad.is_grad_enabled()
+
+
+def test_requires_grad_on_int_tensor_raises():
+    t = webgrad.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="floating point"):
+        t.requires_grad_()
+    with pytest.raises(RuntimeError, match="int64"):
+        webgrad.zeros(2, dtype=webgrad.int64, requires_grad=True)
+
+
+# -- functional grad --------------------------------------------------------------------
+def test_functional_grad_of_tanh():
+    g = webgrad.grad(webgrad.tanh)(1.0)
+    assert abs(g.item() - 0.4199743) < 1e-6
+    assert not g.requires_grad
+
+
+def test_nested_functional_grad():
+    t = math.tanh(1.0)
+    second = webgrad.grad(webgrad.grad(webgrad.tanh))(1.0)
+    assert abs(second.item() - (-2 * t * (1 - t * t))) < 1e-5
+    third = webgrad.grad(webgrad.grad(webgrad.grad(webgrad.tanh)))(webgrad.tensor(0.3, dtype=webgrad.float64))
+    t = math.tanh(0.3)
+    assert abs(third.item() - (-2 * (1 - t * t) ** 2 + 4 * t * t * (1 - t * t))) < 1e-10
+
+
+def test_functional_grad_argnums_and_tensor_input():
+    def f(x, y):
+        return (x * x * y).sum()
+
+    x = webgrad.tensor([1.0, 2.0])
+    gx = webgrad.grad(f)(x, webgrad.tensor(3.0))
+    assert_close(gx, [6.0, 12.0])
+    gx, gy = webgrad.grad(f, argnums=(0, 1))(x, webgrad.tensor(3.0))
+    assert_close(gy, 5.0)
+    assert not x.requires_grad  # the caller's tensor is untouched
+
+
+def test_functional_grad_of_unused_argument_is_zero():
+    g = webgrad.grad(lambda x, y: (x * 2).sum(), argnums=1)(webgrad.tensor(1.0), webgrad.tensor([1.0, 2.0]))
+    assert_close(g, [0.0, 0.0])
+
+
+# -- deep graphs --------------------------------------------------------------------------
+def test_ten_thousand_op_chain_backward():
+    x = leaf(1.0)
+    y = x
+    for _ in range(10_000):
+        y = y * 1.0001 + 0.0
+    y.backward()
+    assert abs(x.grad.item() - 1.0001 ** 10_000) < 1e-9
+
+
+def test_ten_thousand_tanh_chain_backward():
+    x = leaf(0.5)
+    y, values = x, []
+    for _ in range(10_000):
+        values.append(y.detach().item())
+        y = y.tanh()
+    y.backward()
+    expected = np.prod(1 - np.tanh(np.array(values)) ** 2)
+    assert abs(x.grad.item() - expected) < 1e-12 + 1e-9 * abs(expected)
+
+
+def test_deep_chain_with_create_graph():
+    x = leaf(0.1)
+    y = x
+    for _ in range(2_000):
+        y = y * 1.0 + x * x * 0.001  # y = x + 2 x^2 in the end
+    (g,) = webgrad.autograd.grad(y, x, create_graph=True)
+    assert abs(g.item() - 1.4) < 1e-9
+    (gg,) = webgrad.autograd.grad(g, x)
+    assert abs(gg.item() - 4.0) < 1e-9
+
+
+# -- in-place changes of saved tensors ------------------------------------------------------
+def test_inplace_change_of_a_saved_output_raises():
+    x = leaf([1.0, 2.0])
+    y = x.exp()  # exp's backward reads its output
+    with webgrad.no_grad():
+        y.mul_(2)
+    with pytest.raises(RuntimeError) as err:
+        y.sum().backward()
+    message = str(err.value)
+    assert "exp" in message and "(2,)" in message and "version 1" in message and "version 0" in message
+
+
+def test_inplace_change_of_a_saved_input_raises():
+    x = leaf([1.0, 2.0, 3.0])
+    h = x * 1
+    y = h.sin()
+    with webgrad.no_grad():
+        h[0] = 5.0
+    with pytest.raises(RuntimeError) as err:
+        y.sum().backward()
+    message = str(err.value)
+    assert "sin" in message and "(3,)" in message and "version 1" in message
+
+
+def test_inplace_change_through_a_view_is_noticed():
+    x = leaf([[1.0, 2.0], [3.0, 4.0]])
+    y = x.tanh()
+    row = y[0]
+    with webgrad.no_grad():
+        row.fill_(0.0)
+    with pytest.raises(RuntimeError, match="tanh"):
+        y.sum().backward()
+
+
+def test_inplace_change_of_a_leaf_that_requires_grad_raises_at_once():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="no_grad"):
+        x.add_(1.0)
+    with pytest.raises(RuntimeError, match="setitem"):
+        x[0] = 3.0
+    with webgrad.no_grad():
+        x.add_(1.0)  # fine: how optimizers update parameters
+    assert_close(x.detach(), [2.0, 3.0])
+    assert x.requires_grad
+
+
+def test_inplace_after_backward_is_fine():
+    x = leaf([1.0, 2.0])
+    y = x.exp()
+    y.sum().backward()
+    with webgrad.no_grad():
+        x.sub_(x.grad * 0.1)  # an SGD step
+    assert_close(x.detach(), np.array([1.0, 2.0]) - 0.1 * np.exp([1.0, 2.0]), rtol=1e-12)
+
+
+def test_version_counter_is_shared_by_views_and_detach():
+    x = webgrad.zeros(2, 3)
+    v, d = x[0], x.detach()
+    before = x._version
+    v.fill_(1.0)
+    assert x._version == d._version == before + 1
+    assert_close(x, [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+
+
+# -- gradients where the function has a kink: PyTorch's conventions ---------------------------
+KINKS = {
+    "relu_at_0": (lambda m, x: m.relu(x), [0.0, 1.0, -1.0]),
+    "abs_at_0": (lambda m, x: x.abs(), [0.0, 2.0, -2.0]),
+    "clamp_at_bounds": (lambda m, x: x.clamp(-1.0, 1.0), [-1.0, 1.0, 0.5, 2.0]),
+    "amax_ties": (lambda m, x: x.amax(), [1.0, 3.0, 3.0]),
+    "amin_ties_dim": (lambda m, x: x.reshape(2, 2).amin(1), [2.0, 2.0, 1.0, 5.0]),
+    "maximum_ties": (lambda m, x: m.maximum(x, m.ones_like(x)), [1.0, 0.0, 2.0]),
+    "norm_of_zero": (lambda m, x: x.norm(), [0.0, 0.0, 0.0]),
+    "norm_dim_zero_row": (lambda m, x: x.reshape(2, 2).norm(dim=1), [0.0, 0.0, 3.0, 4.0]),
+    "prod_one_zero": (lambda m, x: x.prod(), [0.0, 2.0, 3.0]),
+    "prod_two_zeros": (lambda m, x: x.prod(), [0.0, 2.0, 0.0]),
+    "sqrt_positive": (lambda m, x: x.sqrt(), [4.0]),
+    "pow_zero_base": (lambda m, x: x ** 2, [0.0, 1.0]),
+    "where_both_sides": (lambda m, x: m.where(x > 0, x * 2, x * 3), [0.0, 1.0, -1.0]),
+    "max_dim_picks_one": (lambda m, x: x.reshape(1, 3).max(1).values, [1.0, 0.5, -1.0]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KINKS))
+def test_gradient_at_kinks_matches_torch(name):
+    torch = pytest.importorskip("torch")
+    fn, values = KINKS[name]
+    ours = webgrad.tensor(values, dtype=webgrad.float64, requires_grad=True)
+    theirs = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    fn(webgrad, ours).sum().backward()
+    fn(torch, theirs).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-12, atol=1e-15)
