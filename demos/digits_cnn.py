@@ -17,15 +17,15 @@ from demos.digits_mlp import train  # noqa: E402
 
 
 class DigitsCNN(nn.Module):
-    """conv(1->8) -> relu -> maxpool -> conv(8->16) -> relu -> global avg -> linear."""
+    """conv(1->16) -> relu -> maxpool -> conv(16->32) -> relu -> avgpool -> linear."""
 
     def __init__(self):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, kernel_size=3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+            nn.Conv2d(1, 16, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, kernel_size=3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2),
         )
-        self.classifier = nn.Linear(16, 10)
+        self.classifier = nn.Linear(32 * 2 * 2, 10)
 
     def forward(self, x):
         x = x.reshape(-1, 1, 8, 8)  # the shared loader gives flat 64-pixel rows
@@ -35,7 +35,7 @@ class DigitsCNN(nn.Module):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "webgpu"])
-    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--epochs", type=int, default=12)
     args = parser.parse_args()
     webgrad.manual_seed(0)
     _, accuracy = train(DigitsCNN(), args.device, args.epochs)

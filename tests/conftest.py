@@ -30,8 +30,11 @@ def _devices() -> list[str]:
     chosen = os.environ.get("WEBGRAD_TEST_DEVICES")
     if chosen:
         return [d.strip() for d in chosen.split(",") if d.strip()]
-    # To run everything on WebGPU too, this becomes:
-    # return ["cpu"] + (["webgpu"] if webgpu_available() else [])
+    if webgpu_available():
+        return ["cpu", "webgpu"]
+    if os.environ.get("CI") == "true":  # in CI a missing adapter is a failure, never a skip
+        raise RuntimeError("CI=true but no WebGPU adapter: install mesa-vulkan-drivers and wgpu "
+                           "(scripts/install-deps does both)")
     return ["cpu"]
 
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from .. import autograd
 from ..backends import get_backend
-from .registry import defop
+from .registry import Op
 
-TO_DEVICE = defop("to_device", infer=lambda x, *, device: (x.shape, x.dtype),
-                  vjp=lambda g, x, *, out, device: to_device(g, x.device))
+# Not in the op registry: it runs no kernel on any backend, it moves data between them.
+TO_DEVICE = Op("to_device", infer=lambda x, *, device: (x.shape, x.dtype),
+               vjp=lambda g, x, *, out, device: to_device(g, x.device))
 
 
 def to_device(x, device):
