@@ -224,3 +224,30 @@ def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-4, *, seed=0) -> None
     numeric = (at(+1) - at(-1)) / (2 * eps)
     directional = sum(float(np.sum(g * d)) for g, d in zip(analytic, directions))
     _check(directional, numeric, atol, rtol, "gradgradcheck (random direction)")
+
+
+class _WebGPUErrorLog:
+    """Collects errors wgpu-py reports asynchronously (uncaptured device errors go
+    to its logger, not to the call that caused them)."""
+
+    def __init__(self):
+        import logging
+
+        self.records = []
+        self.handler = logging.Handler(level=logging.ERROR)
+        self.handler.emit = self.records.append
+        logging.getLogger("wgpu").addHandler(self.handler)
+
+
+_webgpu_errors = _WebGPUErrorLog()
+
+
+@pytest.fixture(autouse=True)
+def _fail_on_uncaptured_webgpu_errors():
+    """An uncaptured WebGPU error anywhere fails the test that caused it."""
+    _webgpu_errors.records.clear()
+    yield
+    if _webgpu_errors.records:
+        messages = "\n".join(r.getMessage() for r in _webgpu_errors.records)
+        _webgpu_errors.records.clear()
+        pytest.fail(f"uncaptured WebGPU error during this test:\n{messages}")

@@ -239,3 +239,23 @@ def test_digits_on_webgpu_matches_numpy(name):
     # Same seed, same data order: the loss curves agree until float32 rounding drifts.
     np.testing.assert_allclose(losses_gpu[:20], losses_cpu[:20], rtol=1e-3, atol=1e-4)
     assert abs(np.mean(losses_gpu[-20:]) - np.mean(losses_cpu[-20:])) < 0.05
+
+
+def test_uncaptured_errors_are_caught_by_the_suite():
+    """The conftest hook fails a test when wgpu logs an uncaptured error; check
+    the hook sees what wgpu's logger emits."""
+    import logging
+
+    from conftest import _webgpu_errors
+
+    logging.getLogger("wgpu").error("synthetic uncaptured error")
+    assert any("synthetic" in r.getMessage() for r in _webgpu_errors.records)
+    _webgpu_errors.records.clear()
+
+
+def test_device_errors_name_the_kernel():
+    from webgrad.backends.webgpu import backend as make_backend
+    from webgrad.backends.webgpu.device import DeviceError
+
+    with pytest.raises(DeviceError, match="broken.wgsl"):
+        make_backend().device.pipeline(("broken",), "fn oops( {", "main", {}, "broken.wgsl:main")
