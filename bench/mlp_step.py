@@ -3,6 +3,10 @@ backend against PyTorch CPU and a hand-written numpy MLP, measured in one run,
 printed as ratios. Also the per-op overhead on tiny tensors.
 
     python bench/mlp_step.py [--device webgpu]
+
+Some machines here set OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE (older OpenBLAS needed
+them); they make numpy's small matmuls ~50x slower. Measure with both unset:
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/mlp_step.py
 """
 from __future__ import annotations
 
@@ -102,9 +106,14 @@ def numpy_step():
 
 
 def main() -> None:
+    import os
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "webgpu"])
     args = parser.parse_args()
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        print(f"note: OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} is set; numpy's BLAS runs a "
+              f"slower kernel (see this file's docstring)")
     ours = timed(webgrad_step(args.device))
     floor = timed(numpy_step())
     print(f"MLP {IN}->{HIDDEN}->{OUT}, batch {BATCH}, Adam: ms per training step")
@@ -119,7 +128,8 @@ def main() -> None:
     a, b = webgrad.ones(4, device=args.device), webgrad.ones(4, device=args.device)
     na, nb = np.ones(4, np.float32), np.ones(4, np.float32)
     per_op = timed(lambda: a + b, number=2000)
-    line = f"per-op overhead, 4-element add (us): webgrad {per_op * 1e6:.2f}, numpy {timed(lambda: na + nb, number=2000) * 1e6:.2f}"
+    numpy_op = timed(lambda: na + nb, number=2000)
+    line = f"per-op overhead, 4-element add (us): webgrad {per_op * 1e6:.2f}, numpy {numpy_op * 1e6:.2f}"
     try:
         import torch
 
