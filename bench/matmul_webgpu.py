@@ -19,18 +19,23 @@ import webgrad
 from webgrad.backends.webgpu import matmul as gpu_matmul
 
 
-def best_seconds(fn, repeats: int, min_time: float = 0.5) -> float:
-    """Fastest of ``repeats`` timed runs (after one warm-up), running more
-    repeats if the total would be under ``min_time`` seconds."""
-    fn()
-    times = []
-    while len(times) < repeats or sum(times) < min_time:
-        start = time.perf_counter()
+def best_seconds(fns: dict, rounds: int, min_time: float = 0.3) -> dict:
+    """Fastest run of each function in ``fns``, after one warm-up each. Rounds
+    alternate between the functions, so a busy moment on a shared machine
+    slows all of them alike; each round lasts at least ``min_time`` seconds."""
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - start)
-        if len(times) >= 50:
-            break
-    return min(times)
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            runs = 0
+            while runs == 0 or time.perf_counter() - start < min_time / len(fns):
+                t = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - t)
+                runs += 1
+    return best
 
 
 def gpu_product(x, y):
@@ -41,10 +46,14 @@ def gpu_product(x, y):
     return run
 
 
+def host_product(a, b):
+    return lambda: a @ b
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--variant", choices=sorted(gpu_matmul.BLOCKINGS), default=None,
                         help="force a kernel variant (default: chosen per adapter)")
     args = parser.parse_args()
@@ -61,10 +70,9 @@ def main() -> None:
         b = rng.standard_normal((n, n), dtype=np.float32)
         x, y = webgrad.tensor(a, device="webgpu"), webgrad.tensor(b, device="webgpu")
         flops = 2.0 * n ** 3
-        gpu = flops / best_seconds(gpu_product(x, y), args.repeats) / 1e9
-        host = flops / best_seconds(lambda: a @ b, args.repeats) / 1e9
-        print(f"{n:>6} {gpu:>15.2f} {host:>14.2f} {gpu / host:>13.4f}")
-
+        best = best_seconds({"webgpu": gpu_product(x, y), "numpy": host_product(a, b)}, args.rounds)
+        gpu, host = flops / best["webgpu"] / 1e9, flops / best["numpy"] / 1e9
+        print(f"{n:>6} {gpu:>15.2f} {host:>14.2f} {gpu / host:>13.4f}", flush=True)
 
 if __name__ == "__main__":
     main()

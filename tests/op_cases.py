@@ -157,7 +157,12 @@ class OpCase:
 CASES: list[OpCase] = []
 
 
+INT64_RESULT_OPS = {"argmax", "argmin"}  # numpy's index dtype is int32 on wasm32 (Pyodide)
+
+
 def case(op, variant, fn, ref, *args, **kw) -> None:
+    if op in INT64_RESULT_OPS:
+        kw.setdefault("dtype", "int64")
     CASES.append(OpCase(op, variant, fn, ref, args, **kw))
 
 
@@ -266,7 +271,7 @@ for op, fn, ref in [("floor", lambda x: x.floor(), np.floor), ("ceil", lambda x:
                     ("round", lambda x: x.round(), np.round), ("sign", lambda x: x.sign(), np.sign)]:
     case(op, "float", fn, ref, F(3, 4, low=-3, high=3), grad=False)
     case(op, "halves", fn, ref, HALVES(13), grad=False)
-    case(op, "int", fn, ref, I(5), grad=False)
+    case(op, "int", fn, ref, I(5), grad=False, dtype="int64")
 case("sign", "bool", lambda x: x.sign(), lambda x: x.copy(), B(5), grad=False)
 
 # ---- clamp, maximum/minimum, where ---------------------------------------------
@@ -377,9 +382,9 @@ for op, fn, ref in [("sum", lambda x, **k: x.sum(**k), lambda x, **k: np.sum(x, 
     case(op, "keepdim", lambda x, fn=fn: fn(x, dim=1, keepdim=True),
          lambda x, ref=ref: ref(x, axis=1, keepdims=True), F(2, 3, 4))
     case(op, "zero_dim", lambda x, fn=fn: fn(x), lambda x, ref=ref: ref(x), F())
-case("sum", "int", lambda x: x.sum(0), lambda x: x.sum(0), I(3, 4), grad=False)
+case("sum", "int", lambda x: x.sum(0), lambda x: x.sum(0), I(3, 4), grad=False, dtype="int64")
 case("sum", "int32_to_int64", lambda x: x.sum(), lambda x: x.sum(dtype=np.int64), I(3, 4, dtype="int32"), grad=False)
-case("sum", "bool", lambda x: x.sum(-1), lambda x: x.sum(-1), B(3, 4), grad=False)
+case("sum", "bool", lambda x: x.sum(-1), lambda x: x.sum(-1), B(3, 4), grad=False, dtype="int64")
 case("sum", "dtype", lambda x: x.sum(dtype=webgrad.float64), lambda x: x.sum(dtype=np.float64), F(3, 4))
 case("sum", "function", lambda x: webgrad.sum(x, 1), lambda x: x.sum(1), F(3, 4))
 case("mean", "function", lambda x: webgrad.mean(x, (0, 1)), lambda x: x.mean((0, 1)), F(3, 4))

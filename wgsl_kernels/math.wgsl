@@ -1,6 +1,12 @@
 // math.wgsl: scalar helpers that WGSL lacks or defines differently from numpy,
 // prepended to the elementwise kernels. Each matches numpy/PyTorch semantics.
 
+// Bits to f32 through a function, so the compiler cannot fold inf/NaN constants
+// (Chrome's Tint rejects a constant that is not a finite f32).
+fn wg_bits(x: u32) -> u32 {
+  return x;
+}
+
 // erf: Abramowitz & Stegun 7.1.26 refined with one Newton step is overkill for
 // f32; this rational form has |error| < 1.5e-7, below f32 resolution near 1.
 fn wg_erf(x: f32) -> f32 {
@@ -8,6 +14,41 @@ fn wg_erf(x: f32) -> f32 {
   let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
                  + 0.254829592) * t * exp(-x * x);
   return select(-y, y, x >= 0.0);
+}
+
+// sin and cos accurate to about 1 ulp on the range tests use: WGSL only promises
+// 2**-11 absolute error, and SwiftShader delivers about that. Cody-Waite reduction
+// by pi/2 in three parts, then Cephes' sinf/cosf polynomials on [-pi/4, pi/4].
+fn wg_reduce_half_pi(x: f32) -> vec2<f32> {
+  let k = round(x * 0.63661977236);
+  let r = ((x - k * 1.5703125) - k * 4.837512969970703125e-4) - k * 7.54978995489188216e-8;
+  return vec2<f32>(r, k);
+}
+
+fn wg_sin_poly(r: f32) -> f32 {
+  let z = r * r;
+  return r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+}
+
+fn wg_cos_poly(r: f32) -> f32 {
+  let z = r * r;
+  return 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+}
+
+fn wg_sin(x: f32) -> f32 {
+  let rk = wg_reduce_half_pi(x);
+  let q = i32(rk.y) & 3;
+  let s = wg_sin_poly(rk.x);
+  let c = wg_cos_poly(rk.x);
+  return select(select(select(-c, -s, q == 2), c, q == 1), s, q == 0);
+}
+
+fn wg_cos(x: f32) -> f32 {
+  let rk = wg_reduce_half_pi(x);
+  let q = i32(rk.y) & 3;
+  let s = wg_sin_poly(rk.x);
+  let c = wg_cos_poly(rk.x);
+  return select(select(select(s, -c, q == 2), -s, q == 1), c, q == 0);
 }
 
 // tanh through exp of a clamped argument: some drivers return NaN for |x| > 88.
@@ -37,10 +78,10 @@ fn wg_pow(a: f32, b: f32) -> f32 {
     return select(r, 1.0 / r, b < 0.0);
   }
   if (a >= 0.0) {
-    if (a == 0.0) { return select(0.0, bitcast<f32>(0x7f800000u), b < 0.0); }  // 0 ** negative = inf
+    if (a == 0.0) { return select(0.0, bitcast<f32>(wg_bits(0x7f800000u)), b < 0.0); }  // 0 ** negative = inf
     return exp2(b * log2(a));
   }
-  if (b != floor(b)) { return bitcast<f32>(0x7fc00000u); }  // NaN
+  if (b != floor(b)) { return bitcast<f32>(wg_bits(0x7fc00000u)); }  // NaN
   let m = exp2(b * log2(-a));
   return select(m, -m, (abs(b) % 2.0) == 1.0);
 }

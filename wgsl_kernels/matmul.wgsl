@@ -37,7 +37,7 @@
 
 struct Params {
   dims: vec4<u32>,           // M, N, K, batch count
-  grid: vec4<u32>,           // tiles along N, tiles along M, total workgroups, unused
+  grid: vec4<u32>,           // tiles along N, tiles along M, total workgroups, 1 if N % 4 == 0
   offsets: vec4<u32>,        // a, b (elements), unused, unused
   strides: vec4<i32>,        // stride_am, stride_ak, stride_bk, stride_bn
   batch_shape: vec4<u32>,    // batch dims, innermost last, padded with 1 at the front
@@ -52,17 +52,18 @@ struct Params {
 
 override WG_X: u32 = 8u;         // threads along N
 override WG_Y: u32 = 8u;         // threads along M
-override TM: u32 = 4u;           // rows of C per thread, 1 .. MAX_TM
-override TN4: u32 = 1u;          // vec4s of columns of C per thread, 1 .. MAX_TN4
+override TM: u32 = 4u;           // rows of C per thread (matmul: 1 .. MAX_TM, matmul_tiled: 1 .. TILED_MAX_TM)
+override TN4: u32 = 1u;          // vec4s of columns of C per thread (1 .. MAX_TN4, matmul_tiled: 1 .. TILED_MAX_TN4)
 override TILE_K: u32 = 16u;      // matmul_tiled: depth of the staged tiles
 override A_VEC: u32 = 0u;        // 0 element reads, 1 vec4 along k (stride_ak = 1), 2 vec4 along m (stride_am = 1)
 override B_VEC: u32 = 0u;        // 0 element reads, 1 vec4 along n (stride_bn = 1), 2 vec4 along k (stride_bk = 1)
-override OUT_VEC: bool = false;  // N % 4 == 0: rows of C are written as whole vec4s
-const MAX_TM: u32 = 8u;
-const MAX_TN4: u32 = 2u;
-const MAX_TN: u32 = 8u;          // 4 * MAX_TN4
-
-alias Block = array<vec4<T>, MAX_TM * MAX_TN4>;  // accumulators: acc[i * TN4 + q] = C[row0 + i, col0 + 4q ..]
+// Private arrays need constant sizes. Keep these equal to the largest blocking
+// in use: on llvmpipe every unused slot still costs compile time.
+const MAX_TM: u32 = 16u;
+const MAX_TN4: u32 = 4u;
+const MAX_TN: u32 = 16u;         // 4 * MAX_TN4
+const TILED_MAX_TM: u32 = 8u;
+const TILED_MAX_TN4: u32 = 2u;
 
 fn a_at(e: i32) -> T {
   let u = u32(e);
@@ -113,30 +114,27 @@ fn workgroup_line(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return wid.x + nwg.x * (wid.y + nwg.y * wid.z);
 }
 
-// Write the block at rows row0 .., columns col0 .. of C, skipping what lies outside.
-fn store(acc: ptr<function, Block>, batch: u32, row0: u32, col0: u32) {
+// Write C[row, col .. col + 3] of the given batch, skipping what lies outside C.
+fn store4(v: vec4<T>, batch: u32, row: u32, col: u32) {
   let m = p.dims.x;
   let n = p.dims.y;
-  let base = batch * m * n;
-  for (var i = 0u; i < TM; i = i + 1u) {
-    let row = row0 + i;
-    for (var q = 0u; q < TN4; q = q + 1u) {
-      let col = col0 + 4u * q;
-      if (row < m && col < n) {
-        let e = base + row * n + col;
-        let v = (*acc)[i * TN4 + q];
-        if (OUT_VEC) {
-          out[e >> 2u] = v;
-        } else {
-          for (var c = 0u; c < 4u; c = c + 1u) {
-            if (col + c < n) {
-              let ec = e + c;
-              out[ec >> 2u][ec & 3u] = v[c];
-            }
-          }
-        }
-      }
+  if (row >= m || col >= n) { return; }
+  let e = (batch * m + row) * n + col;
+  if (p.grid.w == 1u) {  // N % 4 == 0: rows of C start at multiples of 4, write whole vec4s
+    out[e >> 2u] = v;
+  } else {
+    for (var c = 0u; c < min(4u, n - col); c = c + 1u) {
+      out[(e + c) >> 2u][(e + c) & 3u] = v[c];
     }
+  }
+}
+
+// Row i of the accumulators += row (A[row0 + i, k .. k + 3]) times the B block.
+fn accumulate(acc: ptr<function, array<vec4<T>, MAX_TM * MAX_TN4>>, i: u32, row: vec4<T>,
+              br: ptr<function, array<vec4<T>, 4u * MAX_TN4>>) {
+  for (var q = 0u; q < TN4; q = q + 1u) {
+    (*acc)[i * TN4 + q] = (*acc)[i * TN4 + q] + row.x * (*br)[q] + row.y * (*br)[TN4 + q]
+                          + row.z * (*br)[2u * TN4 + q] + row.w * (*br)[3u * TN4 + q];
   }
 }
 
@@ -172,7 +170,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     b_quad[q] = at.b_base + i32(min(col0 + 4u * q, (n - 1u) & ~3u));
   }
 
-  var acc: Block;
+  var acc: array<vec4<T>, MAX_TM * MAX_TN4>;  // acc[i * TN4 + q] = C[row0 + i, col0 + 4q .. col0 + 4q + 3]
   let k4 = k_total & ~3u;
   for (var k = 0u; k < k4; k = k + 4u) {
     let ki = i32(k);
@@ -204,57 +202,57 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         }
       }
     }
-    // A block, row by row: ar[i] = A[row0 + i, k .. k + 3]
-    var ar: array<vec4<T>, MAX_TM>;
-    if (A_VEC == 1u) {
-      for (var i = 0u; i < TM; i = i + 1u) {
-        ar[i] = a_vec(a_row[i] + ki);
-      }
-    } else if (A_VEC == 2u) {
-      // Four rows at a time from columns k .. k + 3 (TM is a multiple of 4);
-      // a group of rows past the last one reads the last aligned group instead.
-      for (var i = 0u; i < TM; i = i + 4u) {
-        let g = at.a_base + i32(min(row0 + i, (m - 1u) & ~3u)) + ki * sak;
-        let c0 = a_vec(g);
-        let c1 = a_vec(g + sak);
-        let c2 = a_vec(g + 2 * sak);
-        let c3 = a_vec(g + 3 * sak);
-        ar[i] = vec4<T>(c0.x, c1.x, c2.x, c3.x);
-        ar[i + 1u] = vec4<T>(c0.y, c1.y, c2.y, c3.y);
-        ar[i + 2u] = vec4<T>(c0.z, c1.z, c2.z, c3.z);
-        ar[i + 3u] = vec4<T>(c0.w, c1.w, c2.w, c3.w);
-      }
-    } else {
-      for (var i = 0u; i < TM; i = i + 1u) {
-        ar[i] = vec4<T>(a_at(a_row[i] + ki * sak), a_at(a_row[i] + (ki + 1) * sak),
-                        a_at(a_row[i] + (ki + 2) * sak), a_at(a_row[i] + (ki + 3) * sak));
-      }
-    }
+    // A block, row by row: A[row0 + i, k .. k + 3], each row used as soon as it
+    // is read (reading all rows first keeps more values alive and is slower).
+    var cols: array<vec4<T>, 4>;  // A_VEC == 2: A[g .. g + 3, k + j] for the current group of 4 rows
     for (var i = 0u; i < TM; i = i + 1u) {
-      let r = ar[i];
-      for (var q = 0u; q < TN4; q = q + 1u) {
-        acc[i * TN4 + q] = acc[i * TN4 + q] + r.x * br[q] + r.y * br[TN4 + q]
-                           + r.z * br[2u * TN4 + q] + r.w * br[3u * TN4 + q];
+      var row: vec4<T>;
+      if (A_VEC == 1u) {
+        row = a_vec(a_row[i] + ki);
+      } else if (A_VEC == 2u) {
+        // Rows come four at a time from columns k .. k + 3 (TM is a multiple of 4);
+        // a group of rows past the last one reads the last aligned group instead.
+        if (i % 4u == 0u) {
+          let g = at.a_base + i32(min(row0 + i, (m - 1u) & ~3u)) + ki * sak;
+          for (var j = 0; j < 4; j = j + 1) {
+            cols[j] = a_vec(g + j * sak);
+          }
+        }
+        row = vec4<T>(cols[0][i % 4u], cols[1][i % 4u], cols[2][i % 4u], cols[3][i % 4u]);
+      } else {
+        row = vec4<T>(a_at(a_row[i] + ki * sak), a_at(a_row[i] + (ki + 1) * sak),
+                      a_at(a_row[i] + (ki + 2) * sak), a_at(a_row[i] + (ki + 3) * sak));
       }
+      accumulate(&acc, i, row, &br);
     }
   }
   // The last K % 4 steps, element by element.
   for (var k = k4; k < k_total; k = k + 1u) {
     let ki = i32(k);
+    var bv: array<vec4<T>, MAX_TN4>;
     for (var q = 0u; q < TN4; q = q + 1u) {
-      let bv = vec4<T>(b_at(b_col[4u * q] + ki * sbk), b_at(b_col[4u * q + 1u] + ki * sbk),
-                       b_at(b_col[4u * q + 2u] + ki * sbk), b_at(b_col[4u * q + 3u] + ki * sbk));
-      for (var i = 0u; i < TM; i = i + 1u) {
-        acc[i * TN4 + q] = acc[i * TN4 + q] + a_at(a_row[i] + ki * sak) * bv;
+      bv[q] = vec4<T>(b_at(b_col[4u * q] + ki * sbk), b_at(b_col[4u * q + 1u] + ki * sbk),
+                      b_at(b_col[4u * q + 2u] + ki * sbk), b_at(b_col[4u * q + 3u] + ki * sbk));
+    }
+    for (var i = 0u; i < TM; i = i + 1u) {
+      let av = a_at(a_row[i] + ki * sak);
+      for (var q = 0u; q < TN4; q = q + 1u) {
+        acc[i * TN4 + q] = acc[i * TN4 + q] + av * bv[q];
       }
     }
   }
-  store(&acc, at.batch, row0, col0);
+  for (var i = 0u; i < TM; i = i + 1u) {
+    for (var q = 0u; q < TN4; q = q + 1u) {
+      store4(acc[i * TN4 + q], at.batch, row0 + i, col0 + 4u * q);
+    }
+  }
 }
 
-// matmul_tiled: a_tile[kk * BM + r] = A[tile row r, k + kk] and
+// matmul_tiled: a_tile[kk * (BM + 1) + r] = A[tile row r, k + kk] and
 // b_tile[kk * BN + c] = B[k + kk, tile column c], with BM = WG_Y * TM, BN = WG_X * 4 * TN4.
-var<workgroup> a_tile: array<T, WG_Y * TM * TILE_K>;
+// The A tile's pitch is BM + 1 so that threads staging consecutive k write to
+// different memory banks.
+var<workgroup> a_tile: array<T, (WG_Y * TM + 1u) * TILE_K>;
 var<workgroup> b_tile: array<T, TILE_K * WG_X * 4u * TN4>;
 
 @compute @workgroup_size(WG_X, WG_Y)
@@ -268,12 +266,13 @@ fn matmul_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
   let n = p.dims.y;
   let k_total = p.dims.z;
   let bm = WG_Y * TM;
+  let pitch = bm + 1u;
   let bn = WG_X * 4u * TN4;
   let tile_row0 = at.tile_m * bm;
   let tile_col0 = at.tile_n * bn;
   let threads = WG_X * WG_Y;
 
-  var acc: Block;
+  var acc: array<vec4<T>, TILED_MAX_TM * TILED_MAX_TN4>;  // acc[i * TN4 + q], as in matmul
   for (var k = 0u; k < k_total; k = k + TILE_K) {
     // Stage the tiles; consecutive threads take consecutive k (for A) and
     // consecutive columns (for B). Outside the matrices: zeros.
@@ -284,7 +283,7 @@ fn matmul_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
       if (tile_row0 + r < m && k + kk < k_total) {
         v = a_at(at.a_base + i32(tile_row0 + r) * p.strides.x + i32(k + kk) * p.strides.y);
       }
-      a_tile[kk * bm + r] = v;
+      a_tile[kk * pitch + r] = v;
     }
     for (var t = lindex; t < TILE_K * bn; t = t + threads) {
       let kk = t / bn;
@@ -297,13 +296,13 @@ fn matmul_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     }
     workgroupBarrier();
     for (var kk = 0u; kk < TILE_K; kk = kk + 1u) {
-      var bv: array<vec4<T>, MAX_TN4>;
+      var bv: array<vec4<T>, TILED_MAX_TN4>;
       for (var q = 0u; q < TN4; q = q + 1u) {
         let e = kk * bn + (lid.x * TN4 + q) * 4u;
         bv[q] = vec4<T>(b_tile[e], b_tile[e + 1u], b_tile[e + 2u], b_tile[e + 3u]);
       }
       for (var i = 0u; i < TM; i = i + 1u) {
-        let av = a_tile[kk * bm + lid.y * TM + i];
+        let av = a_tile[kk * pitch + lid.y * TM + i];
         for (var q = 0u; q < TN4; q = q + 1u) {
           acc[i * TN4 + q] = acc[i * TN4 + q] + av * bv[q];
         }
@@ -311,5 +310,9 @@ fn matmul_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     }
     workgroupBarrier();
   }
-  store(&acc, at.batch, tile_row0 + lid.y * TM, tile_col0 + lid.x * 4u * TN4);
+  for (var i = 0u; i < TM; i = i + 1u) {
+    for (var q = 0u; q < TN4; q = q + 1u) {
+      store4(acc[i * TN4 + q], at.batch, tile_row0 + lid.y * TM + i, tile_col0 + (lid.x * TN4 + q) * 4u);
+    }
+  }
 }

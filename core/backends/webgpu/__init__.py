@@ -28,9 +28,13 @@ def backend() -> WebGPUBackend:
             raise _state["error"]
         try:
             _state["backend"] = WebGPUBackend(_make_device())
+            register("webgpu", _state["backend"])  # later lookups skip the lazy proxy
         except ImportError as err:
-            _state["error"] = DeviceError(f"webgpu: wgpu is not installed ({err}); pip install wgpu "
-                                          f"or use device='cpu'")
+            import sys
+
+            hint = ("this browser exposes no WebGPU" if sys.platform == "emscripten"
+                    else "pip install wgpu==0.32.0")
+            _state["error"] = DeviceError(f"webgpu: not available ({err}); {hint}, or use device='cpu'")
             raise _state["error"] from err
         except DeviceError as err:
             _state["error"] = err

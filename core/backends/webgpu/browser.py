@@ -232,7 +232,9 @@ class BrowserDevice:
 
     def dispatch(self, pipeline, buffers, uniform: bytes, grid, label: str) -> None:
         """Record one dispatch. ``buffers`` bind to 1, 2, ...; ``uniform`` to 0."""
-        if len(self._uniforms) >= UNIFORM_SLOT * ARENA_SLOTS:
+        if len(uniform) > UNIFORM_SLOT:
+            raise DeviceError(f"webgpu: {label}: Params of {len(uniform)} bytes exceed the {UNIFORM_SLOT}-byte slot")
+        if len(self._uniforms) + UNIFORM_SLOT > UNIFORM_SLOT * ARENA_SLOTS:
             self.submit()
         offset = len(self._uniforms)
         self._uniforms += uniform
