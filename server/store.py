@@ -35,6 +35,8 @@ import threading
 import time
 from pathlib import Path
 
+from webgrad.serialize import _fsync_directory  # the same durability rule as webgrad.save
+
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
@@ -72,19 +74,6 @@ def _now() -> str:
     """UTC time as ISO 8601 with microseconds, e.g. ``2025-01-31T12:00:00.123456Z``."""
     now = datetime.datetime.now(datetime.timezone.utc)
     return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class ModelStore:

@@ -196,7 +196,8 @@ def _unslice_kernel(g, *, shape, slices):
 SLICE = defop("slice", wgsl=View("slice"), infer=lambda x, *, slices: (_slice_shape(x.shape, slices), x.dtype),
               vjp=lambda g, x, *, out, slices: unslice(g, tuple(x.shape), slices),
               numpy=lambda x, *, slices: x[_numpy_slices(slices)])
-UNSLICE = defop("unslice", wgsl=Kernel("unary.wgsl", "unary", "unslice"), infer=lambda g, *, shape, slices: (shape, g.dtype),
+UNSLICE = defop("unslice", wgsl=Kernel("unary.wgsl", "unary", "unslice"),
+                infer=lambda g, *, shape, slices: (shape, g.dtype),
                 vjp=lambda gg, g, *, out, shape, slices: apply(SLICE, gg, slices=slices),
                 numpy=_unslice_kernel)
 

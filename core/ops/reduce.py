@@ -1,5 +1,6 @@
-"""Reductions. Primitives: sum, amax, amin, prod, argmax, argmin. Composed from
-them: mean, var, std, max/min with indices, logsumexp, softmax, log_softmax, norm.
+"""Reductions. Primitives: sum, amax, amin, prod, argmax, argmin, and the fused
+softmax and log_softmax over one dim. Composed from them: mean, var, std, max/min
+with indices, logsumexp, norm.
 """
 from __future__ import annotations
 
@@ -222,22 +223,46 @@ def logsumexp(x, dim, keepdim=False):
     return out if keepdim else out.squeeze(dims)
 
 
+def _softmax_numpy(x, *, dim):
+    axis = dim if x.ndim else None  # a 0-d tensor is one row of one element
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))  # float32 stays float32
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax_numpy(x, *, dim):
+    axis = dim if x.ndim else None
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _softmax_infer(x, *, dim):
+    return x.shape, x.dtype
+
+
+# Fused: one kernel reads each row three times (max, sum of exp, write) instead of
+# five to seven composed ops each writing a full-size temporary.
+SOFTMAX = defop("softmax", infer=_softmax_infer, numpy=_softmax_numpy,
+                wgsl=Kernel("softmax.wgsl", "softmax", "softmax"),
+                vjp=lambda g, x, *, out, dim: out * (g - (g * out).sum(dim, keepdim=True)))
+LOG_SOFTMAX = defop("log_softmax", infer=_softmax_infer, numpy=_log_softmax_numpy,
+                    wgsl=Kernel("softmax.wgsl", "log_softmax", "softmax"),
+                    vjp=lambda g, x, *, out, dim: g - out.exp() * g.sum(dim, keepdim=True))
+
+
 def softmax(x, dim, dtype=None):
+    """exp(x) / sum(exp(x)) along ``dim``, computed without overflow (one fused kernel)."""
     if dtype is not None:
         x = cast(x, dtypes.to_dtype(dtype))
     require_float("softmax", x)
-    dims = normalize_dims("softmax", dim, x.ndim)
-    e = exp(x - amax(x, dims, True).detach())
-    return e / _sum(e, dims, True)
+    return apply(SOFTMAX, x, dim=normalize_dim("softmax", dim, x.ndim))
 
 
 def log_softmax(x, dim, dtype=None):
+    """log(softmax(x)) along ``dim``: x - max - log(sum(exp(x - max))), one fused kernel."""
     if dtype is not None:
         x = cast(x, dtypes.to_dtype(dtype))
     require_float("log_softmax", x)
-    dims = normalize_dims("log_softmax", dim, x.ndim)
-    shifted = x - amax(x, dims, True).detach()
-    return shifted - log(_sum(exp(shifted), dims, True))
+    return apply(LOG_SOFTMAX, x, dim=normalize_dim("log_softmax", dim, x.ndim))
 
 
 def norm(x, p=2, dim=None, keepdim=False):

@@ -19,7 +19,7 @@ so a conversion never leaves a ``PyProxy`` behind; the only long-lived
 """
 from __future__ import annotations
 
-from .device import ARENA_SLOTS, UNIFORM_SLOT, DeviceError
+from .device import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, UniformArena
 
 # Adapter names of WebGPU implementations that run on the CPU.
 CPU_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "softpipe", "warp")
@@ -77,7 +77,7 @@ class BrowserDevice:
         self._arena = self.device.createBuffer(self._obj({
             "size": UNIFORM_SLOT * ARENA_SLOTS, "label": "uniform arena",
             "usage": usage.UNIFORM | usage.COPY_DST}))
-        self._uniforms = bytearray()
+        self._uniforms = UniformArena()
         self._encoder = None
         self._pass = None
         self._used = set()          # ids of buffers the open encoder touches
@@ -232,14 +232,9 @@ class BrowserDevice:
 
     def dispatch(self, pipeline, buffers, uniform: bytes, grid, label: str) -> None:
         """Record one dispatch. ``buffers`` bind to 1, 2, ...; ``uniform`` to 0."""
-        if len(uniform) > UNIFORM_SLOT:
-            raise DeviceError(f"webgpu: {label}: Params of {len(uniform)} bytes exceed the {UNIFORM_SLOT}-byte slot")
-        if len(self._uniforms) + UNIFORM_SLOT > UNIFORM_SLOT * ARENA_SLOTS:
+        if not self._uniforms.has_room():
             self.submit()
-        offset = len(self._uniforms)
-        self._uniforms += uniform
-        if len(uniform) % UNIFORM_SLOT:
-            self._uniforms += bytes(UNIFORM_SLOT - len(uniform) % UNIFORM_SLOT)
+        offset = self._uniforms.add(uniform, label)
         pipe, layout = pipeline
         entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": offset, "size": len(uniform)}}]
         for i, buf in enumerate(buffers):
@@ -264,14 +259,13 @@ class BrowserDevice:
             return
         self._pass.end()
         commands = self._encoder.finish()
-        self.queue.writeBuffer(self._arena, 0, self._ffi.to_js(memoryview(self._uniforms)))
+        self.queue.writeBuffer(self._arena, 0, self._ffi.to_js(memoryview(self._uniforms.take())))
         try:
             self.queue.submit(self._ffi.to_js([commands]))
         except Exception as err:
             raise DeviceError(f"webgpu: submit failed: {err}") from err
         finally:
             self._encoder = self._pass = None
-            self._uniforms = bytearray()
             self._used.clear()
         self.submits += 1
 

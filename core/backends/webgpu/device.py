@@ -25,6 +25,30 @@ class DeviceError(RuntimeError):
     """A WebGPU error (validation, out of memory, device lost), naming the op."""
 
 
+class UniformArena:
+    """The Params of every dispatch in the open encoder, one 256-byte slot each,
+    written to the arena buffer in one go just before the encoder is submitted."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def has_room(self) -> bool:
+        return len(self.data) + UNIFORM_SLOT <= UNIFORM_SLOT * ARENA_SLOTS
+
+    def add(self, uniform: bytes, label: str) -> int:
+        """Append ``uniform`` in a fresh slot and return its byte offset."""
+        if len(uniform) > UNIFORM_SLOT:
+            raise DeviceError(f"webgpu: {label}: Params of {len(uniform)} bytes exceed the {UNIFORM_SLOT}-byte slot")
+        offset = len(self.data)
+        self.data += uniform
+        self.data += bytes(-len(uniform) % UNIFORM_SLOT)
+        return offset
+
+    def take(self) -> bytes:
+        data, self.data = bytes(self.data), bytearray()
+        return data
+
+
 class NativeDevice:
     """wgpu-py (Vulkan/Metal/D3D12; llvmpipe on machines without a GPU)."""
 
@@ -60,7 +84,7 @@ class NativeDevice:
         self._arena = self.device.create_buffer(
             size=UNIFORM_SLOT * ARENA_SLOTS, label="uniform arena",
             usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-        self._uniforms = bytearray()
+        self._uniforms = UniformArena()
         self._encoder = None
         self._pass = None
         self._used = set()        # ids of buffers the open encoder touches
@@ -104,13 +128,9 @@ class NativeDevice:
 
     def dispatch(self, pipeline, buffers, uniform: bytes, grid, label: str) -> None:
         """Record one dispatch. ``buffers`` bind to 1, 2, ...; ``uniform`` to 0."""
-        if len(uniform) > UNIFORM_SLOT:
-            raise DeviceError(f"webgpu: {label}: Params of {len(uniform)} bytes exceed the {UNIFORM_SLOT}-byte slot")
-        if len(self._uniforms) + UNIFORM_SLOT > UNIFORM_SLOT * ARENA_SLOTS:
+        if not self._uniforms.has_room():
             self.submit()
-        offset = len(self._uniforms)
-        self._uniforms += uniform
-        self._uniforms += bytes(UNIFORM_SLOT - len(uniform) % UNIFORM_SLOT if len(uniform) % UNIFORM_SLOT else 0)
+        offset = self._uniforms.add(uniform, label)
         pipe, layout = pipeline
         entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": offset, "size": len(uniform)}}]
         for i, buf in enumerate(buffers):
@@ -133,12 +153,12 @@ class NativeDevice:
             return
         self._pass.end()
         commands = self._encoder.finish()
-        self.device.queue.write_buffer(self._arena, 0, bytes(self._uniforms))
+        self.device.queue.write_buffer(self._arena, 0, self._uniforms.take())
         try:
             self.device.queue.submit([commands])
         except Exception as err:
             raise DeviceError(f"webgpu: submit failed: {err}") from err
         self._encoder = self._pass = None
-        self._uniforms = bytearray()
+        self._uniforms = UniformArena()
         self._used.clear()
         self.submits += 1

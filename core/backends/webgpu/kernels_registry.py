@@ -4,3 +4,4 @@ from . import reduce  # noqa: F401
 from . import matmul  # noqa: F401
 from . import index  # noqa: F401
 from . import optim  # noqa: F401
+from . import softmax  # noqa: F401

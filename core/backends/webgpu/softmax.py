@@ -1,0 +1,107 @@
+"""Launcher for softmax.wgsl: softmax and log_softmax along one dim, fused.
+
+The input stays a strided view: the shader walks it as rows (every dim but the
+softmax dim, merged where strides allow) of ``inner`` elements, reading each row
+three times (max, sum of exp, write) and writing a new contiguous output.
+Views with more than MAX_RANK unmergeable other dims are copied first.
+
+Threads per row (LANES) follow the reductions' rule (``reduce.choose_lanes``):
+one thread per row on CPU adapters and for short rows, a team up to a workgroup
+per long row on a GPU. Then, on any adapter, a row too long for one thread is
+given more: llvmpipe silently ends an invocation after ~65535 loop trips.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import reduce as gpu_reduce
+from .array import contiguous_strides
+from .backend import launcher
+
+FILE = "softmax.wgsl"
+MAX_RANK = 8
+WORKGROUP = 128                              # threads per workgroup (capped by the device limit)
+MAX_LANE_ELEMENTS = gpu_reduce.MAX_LANE_ELEMENTS  # elements one thread may walk in each pass
+LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT      # loop trips per invocation on a CPU adapter
+
+
+def coalesce(dims):
+    """Drop size-1 dims and merge neighbours of (size, input stride, output
+    stride) whose strides allow it in both the input and the output."""
+    merged = []
+    for n, s, t in dims:
+        if n == 1:
+            continue
+        if merged and merged[-1][1] == s * n and merged[-1][2] == t * n:
+            merged[-1] = (merged[-1][0] * n, s, t)
+        else:
+            merged.append((n, s, t))
+    return merged
+
+
+def choose_lanes(rows, inner, kept, row_stride, workgroup, cpu_adapter=False):
+    """Threads per row, as for a reduction over the softmax dim (tests force it)."""
+    return gpu_reduce.choose_lanes(rows, inner, [(n, s) for n, s, _ in kept], [(inner, row_stride)],
+                                   workgroup, cpu_adapter)
+
+
+def loop_trips(inner, lanes, rounds):
+    """Loop trips one thread takes: three passes of four elements a trip, two trees."""
+    per_lane = -(-inner // lanes)
+    return rounds * (3 * (per_lane // 4 + 4) + 2 * lanes.bit_length())
+
+
+def pack_params(rows, inner, offset, groups, kept, row_stride, out_row_stride) -> bytes:
+    words = np.zeros(32, dtype=np.uint32)
+    signed = words.view(np.int32)
+    words[0:5] = (rows, inner, offset, groups, len(kept))
+    signed[5] = row_stride
+    words[6] = out_row_stride
+    for k, (n, s, t) in enumerate(kept):
+        words[8 + k] = n
+        signed[16 + k] = s
+        signed[24 + k] = t
+    return words.tobytes()
+
+
+@launcher("softmax")
+def softmax(backend, op, record, arrays, attrs, shape, dtype):
+    """softmax / log_softmax (``op.name``) of ``arrays[0]`` along ``attrs["dim"]``."""
+    (x,) = arrays
+    if x.kind != "f32":
+        raise TypeError(f"{op.name}: not supported on webgpu for element type {x.kind}; convert with .float()")
+    out = backend.empty(shape, "f32", op.name)
+    if out.numel() == 0:
+        return out
+    if not x.shape:  # 0-d: one row of one element
+        x = x.view((1,), (1,))
+    dim = attrs["dim"]
+    out_strides = contiguous_strides(x.shape)
+    kept = coalesce([(n, s, t) for d, (n, s, t) in enumerate(zip(x.shape, x.strides, out_strides)) if d != dim])
+    if len(kept) > MAX_RANK:
+        x = backend.contiguous(x)
+        kept = coalesce([(n, s, t) for d, (n, s, t) in enumerate(zip(x.shape, x.strides, out_strides)) if d != dim])
+    rows = int(np.prod([n for n, _, _ in kept], dtype=np.int64))
+    inner = x.shape[dim]
+
+    workgroup = min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"])
+    cpu_adapter = gpu_reduce.is_cpu_adapter(backend)
+    lanes = choose_lanes(rows, inner, kept, x.strides[dim], workgroup, cpu_adapter)
+    while True:
+        groups = -(-rows // (workgroup // lanes))
+        launch = gpu_reduce.grid(backend, groups)
+        rounds = -(-groups // (launch[0] * launch[1]))
+        too_long = -(-inner // lanes) > MAX_LANE_ELEMENTS or (
+            cpu_adapter and loop_trips(inner, lanes, rounds) > LOOP_TRIP_LIMIT)
+        if not too_long:
+            break
+        if lanes >= workgroup:
+            raise ValueError(f"{op.name}: rows of {inner} elements ({tuple(x.shape)}) are too long for this "
+                             f"adapter's loop limit; move the tensor to 'cpu'")
+        lanes *= 2  # a long row: more threads share it
+
+    constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1}
+    params = pack_params(rows, inner, x.offset, groups, kept, x.strides[dim], out_strides[dim])
+    backend.dispatch(FILE, record.entry, (), None, constants, [x.buffer, out.buffer], params,
+                     launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
+    return out
