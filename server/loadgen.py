@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import statistics
 import time
 from collections import Counter
@@ -45,7 +46,16 @@ def run_load(base: str, paths: list[str], clients: int = 50, duration_s: float =
     host = urlsplit(base).hostname
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ValueError(f"run_load is for loopback servers only, not {host!r}")
-    return asyncio.run(_run(base, paths, clients, duration_s, max_requests, expected_sizes or {}))
+    # A thread of its own: the caller may already run an event loop (Playwright's
+    # sync API keeps one alive in the test process).
+    results = []
+    worker = threading.Thread(target=lambda: results.append(asyncio.run(
+        _run(base, paths, clients, duration_s, max_requests, expected_sizes or {}))))
+    worker.start()
+    worker.join()
+    if not results:
+        raise RuntimeError("run_load: the load thread failed; see the traceback above")
+    return results[0]
 
 
 class _Connection:
