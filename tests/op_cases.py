@@ -479,6 +479,8 @@ case("softmax", "large", lambda x: x.softmax(-1), lambda x: _softmax(x, -1), F(2
 case("log_softmax", "last", lambda x: x.log_softmax(-1), lambda x: np.log(_softmax(x, -1)), F(3, 4))
 case("log_softmax", "first", lambda x: webgrad.log_softmax(x, 0), lambda x: np.log(_softmax(x, 0)), F(3, 4))
 case("log_softmax", "middle_3d", lambda x: x.log_softmax(1), lambda x: np.log(_softmax(x, 1)), F(2, 3, 4))
+case("log_softmax", "large", lambda x: x.log_softmax(-1), lambda x: x - _logsumexp(x, -1, True),
+     F(2, 5, low=-300, high=300))
 case("norm", "all", lambda x: x.norm(), lambda x: np.sqrt(np.sum(x * x)), F(3, 4))
 case("norm", "dim", lambda x: x.norm(dim=1), lambda x: np.sqrt(np.sum(x * x, 1)), F(3, 4))
 case("norm", "dims_keepdim", lambda x: webgrad.norm(x, dim=(0, -1), keepdim=True),
@@ -826,6 +828,10 @@ case("views", "matmul_of_transposed", lambda x, y: x.T @ y.mT, lambda x, y: x.T 
 case("views", "sum_of_permuted", lambda x: x.permute(2, 0, 1)[1:].sum((0, 2)),
      lambda x: x.transpose(2, 0, 1)[1:].sum((0, 2)), F(2, 3, 4))
 case("views", "softmax_of_slice", lambda x: x[1:, 1:3].softmax(0), lambda x: _softmax(x[1:, 1:3], 0), F(4, 5))
+case("views", "log_softmax_of_permuted", lambda x: x.permute(2, 0, 1).log_softmax(1),
+     lambda x: np.log(_softmax(x.transpose(2, 0, 1), 1)), F(2, 3, 4))
+case("views", "softmax_of_flipped_slice", lambda x: x.flip(1)[:, ::2].softmax(-1),
+     lambda x: _softmax(np.flip(x, 1)[:, ::2], -1), F(3, 7))
 case("views", "cat_of_views", lambda x: webgrad.cat([x[:, :1], x.flip(1), x.T.T[:, 2:]], 1),
      lambda x: np.concatenate([x[:, :1], np.flip(x, 1), x[:, 2:]], 1), F(3, 4))
 case("views", "gather_of_transposed", lambda x, i: x.T.gather(0, i), lambda x, i: _gather_ref(x.T, 0, i),

@@ -224,12 +224,16 @@ def logsumexp(x, dim, keepdim=False):
 
 
 def _softmax_numpy(x, *, dim):
+    if x.size == 0:  # np.max refuses an empty dim; softmax of nothing is nothing
+        return x.copy()
     axis = dim if x.ndim else None  # a 0-d tensor is one row of one element
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))  # float32 stays float32
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
 def _log_softmax_numpy(x, *, dim):
+    if x.size == 0:
+        return x.copy()
     axis = dim if x.ndim else None
     shifted = x - np.max(x, axis=axis, keepdims=True)
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))

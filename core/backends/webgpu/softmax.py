@@ -3,7 +3,7 @@
 The input stays a strided view: the shader walks it as rows (every dim but the
 softmax dim, merged where strides allow) of ``inner`` elements, reading each row
 three times (max, sum of exp, write) and writing a new contiguous output.
-Views with more than MAX_RANK unmergeable other dims are copied first.
+Only views with more than MAX_RANK unmergeable other dims are refused.
 
 Threads per row (LANES) follow the reductions' rule (``reduce.choose_lanes``):
 one thread per row on CPU adapters and for short rows, a team up to a workgroup
@@ -79,8 +79,9 @@ def softmax(backend, op, record, arrays, attrs, shape, dtype):
     out_strides = contiguous_strides(x.shape)
     kept = coalesce([(n, s, t) for d, (n, s, t) in enumerate(zip(x.shape, x.strides, out_strides)) if d != dim])
     if len(kept) > MAX_RANK:
-        x = backend.contiguous(x)
-        kept = coalesce([(n, s, t) for d, (n, s, t) in enumerate(zip(x.shape, x.strides, out_strides)) if d != dim])
+        raise ValueError(f"{op.name}: webgpu handles at most {MAX_RANK} other dims that cannot be merged; got "
+                         f"shape {tuple(x.shape)} with strides {tuple(x.strides)} along dim {dim}; "
+                         f"reshape to fewer dims or move the tensor to 'cpu'")
     rows = int(np.prod([n for n, _, _ in kept], dtype=np.int64))
     inner = x.shape[dim]
 

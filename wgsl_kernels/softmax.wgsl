@@ -1,0 +1,193 @@
+// softmax.wgsl: softmax and log_softmax along one dim of a strided view.
+//
+// Maths. The launcher views the input as rows: row o (row-major over the other,
+// "kept", dims) holds the n = p.inner elements along the softmax dim. Element r
+// of row o is read at
+//   x[offset + sum_k coord_k(o) * keep_strides[k] + r * row_stride]
+// so transposed, sliced, flipped and broadcast views are read in place, never
+// copied; the output is contiguous, with its own strides for the same walk.
+// With m = max_r x[r] and s = sum_r exp(x[r] - m) (subtracting m keeps exp from
+// overflowing):
+//   softmax:     out[r] = exp(x[r] - m) / s
+//   log_softmax: out[r] = x[r] - m - log(s)
+// A row holding NaN gives NaN everywhere, as does a row of -inf (inf - inf), like numpy.
+//
+// Bindings: 0 Params, 1 x (read, array<f32>), 2 out (read_write, array<f32>).
+//
+// Grid. A workgroup of WG threads is cut into WG / LANES teams of LANES threads;
+// each team handles one row in three passes: max, sum of exp, write.
+// LANES = 1 (short rows, CPU adapters): one thread walks its row three times,
+// with no barrier at all. LANES > 1 (long rows on a GPU, or rows too long for a
+// CPU adapter's loop limit): lane l takes r = l, l + LANES, ...; the team
+// combines its lanes' maxima, then their sums, in trees in workgroup memory.
+// Workgroups are numbered wid.x + wid.y * nwg.x (the grid is folded into y past
+// the per-dimension limit) and loop over row groups in steps of the grid size,
+// so any number of rows fits any grid.
+//
+// llvmpipe (Mesa's CPU Vulkan driver) silently ends an invocation after about
+// 65535 loop trips in all; the launcher widens LANES until every thread stays
+// well under that.
+
+const MAX_RANK: u32 = 8u;  // kept dims after merging
+
+struct Params {
+  rows: u32,         // number of rows
+  inner: u32,        // elements per row (the softmax dim's size)
+  offset: u32,       // the input view's offset in elements
+  groups: u32,       // ceil(rows / (WG / LANES))
+  keep_rank: u32,
+  row_stride: i32,   // input stride along the softmax dim (may be 0 or negative)
+  out_row_stride: u32,
+  pad: u32,
+  keep_shape: array<vec4<u32>, 2>,
+  keep_strides: array<vec4<i32>, 2>,      // input
+  out_keep_strides: array<vec4<i32>, 2>,  // output (contiguous)
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+
+override WG: u32 = 128;
+override LANES: u32 = 1;
+override KEEP_FLAT: bool = true;  // at most one kept dim after merging: row o starts at o * stride
+
+var<workgroup> scratch: array<f32, WG>;
+
+// One step of the row-major walk, innermost dim first. No loops: llvmpipe counts trips.
+fn step(d: u32, rem: ptr<function, u32>, off: ptr<function, i32>, out_off: ptr<function, i32>) {
+  if (d < p.keep_rank) {
+    let n = p.keep_shape[d / 4u][d % 4u];
+    let c = i32(*rem % n);
+    *off = *off + c * p.keep_strides[d / 4u][d % 4u];
+    *out_off = *out_off + c * p.out_keep_strides[d / 4u][d % 4u];
+    *rem = *rem / n;
+  }
+}
+
+// Where row o starts: (input element, output element).
+struct Row { base: i32, out_base: i32 }
+
+fn row_start(o: u32) -> Row {
+  if (KEEP_FLAT) {
+    return Row(i32(p.offset) + i32(o) * p.keep_strides[0].x, i32(o) * p.out_keep_strides[0].x);
+  }
+  var rem = o;
+  var off = 0;
+  var out_off = 0;
+  step(7u, &rem, &off, &out_off);
+  step(6u, &rem, &off, &out_off);
+  step(5u, &rem, &off, &out_off);
+  step(4u, &rem, &off, &out_off);
+  step(3u, &rem, &off, &out_off);
+  step(2u, &rem, &off, &out_off);
+  step(1u, &rem, &off, &out_off);
+  step(0u, &rem, &off, &out_off);
+  return Row(i32(p.offset) + off, out_off);
+}
+
+fn load(row: Row, r: u32) -> f32 {
+  return x[u32(row.base + i32(r) * p.row_stride)];
+}
+
+fn store(row: Row, r: u32, v: f32) {
+  out[u32(row.out_base) + r * p.out_row_stride] = v;
+}
+
+// This lane's maximum over r = lane, lane + LANES, ... (four a loop trip).
+// A lane past a short row takes its first element, which changes nothing (and
+// needs no -inf constant, which Tint may refuse to fold).
+fn lane_max(row: Row, lane: u32) -> f32 {
+  var m = load(row, min(lane, p.inner - 1u));
+  var r = lane + LANES;
+  loop {
+    if (r + 3u * LANES >= p.inner) { break; }
+    m = max(max(m, load(row, r)), max(load(row, r + LANES), max(load(row, r + 2u * LANES), load(row, r + 3u * LANES))));
+    r = r + 4u * LANES;
+  }
+  for (; r < p.inner; r = r + LANES) { m = max(m, load(row, r)); }
+  return m;
+}
+
+fn lane_sum_exp(row: Row, lane: u32, m: f32) -> f32 {
+  var s = 0.0;
+  var r = lane;
+  loop {
+    if (r + 3u * LANES >= p.inner) { break; }
+    s = s + exp(load(row, r) - m) + exp(load(row, r + LANES) - m)
+          + exp(load(row, r + 2u * LANES) - m) + exp(load(row, r + 3u * LANES) - m);
+    r = r + 4u * LANES;
+  }
+  for (; r < p.inner; r = r + LANES) { s = s + exp(load(row, r) - m); }
+  return s;
+}
+
+// out = exp(x - m) * scale (softmax, scale = 1 / s) or (x - m) - log_s (log_softmax).
+// Not x - (m + log_s): with large x that sum would round away log_s's low bits.
+fn emit(log_space: bool, row: Row, r: u32, m: f32, scale: f32, log_s: f32) {
+  let shifted = load(row, r) - m;
+  store(row, r, select(exp(shifted) * scale, shifted - log_s, log_space));
+}
+
+fn write_row(log_space: bool, row: Row, lane: u32, m: f32, s: f32) {
+  let scale = 1.0 / s;
+  let log_s = log(s);
+  var r = lane;
+  loop {
+    if (r + 3u * LANES >= p.inner) { break; }
+    emit(log_space, row, r, m, scale, log_s);
+    emit(log_space, row, r + LANES, m, scale, log_s);
+    emit(log_space, row, r + 2u * LANES, m, scale, log_s);
+    emit(log_space, row, r + 3u * LANES, m, scale, log_s);
+    r = r + 4u * LANES;
+  }
+  for (; r < p.inner; r = r + LANES) { emit(log_space, row, r, m, scale, log_s); }
+}
+
+// Combine every lane's value of a team (max or sum) and hand the result to all
+// of them. Called in uniform control flow: every thread reaches each barrier.
+fn team_combine(take_max: bool, v: f32, lid: u32, lane: u32) -> f32 {
+  var acc = v;
+  scratch[lid] = acc;
+  workgroupBarrier();
+  for (var s = LANES / 2u; s > 0u; s = s / 2u) {
+    if (lane < s) {
+      let other = scratch[lid + s];
+      acc = select(acc + other, max(acc, other), take_max);
+      scratch[lid] = acc;
+    }
+    workgroupBarrier();
+  }
+  let result = scratch[lid - lane];
+  workgroupBarrier();  // everyone has read lane 0's slot before it is reused
+  return result;
+}
+
+fn run(log_space: bool, wid: vec3<u32>, lid: u32, nwg: vec3<u32>) {
+  let lane = lid % LANES;
+  let rows_per_group = WG / LANES;
+  for (var g = wid.x + wid.y * nwg.x; g < p.groups; g = g + nwg.x * nwg.y) {
+    let o = g * rows_per_group + lid / LANES;
+    let live = o < p.rows;
+    let row = row_start(select(0u, o, live));
+    var m = 0.0;
+    if (live) { m = lane_max(row, lane); }
+    if (LANES > 1u) { m = team_combine(true, m, lid, lane); }
+    var s = 0.0;
+    if (live) { s = lane_sum_exp(row, lane, m); }
+    if (LANES > 1u) { s = team_combine(false, s, lid, lane); }
+    if (live) { write_row(log_space, row, lane, m, s); }
+  }
+}
+
+@compute @workgroup_size(WG)
+fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+           @builtin(num_workgroups) nwg: vec3<u32>) {
+  run(false, wid, lid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn log_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+               @builtin(num_workgroups) nwg: vec3<u32>) {
+  run(true, wid, lid, nwg);
+}
