@@ -35,7 +35,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "prod": (1e-5, 1e-5), "norm": (1e-5, 1e-5), "logsumexp": (1e-5, 1e-5),
     "softmax": (1e-5, 1e-6), "log_softmax": (1e-5, 1e-5), "matmul": (1e-5, 1e-5),
     "pow": (1e-5, 1e-5), "erf": (1e-5, 1e-6), "scatter_add": (1e-5, 1e-5),
-    "remainder": (1e-5, 1e-5), "sigmoid": (1e-5, 1e-6),
+    "remainder": (1e-5, 1e-5), "sigmoid": (1e-5, 1e-6), "layer_norm_core": (1e-5, 1e-5),
 }
 FLOAT64_TOLERANCE = (1e-10, 1e-12)
 
@@ -481,6 +481,22 @@ case("log_softmax", "first", lambda x: webgrad.log_softmax(x, 0), lambda x: np.l
 case("log_softmax", "middle_3d", lambda x: x.log_softmax(1), lambda x: np.log(_softmax(x, 1)), F(2, 3, 4))
 case("log_softmax", "large", lambda x: x.log_softmax(-1), lambda x: x - _logsumexp(x, -1, True),
      F(2, 5, low=-300, high=300))
+
+
+def _layer_norm(x, ndims, eps=1e-5):
+    axes = tuple(range(x.ndim - ndims, x.ndim))
+    centered = x - x.mean(axes, keepdims=True)
+    return centered / np.sqrt((centered * centered).mean(axes, keepdims=True) + eps)
+
+
+case("layer_norm_core", "last", lambda x: webgrad.ops.layer_norm_core(x, ndims=1), lambda x: _layer_norm(x, 1),
+     F(3, 6))
+case("layer_norm_core", "two_dims", lambda x: webgrad.ops.layer_norm_core(x, ndims=2, eps=1e-3),
+     lambda x: _layer_norm(x, 2, 1e-3), F(2, 3, 4))
+case("layer_norm_core", "one_d", lambda x: webgrad.ops.layer_norm_core(x, ndims=1), lambda x: _layer_norm(x, 1),
+     F(5))
+case("layer_norm_core", "offset_mean", lambda x: webgrad.ops.layer_norm_core(x, ndims=1),
+     lambda x: _layer_norm(x, 1), F(4, 7, low=50, high=54))
 case("norm", "all", lambda x: x.norm(), lambda x: np.sqrt(np.sum(x * x)), F(3, 4))
 case("norm", "dim", lambda x: x.norm(dim=1), lambda x: np.sqrt(np.sum(x * x, 1)), F(3, 4))
 case("norm", "dims_keepdim", lambda x: webgrad.norm(x, dim=(0, -1), keepdim=True),
@@ -830,6 +846,10 @@ case("views", "sum_of_permuted", lambda x: x.permute(2, 0, 1)[1:].sum((0, 2)),
 case("views", "softmax_of_slice", lambda x: x[1:, 1:3].softmax(0), lambda x: _softmax(x[1:, 1:3], 0), F(4, 5))
 case("views", "log_softmax_of_permuted", lambda x: x.permute(2, 0, 1).log_softmax(1),
      lambda x: np.log(_softmax(x.transpose(2, 0, 1), 1)), F(2, 3, 4))
+case("views", "layer_norm_of_transposed", lambda x: webgrad.ops.layer_norm_core(x.transpose(0, 1), ndims=1),
+     lambda x: _layer_norm(x.T, 1), F(5, 4))
+case("views", "layer_norm_of_permuted_two_dims", lambda x: webgrad.ops.layer_norm_core(x.permute(2, 0, 1), ndims=2),
+     lambda x: _layer_norm(x.transpose(2, 0, 1), 2), F(2, 3, 4))
 case("views", "softmax_of_flipped_slice", lambda x: x.flip(1)[:, ::2].softmax(-1),
      lambda x: _softmax(np.flip(x, 1)[:, ::2], -1), F(3, 7))
 case("views", "cat_of_views", lambda x: webgrad.cat([x[:, :1], x.flip(1), x.T.T[:, 2:]], 1),

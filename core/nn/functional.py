@@ -239,10 +239,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         if t is not None and tuple(t.shape) != normalized_shape:
             raise OpError(f"layer_norm: {name} of shape {tuple(t.shape)} must have normalized_shape "
                           f"{normalized_shape}")
-    dims = tuple(range(input.ndim - k, input.ndim))
-    mean = input.mean(dims, keepdim=True)
-    var = input.var(dims, keepdim=True, correction=0)
-    out = (input - mean) * ops.rsqrt(var + eps)
+    out = ops.layer_norm_core(input, ndims=k, eps=eps)  # one fused kernel; the affine part below
     if weight is not None:
         out = out * weight
     if bias is not None:

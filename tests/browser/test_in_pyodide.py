@@ -36,11 +36,15 @@ RUN_PYTEST = """
 import os, sys, importlib
 os.environ["WEBGRAD_TEST_DEVICES"] = {devices!r}
 os.chdir("/home/pyodide/webgrad/tests")
-for name in [m for m in sys.modules if m in ("conftest", "op_cases") or m.startswith(("test_ops", "test_gradcheck"))]:
+for name in [m for m in sys.modules if m in ("conftest", "op_cases") or m.startswith(("test_ops", "test_gradcheck", "test_webgpu_backend"))]:
     del sys.modules[name]  # a fresh conftest reads WEBGRAD_TEST_DEVICES again
 import pytest, webgrad
 webgrad.set_default_device("cpu")  # the tests choose devices themselves
-code = pytest.main(["test_ops.py", "test_gradcheck.py", "-q", "-x", "-p", "no:cacheprovider",
+files = ["test_ops.py", "test_gradcheck.py"]
+if "webgpu" in {devices!r}:  # gradients against the cpu, and the table under tiny device limits
+    files += ["test_webgpu_backend.py::test_gradient_matches_cpu",
+              "test_webgpu_backend.py::test_op_table_with_small_limits"]
+code = pytest.main(files + ["-q", "-x", "-p", "no:cacheprovider",
                     "-p", "no:faulthandler", "--capture=sys", "-W", "ignore::pytest.PytestUnraisableExceptionWarning"])
 int(code)
 """

@@ -5,3 +5,4 @@ from . import matmul  # noqa: F401
 from . import index  # noqa: F401
 from . import optim  # noqa: F401
 from . import softmax  # noqa: F401
+from . import layer_norm  # noqa: F401

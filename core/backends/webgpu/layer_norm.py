@@ -1,0 +1,101 @@
+"""Launcher for layer_norm.wgsl: the fused layer_norm_core over the trailing dims.
+
+The input stays a strided view: the shader walks it as rows (the leading dims,
+merged where strides allow) of ``inner`` elements (the normalized dims, which
+must merge into one strided dim), reading each row three times (sum, squared
+deviations, write) into a new contiguous output. A view whose normalized dims
+do not merge (say, a transposed pair of them) is first copied to a contiguous
+array; only views with more than MAX_RANK unmergeable leading dims are refused.
+
+Threads per row (LANES) follow the reductions' rule (``reduce.choose_lanes``):
+one thread per row on CPU adapters and for short rows, a team up to a workgroup
+per long row on a GPU. Then, on any adapter, a row too long for one thread is
+given more: llvmpipe silently ends an invocation after ~65535 loop trips.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import reduce as gpu_reduce
+from .backend import launcher
+
+FILE = "layer_norm.wgsl"
+MAX_RANK = 8
+WORKGROUP = 128                                   # threads per workgroup (capped by the device limit)
+MAX_LANE_ELEMENTS = gpu_reduce.MAX_LANE_ELEMENTS  # elements one thread may walk in each pass
+LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT      # loop trips per invocation on a CPU adapter
+
+
+def split_rows(x, ndims):
+    """(kept, row): the leading dims and the normalized dims of the view ``x``,
+    each a coalesced list of (size, stride)."""
+    lead = len(x.shape) - ndims
+    kept = gpu_reduce.coalesce(list(zip(x.shape[:lead], x.strides[:lead])))
+    row = gpu_reduce.coalesce(list(zip(x.shape[lead:], x.strides[lead:])))
+    return kept, row
+
+
+def choose_lanes(rows, inner, kept, row_stride, workgroup, cpu_adapter=False):
+    """Threads per row, as for a reduction over the row (tests force it)."""
+    return gpu_reduce.choose_lanes(rows, inner, kept, [(inner, row_stride)], workgroup, cpu_adapter)
+
+
+def loop_trips(inner, lanes, rounds):
+    """Loop trips one thread takes: three passes of four elements a trip, two trees."""
+    per_lane = -(-inner // lanes)
+    return rounds * (3 * (per_lane // 4 + 4) + 2 * lanes.bit_length())
+
+
+def pack_params(rows, inner, offset, groups, kept, row_stride, eps) -> bytes:
+    words = np.zeros(24, dtype=np.uint32)
+    words[0:5] = (rows, inner, offset, groups, len(kept))
+    words.view(np.int32)[5] = row_stride
+    words.view(np.float32)[6] = eps
+    for k, (n, s) in enumerate(kept):
+        words[8 + k] = n
+        words.view(np.int32)[16 + k] = s
+    return words.tobytes()
+
+
+@launcher("layer_norm")
+def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
+    """layer_norm_core of ``arrays[0]`` over its last ``attrs["ndims"]`` dims."""
+    (x,) = arrays
+    if x.kind != "f32":
+        raise TypeError(f"layer_norm: not supported on webgpu for element type {x.kind}; convert with .float()")
+    out = backend.empty(shape, "f32", "layer_norm")
+    if out.numel() == 0:
+        return out
+    ndims = attrs["ndims"]
+    kept, row = split_rows(x, ndims)
+    if len(kept) > MAX_RANK:
+        raise ValueError(f"layer_norm: webgpu handles at most {MAX_RANK} leading dims that cannot be merged; got "
+                         f"shape {tuple(x.shape)} with strides {tuple(x.strides)}; reshape to fewer dims or "
+                         f"move the tensor to 'cpu'")
+    if len(row) > 1:  # the shader walks one strided row dim; other rows are made contiguous once
+        x = backend.contiguous(x)
+        kept, row = split_rows(x, ndims)
+    rows = int(np.prod([n for n, _ in kept], dtype=np.int64))
+    inner, row_stride = row[0] if row else (1, 0)
+
+    workgroup = min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"])
+    cpu_adapter = gpu_reduce.is_cpu_adapter(backend)
+    lanes = choose_lanes(rows, inner, kept, row_stride, workgroup, cpu_adapter)
+    while True:
+        groups = -(-rows // (workgroup // lanes))
+        launch = gpu_reduce.grid(backend, groups)
+        rounds = -(-groups // (launch[0] * launch[1]))
+        too_long = -(-inner // lanes) > MAX_LANE_ELEMENTS or (
+            cpu_adapter and loop_trips(inner, lanes, rounds) > LOOP_TRIP_LIMIT)
+        if not too_long:
+            break
+        if lanes >= workgroup:
+            raise ValueError(f"layer_norm: rows of {inner} elements ({tuple(x.shape)}) are too long for this "
+                             f"adapter's loop limit; move the tensor to 'cpu'")
+        lanes *= 2  # a long row: more threads share it
+
+    constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1}
+    params = pack_params(rows, inner, x.offset, groups, kept, row_stride, attrs["eps"])
+    backend.dispatch(FILE, record.entry, (), None, constants, [x.buffer, out.buffer], params,
+                     launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
+    return out
