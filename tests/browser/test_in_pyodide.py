@@ -36,7 +36,8 @@ RUN_PYTEST = """
 import os, sys, importlib
 os.environ["WEBGRAD_TEST_DEVICES"] = {devices!r}
 os.chdir("/home/pyodide/webgrad/tests")
-for name in [m for m in sys.modules if m in ("conftest", "op_cases") or m.startswith(("test_ops", "test_gradcheck", "test_webgpu_backend"))]:
+fresh = ("conftest", "op_cases", "test_ops", "test_gradcheck", "test_webgpu_backend")
+for name in [m for m in sys.modules if m.startswith(fresh)]:
     del sys.modules[name]  # a fresh conftest reads WEBGRAD_TEST_DEVICES again
 import pytest, webgrad
 webgrad.set_default_device("cpu")  # the tests choose devices themselves
