@@ -267,6 +267,7 @@ class DataLoader:
     @staticmethod
     def _index_tensors(tensors, rows, indices):
         from . import dtypes, tensor
+        from .ops import take
 
         indices = np.asarray(indices, dtype=np.int64)
         if rows is not None:
@@ -275,4 +276,6 @@ class DataLoader:
         for t in tensors:
             if t.device not in by_device:
                 by_device[t.device] = tensor(indices, dtype=dtypes.int64, device=t.device)
-        return tuple(t[by_device[t.device]] for t in tensors)
+        # Rows come from a permutation of range(len): in bounds by construction, so
+        # take() skips getitem's bounds check (a readback on a GPU).
+        return tuple(take(t, by_device[t.device]) for t in tensors)
