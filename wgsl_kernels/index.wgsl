@@ -22,10 +22,12 @@
 // Index values are i32 (int64 tensors live as i32 on the device). take and index_add
 // wrap a negative index once (-1 -> rows - 1), as numpy does; gather and scatter_add
 // do not (PyTorch rejects negative indices there). An index outside [0, rows) never
-// touches memory out of bounds: gather writes 0 for it and the scatters skip it.
+// touches memory out of bounds: gather writes 0 for it and sets errors[0], which the
+// backend checks at the next readback and raises as an IndexError (the device-side
+// assert of CUDA, without stalling the queue); the scatters skip it.
 //
 // Bindings: 0 Params, 1 index (i32), 2 values (T), 3 out (T; seen as atomic<U> bits
-// by scatter_add_atomic, U = u32 for f32 and i32 for i32).
+// by scatter_add_atomic, U = u32 for f32 and i32 for i32), 4 errors (gather only).
 // Operand strides are in elements over the iteration space (slot 0 index, 1 values,
 // 3 out); put's slot 3 holds dst's strides over `bound` (dst's shape) instead.
 // Grid: ceil(n / WG) workgroups, folded into (x, y) past the per-dimension limit.
@@ -51,6 +53,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<T>;
 // The same binding as `out`, used only by scatter_add_atomic (never both in one entry point).
 @group(0) @binding(3) var<storage, read_write> out_bits: array<atomic<U>>;
+@group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 override WG: u32 = 256;
 
 fn thread_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
@@ -86,6 +89,8 @@ fn gather(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
   var v = T(0);
   if (in_range(j)) {
     v = values[u32(i32(p.offsets.y) + strided(i, 1u) + j * p.index_step)];
+  } else {
+    atomicOr(&errors[0], 1u);
   }
   out[p.offsets.w + i] = v;
 }

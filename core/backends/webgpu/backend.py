@@ -36,6 +36,46 @@ def kind_of(dtype) -> str:
                         f"convert with .float() (or keep the tensor on 'cpu')") from None
 
 
+class IndexErrors:
+    """A one-word flag that indexing kernels set when an index is out of range.
+    Checking it on the host at every op would stall the queue, so it is read with
+    the next readback (only when an indexing kernel ran since the last check) and
+    raised there as an IndexError, like CUDA's device-side asserts."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.flag = None
+        self.pending = []  # op names since the last check
+
+    def buffer_for(self, op_name):
+        if self.flag is None:
+            self.flag = self.backend.full((1,), 0, _UINT_DTYPE())
+        self.pending.append(op_name)
+        del self.pending[:-8]
+        return self.flag.buffer
+
+    def raise_if_set(self, raw) -> None:
+        ops, self.pending = sorted(set(self.pending)), []
+        if np.frombuffer(raw, dtype=np.uint32)[0]:
+            self.backend.fill(self.flag, 0)
+            raise IndexError(f"webgpu: an index was out of bounds in {', '.join(ops)} since the last read "
+                             f"(those elements read as 0); check the index tensors")
+
+    def check(self) -> None:
+        if self.pending:
+            self.raise_if_set(self.backend.device.read(self.flag.buffer, 0, 4))
+
+    async def check_async(self) -> None:
+        if self.pending:
+            self.raise_if_set(await self.backend.device.read_async(self.flag.buffer, 0, 4))
+
+
+def _UINT_DTYPE():
+    from ... import dtypes
+
+    return dtypes.bool_  # stored as u32 on the device
+
+
 class WebGPUBackend:
     name = "wgsl"
     device_name = "webgpu"
@@ -44,6 +84,7 @@ class WebGPUBackend:
         self.device = device
         self.pool = BufferPool(device)
         self.limits = dict(device.limits)  # tests lower these to exercise splitting paths
+        self.index_errors = IndexErrors(self)
 
     # -- running ops ----------------------------------------------------------------
     def run(self, op, inputs, attrs, shape, dtype):
@@ -114,14 +155,14 @@ class WebGPUBackend:
         return out
 
     def to_numpy(self, data: GPUArray) -> np.ndarray:
-        if data.numel() == 0:
-            return self._decode(data, b"")
-        return self._decode(data, self.device.read(*self._readable(data)))
+        raw = b"" if data.numel() == 0 else self.device.read(*self._readable(data))
+        self.index_errors.check()
+        return self._decode(data, raw)
 
     async def to_numpy_async(self, data: GPUArray) -> np.ndarray:
-        if data.numel() == 0:
-            return self._decode(data, b"")
-        return self._decode(data, await self.device.read_async(*self._readable(data)))
+        raw = b"" if data.numel() == 0 else await self.device.read_async(*self._readable(data))
+        await self.index_errors.check_async()
+        return self._decode(data, raw)
 
     def _readable(self, data):
         if not data.is_contiguous():

@@ -81,8 +81,8 @@ def _numel(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads):
-    backend.dispatch_1d(FILE, entry, _types(kind), None, {}, [index.buffer, values.buffer, out.buffer],
+def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads, extra=()):
+    backend.dispatch_1d(FILE, entry, _types(kind), None, {}, [index.buffer, values.buffer, out.buffer, *extra],
                         params, threads, f"{FILE}:{op_name}")
 
 
@@ -96,7 +96,8 @@ def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows
     _check_rank(op_name, dims)
     params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, x.offset, 0, out.offset),
                    index_step=step, wrap_negative=op_name == "take", shape=dims, strides={0: si, 1: sx})
-    _dispatch(backend, "gather", op_name, x.kind, index, x, out, params, n)
+    _dispatch(backend, "gather", op_name, x.kind, index, x, out, params, n,
+              extra=(backend.index_errors.buffer_for(op_name),))
     return out
 
 
