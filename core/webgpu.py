@@ -42,7 +42,9 @@ def synchronize() -> None:
 
 def empty_cache() -> None:
     """Release pooled (unused) buffers back to the driver."""
-    _backend().pool.clear()
+    backend = _backend()
+    backend.device.bind_groups.clear()  # they hold the buffers about to be destroyed
+    backend.pool.clear()
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ so a conversion never leaves a ``PyProxy`` behind; the only long-lived
 """
 from __future__ import annotations
 
-from .device import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, UniformArena
+from .device import ARENA_SLOTS, UNIFORM_SLOT, BindGroupCache, DeviceError, UniformArena
 
 # Adapter names of WebGPU implementations that run on the CPU.
 CPU_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "softpipe", "warp")
@@ -78,6 +78,7 @@ class BrowserDevice:
             "size": UNIFORM_SLOT * ARENA_SLOTS, "label": "uniform arena",
             "usage": usage.UNIFORM | usage.COPY_DST}))
         self._uniforms = UniformArena()
+        self.bind_groups = BindGroupCache()
         self._encoder = None
         self._pass = None
         self._used = set()          # ids of buffers the open encoder touches
@@ -241,7 +242,8 @@ class BrowserDevice:
             entries.append({"binding": i + 1, "resource": {"buffer": buf}})
             self._used.add(id(buf))
         try:
-            group = self.device.createBindGroup(self._obj({"layout": layout, "entries": entries, "label": label}))
+            group = self.bind_groups.get(layout, offset, len(uniform), buffers, lambda: self.device.createBindGroup(
+                self._obj({"layout": layout, "entries": entries, "label": label})))
             if self._encoder is None:
                 self._encoder = self.device.createCommandEncoder(self._obj({"label": "webgrad batch"}))
                 self._pass = self._encoder.beginComputePass(self._obj({"label": "webgrad pass"}))

@@ -49,6 +49,32 @@ class UniformArena:
         return data
 
 
+class BindGroupCache:
+    """Bind groups by (layout, arena slot, buffers). A training loop repeats the
+    same dispatches on the same pooled buffers, and creating a bind group was the
+    largest cost of recording a dispatch. Entries hold their buffers, so an id in
+    a key cannot be reused by another buffer while the entry lives."""
+
+    LIMIT = 4096
+
+    def __init__(self):
+        self.groups = {}
+
+    def get(self, layout, offset: int, size: int, buffers, make):
+        key = (id(layout), offset, size, *map(id, buffers))
+        hit = self.groups.get(key)
+        if hit is not None:
+            return hit[0]
+        if len(self.groups) >= self.LIMIT:
+            self.groups.clear()
+        group = make()
+        self.groups[key] = (group, layout, tuple(buffers))
+        return group
+
+    def clear(self) -> None:
+        self.groups.clear()
+
+
 class NativeDevice:
     """wgpu-py (Vulkan/Metal/D3D12; llvmpipe on machines without a GPU)."""
 
@@ -85,6 +111,7 @@ class NativeDevice:
             size=UNIFORM_SLOT * ARENA_SLOTS, label="uniform arena",
             usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
         self._uniforms = UniformArena()
+        self.bind_groups = BindGroupCache()
         self._encoder = None
         self._pass = None
         self._used = set()        # ids of buffers the open encoder touches
@@ -137,7 +164,8 @@ class NativeDevice:
             entries.append({"binding": i + 1, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
             self._used.add(id(buf))
         try:
-            group = self.device.create_bind_group(layout=layout, entries=entries, label=label)
+            group = self.bind_groups.get(layout, offset, len(uniform), buffers, lambda: self.device.create_bind_group(
+                layout=layout, entries=entries, label=label))
             if self._encoder is None:
                 self._encoder = self.device.create_command_encoder(label="webgrad batch")
                 self._pass = self._encoder.begin_compute_pass(label="webgrad pass")
