@@ -40,6 +40,10 @@ def _devices() -> list[str]:
 
 DEVICES = _devices()
 
+# For tests that only make sense on WebGPU. Outside CI they skip without an adapter;
+# under CI=true a missing adapter has already failed the run in _devices().
+requires_webgpu = pytest.mark.skipif("webgpu" not in DEVICES, reason="no WebGPU adapter here")
+
 # WGSL has no f64: float64 tensors stay on the cpu, and a webgpu op asked for one
 # raises a TypeError that names float64. The op table checks exactly that there.
 _NO_FLOAT64 = {"webgpu"}

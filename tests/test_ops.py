@@ -71,8 +71,9 @@ def test_stays_on_its_device(case, fake_device):
 def test_inputs_unchanged(case, device):
     """No op (except the in-place ones on their own copies) writes into its inputs."""
     arrays = case.make_inputs()
+    # float64 cases run on the cpu; on webgpu test_forward checks they raise.
     if not _device_can_run(device, arrays, _expected_dtypes(case, arrays, _flatten(case.ref(*arrays)))):
-        pytest.skip(f"{device} has no float64 (test_forward checks the error)")
+        device = "cpu"
     inputs = [webgrad.tensor(a, device=device) for a in arrays]
     case.fn(*inputs)
     for a, t in zip(arrays, inputs):

@@ -2,24 +2,19 @@
 against the numpy backend."""
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
 
 import webgrad
+from conftest import requires_webgpu
 import webgrad.nn.functional as F
 from webgrad.backends.webgpu import index as index_launchers
 from webgrad.ops.indexing import gather, index_add, index_select, scatter_add, take
 from webgrad.optim import SGD, Adam, AdamW, RMSprop
 
 
-@pytest.fixture(autouse=True)
-def _webgpu():
-    if not webgrad.webgpu.is_available():
-        if os.environ.get("CI") == "true":
-            pytest.fail("webgpu: no adapter on CI; install mesa-vulkan-drivers")
-        pytest.skip("webgpu: no adapter here")
+pytestmark = requires_webgpu
 
 
 @pytest.fixture(params=["scan", "atomic"])

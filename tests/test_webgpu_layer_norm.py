@@ -8,12 +8,12 @@ enough to hit llvmpipe's loop-trip limit, folded grids, small workgroups, a
 large mean next to a small spread, and gradients (first and second order)
 against cpu and float64 finite differences.
 """
-import os
 
 import numpy as np
 import pytest
 
 import webgrad
+from conftest import requires_webgpu
 import webgrad.nn.functional as F
 from webgrad.backends.webgpu import layer_norm as gpu_layer_norm
 
@@ -92,8 +92,7 @@ def test_functional_layer_norm_uses_the_primitive_and_the_affine_part():
 
 
 # -- webgpu ---------------------------------------------------------------------------
-gpu = pytest.mark.skipif(not webgrad.webgpu.is_available() and os.environ.get("CI") != "true",
-                         reason="no WebGPU adapter here")
+gpu = requires_webgpu
 
 
 def check(fn, array, rtol=1e-5, atol=1e-5):

@@ -3,19 +3,14 @@ folding, gradients, and both kernel variants (register blocking and shared-memor
 tiling) whatever the adapter here would choose."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 import webgrad
+from conftest import requires_webgpu
+from webgrad.backends.webgpu import matmul as gpu_matmul
 
-if not webgrad.webgpu.is_available():
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("webgpu: no adapter on CI; install wgpu and mesa-vulkan-drivers")
-    pytest.skip("webgpu: no adapter here", allow_module_level=True)
-
-from webgrad.backends.webgpu import matmul as gpu_matmul  # noqa: E402
+pytestmark = requires_webgpu
 
 RTOL, ATOL = 1e-5, 1e-5
 

@@ -6,18 +6,15 @@ empty tensors, strided views (transposed, stepped slices, broadcast, flipped),
 int and bool inputs, both thread layouts (one thread per row, a team per row),
 a folded grid, and the composed ops and gradients built on top.
 """
-import os
 
 import numpy as np
 import pytest
 
 import webgrad
+from conftest import requires_webgpu
 from webgrad.backends.webgpu import reduce as gpu_reduce
 
-if not webgrad.webgpu.is_available():
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("webgpu: no adapter on CI; install mesa-vulkan-drivers")
-    pytest.skip("no WebGPU adapter here", allow_module_level=True)
+pytestmark = requires_webgpu
 
 RTOL, ATOL = 1e-5, 1e-5
 REDUCTIONS = ("sum", "prod", "amax", "amin")
@@ -346,10 +343,6 @@ def test_logsumexp_and_softmax_with_large_values():
 
 @pytest.mark.parametrize("name", ("max", "min"))
 def test_max_min_with_dim_give_values_and_indices(name):
-    from webgrad.ops.registry import OPS
-
-    if "wgsl" not in OPS["gather"].impls:
-        pytest.skip("max(dim)/min(dim) pick their values with gather, which has no WebGPU kernel yet")
     data = sample((7, 13, 5), "argmax")
     cpu, gpu = both(data)
     for dim, keepdim in ((1, False), (-1, True), (0, False)):

@@ -7,18 +7,15 @@ per row, a team per row) and the launcher's own choice, rows long enough to hit
 llvmpipe's loop-trip limit, folded grids, small workgroups, NaN and infinities,
 and gradients (first and second order) on webgpu against cpu.
 """
-import os
 
 import numpy as np
 import pytest
 
 import webgrad
+from conftest import requires_webgpu
 from webgrad.backends.webgpu import softmax as gpu_softmax
 
-if not webgrad.webgpu.is_available():
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("webgpu: no adapter on CI; install mesa-vulkan-drivers")
-    pytest.skip("no WebGPU adapter here", allow_module_level=True)
+pytestmark = requires_webgpu
 
 OPS = ("softmax", "log_softmax")
 rng = np.random.default_rng(0)
