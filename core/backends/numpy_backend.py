@@ -51,5 +51,8 @@ class NumpyBackend:
     def randint(self, shape, low, high, dtype):
         return wg_random.numpy_generator().integers(low, high, size=shape).astype(dtype.np)
 
+    def is_contiguous(self, data) -> bool:
+        return data.flags.c_contiguous
+
     def synchronize(self) -> None:
         pass

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..kernels import Elementwise, Kernel, View
 from ._helpers import describe, normalize_dim, normalize_dims
+from ..backends import get_backend
 from .registry import OpError, apply, defop
 
 
@@ -360,7 +361,7 @@ def clone(x):
 
 
 def contiguous(x):
-    if x.device == "cpu" and x._data.flags.c_contiguous:
+    if get_backend(x.device).is_contiguous(x._data):
         return x
     return apply(COPY, x)
 

@@ -176,6 +176,9 @@ class WebGPUBackend:
         host = np.frombuffer(raw, dtype={"f32": np.float32, "i32": np.int32, "u32": np.uint32}[data.kind])
         return host.reshape(data.shape).copy()
 
+    def is_contiguous(self, data: GPUArray) -> bool:
+        return data.is_contiguous()
+
     def contiguous(self, data: GPUArray) -> GPUArray:
         out = self.empty(data.shape, data.kind, "contiguous")
         elementwise.copy_into(self, data, out)

@@ -185,3 +185,28 @@ def arg_reduce(backend, op, record, arrays, attrs, shape, dtype):
     dim = attrs["dim"]
     reduced = set(range(len(x.shape))) if dim is None else {dim}
     return run(backend, record.entry, x, reduced, shape, "i32")
+
+
+def three_pass_loop_trips(inner, lanes, rounds):
+    """Loop trips one thread takes in a three-pass row kernel (softmax, layer_norm):
+    three passes of four elements a trip, and two tree combines."""
+    per_lane = -(-inner // lanes)
+    return rounds * (3 * (per_lane // 4 + 4) + 2 * lanes.bit_length())
+
+
+def widen_for_long_rows(backend, op_name, shape, rows, inner, lanes, workgroup, cpu_adapter, loop_trips):
+    """Double the threads per row while one thread's share of a row is too long
+    (llvmpipe silently ends an invocation after ~65535 loop trips). Returns
+    (lanes, workgroups, grid)."""
+    while True:
+        groups = -(-rows // (workgroup // lanes))
+        launch = grid(backend, groups)
+        rounds = -(-groups // (launch[0] * launch[1]))
+        too_long = -(-inner // lanes) > MAX_LANE_ELEMENTS or (
+            cpu_adapter and loop_trips(inner, lanes, rounds) > LOOP_TRIP_LIMIT)
+        if not too_long:
+            return lanes, groups, launch
+        if lanes >= workgroup:
+            raise ValueError(f"{op_name}: rows of {inner} elements ({tuple(shape)}) are too long for this "
+                             f"adapter's loop limit; move the tensor to 'cpu'")
+        lanes *= 2

@@ -45,10 +45,7 @@ def choose_lanes(rows, inner, kept, row_stride, workgroup, cpu_adapter=False):
                                    workgroup, cpu_adapter)
 
 
-def loop_trips(inner, lanes, rounds):
-    """Loop trips one thread takes: three passes of four elements a trip, two trees."""
-    per_lane = -(-inner // lanes)
-    return rounds * (3 * (per_lane // 4 + 4) + 2 * lanes.bit_length())
+loop_trips = gpu_reduce.three_pass_loop_trips  # a module name, so tests can patch it
 
 
 def pack_params(rows, inner, offset, groups, kept, row_stride, out_row_stride) -> bytes:
@@ -88,18 +85,8 @@ def softmax(backend, op, record, arrays, attrs, shape, dtype):
     workgroup = min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"])
     cpu_adapter = gpu_reduce.is_cpu_adapter(backend)
     lanes = choose_lanes(rows, inner, kept, x.strides[dim], workgroup, cpu_adapter)
-    while True:
-        groups = -(-rows // (workgroup // lanes))
-        launch = gpu_reduce.grid(backend, groups)
-        rounds = -(-groups // (launch[0] * launch[1]))
-        too_long = -(-inner // lanes) > MAX_LANE_ELEMENTS or (
-            cpu_adapter and loop_trips(inner, lanes, rounds) > LOOP_TRIP_LIMIT)
-        if not too_long:
-            break
-        if lanes >= workgroup:
-            raise ValueError(f"{op.name}: rows of {inner} elements ({tuple(x.shape)}) are too long for this "
-                             f"adapter's loop limit; move the tensor to 'cpu'")
-        lanes *= 2  # a long row: more threads share it
+    lanes, groups, launch = gpu_reduce.widen_for_long_rows(
+        backend, op.name, x.shape, rows, inner, lanes, workgroup, cpu_adapter, loop_trips)
 
     constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1}
     params = pack_params(rows, inner, x.offset, groups, kept, x.strides[dim], out_strides[dim])
