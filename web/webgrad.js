@@ -12,14 +12,20 @@
 // server this module came from (`baseUrl`, derived from import.meta.url), so a
 // page on another origin can embed it (the server sends CORS headers).
 //
-// Interrupts: where the page is cross-origin isolated (COOP/COEP headers), a
-// SharedArrayBuffer lets interrupt() raise KeyboardInterrupt inside the running
-// Python, and the runtime keeps its state. Elsewhere interrupt() terminates the
-// worker and boots a fresh one: the run in progress (and any queued) rejects,
-// and variables defined by earlier runs are gone. `runtime.interruptMode` says
-// which ("sharedarraybuffer" or "restart").
+// Interrupts stop the run in progress (the oldest one not yet settled). Where the
+// page is cross-origin isolated (COOP/COEP headers), a SharedArrayBuffer lets
+// interrupt() raise KeyboardInterrupt inside the running Python, and the runtime
+// keeps its state. Elsewhere, or when Python does not stop within
+// `interruptGraceMs` (default 1000: it is stuck in a long C call or awaiting a
+// promise), interrupt() terminates the worker and boots a fresh one: the run in
+// progress (and any queued) rejects with KeyboardInterrupt, variables defined by
+// earlier runs are gone, and a "restart" event fires. `runtime.interruptMode`
+// says which comes first ("sharedarraybuffer" or "restart").
 
 const SIGINT = 2;
+// The shared interrupt control block: [signal read by Pyodide, id of the run it is aimed at].
+const SIGNAL = 0;
+const TARGET = 1;
 
 /** A Python exception from runtime.run(): message is its last line, .traceback the whole. */
 export class PythonError extends Error {
@@ -63,6 +69,7 @@ export class Runtime {
     this.timings = null;
     this.bootMs = null;
     this.interruptMode = null;
+    this.interruptGraceMs = options.interruptGraceMs ?? 1000;
     this._listeners = {progress: new Set(), stdout: new Set(), stderr: new Set(), restart: new Set()};
     if (options.onProgress) this._listeners.progress.add(options.onProgress);
     this._pending = new Map();
@@ -86,7 +93,7 @@ export class Runtime {
   async _start() {
     const started = performance.now();
     const shared = typeof SharedArrayBuffer !== "undefined" && self.crossOriginIsolated;
-    this._interrupt = shared ? new Int32Array(new SharedArrayBuffer(4)) : null;
+    this._control = shared ? new Int32Array(new SharedArrayBuffer(2 * Int32Array.BYTES_PER_ELEMENT)) : null;
     const {worker, blobUrl} = startWorker(this.baseUrl);
     this._worker = worker;
     const ready = new Promise((resolve, reject) => { this._booting = {resolve, reject}; });
@@ -97,7 +104,7 @@ export class Runtime {
       this._rejectAll(error);
     };
     worker.postMessage({type: "boot", baseUrl: this.baseUrl, device: this.requestedDevice,
-                        interruptBuffer: this._interrupt});
+                        control: this._control});
     try {
       await ready;
     } finally {
@@ -151,11 +158,15 @@ export class Runtime {
   _take(id) {
     const pending = this._pending.get(id);
     this._pending.delete(id);
+    if (pending) pending.settle();
     return pending;
   }
 
   _rejectAll(error) {
-    for (const pending of this._pending.values()) pending.reject(error);
+    for (const pending of this._pending.values()) {
+      pending.reject(error);
+      pending.settle();
+    }
     this._pending.clear();
   }
 
@@ -163,30 +174,40 @@ export class Runtime {
   run(code) {
     if (!this._worker) return Promise.reject(new Error("webgrad: the runtime was terminated"));
     const id = this._nextId++;
+    let settle;
+    const settled = new Promise((resolve) => { settle = resolve; });
     return new Promise((resolve, reject) => {
-      this._pending.set(id, {resolve, reject});
+      this._pending.set(id, {resolve, reject, settle, settled});
       this._worker.postMessage({type: "run", id, code: String(code)});
     });
   }
 
-  /** Stop the running Python code. Resolves once the runtime accepts new runs. */
+  /** Stop the run in progress. Resolves once the runtime accepts new runs. */
   async interrupt() {
-    if (!this._worker) return;
-    if (this._interrupt) {
-      this._interrupt[0] = SIGINT;  // seen by Python even while the worker is busy
-      this._worker.postMessage({type: "interrupt"});
-      return;
+    if (!this._worker || this._pending.size === 0) return;
+    const target = Math.min(...this._pending.keys());  // runs execute in order: the oldest is running
+    if (this._control) {
+      // Aim first, then signal: the worker drops a signal aimed at another run (one that already ended).
+      Atomics.store(this._control, TARGET, target);
+      Atomics.store(this._control, SIGNAL, SIGINT);
+      const timer = new Promise((resolve) => setTimeout(() => resolve(false), this.interruptGraceMs));
+      const stopped = await Promise.race([this._pending.get(target).settled.then(() => true), timer]);
+      if (stopped) return;
     }
-    // No SharedArrayBuffer: restart the worker (documented at the top of this file).
-    if (this._pending.size === 0) return;
+    await this._restart("interrupt");
+  }
+
+  // Terminate the worker and boot a fresh one (documented at the top of this file).
+  async _restart(reason) {
     const error = new Error("KeyboardInterrupt: the run was stopped (the worker restarted, so earlier " +
-                            "variables are gone; serve the page with COOP/COEP headers to keep them)");
+                            "variables are gone" + (this._control ? ")" :
+                            "; serve the page with COOP/COEP headers to keep them)"));
     error.pythonType = "KeyboardInterrupt";
     this._worker.terminate();
     this._worker = null;
     this._rejectAll(error);
     await this._start();
-    this._emit("restart", {reason: "interrupt"});
+    this._emit("restart", {reason});
   }
 
   /** Stop the worker for good. */

@@ -4,11 +4,14 @@
 // Message protocol (every message is a plain object with a `type`):
 //
 //   page -> worker
-//     {type: "boot", baseUrl, device: "auto"|"webgpu"|"cpu", interruptBuffer}
+//     {type: "boot", baseUrl, device: "auto"|"webgpu"|"cpu", control}
 //         baseUrl: absolute URL of the site root (…/ with /pyodide/, /wheels/ below it).
-//         interruptBuffer: an Int32Array over a SharedArrayBuffer, or null where the
-//         page is not cross-origin isolated. The page writes 2 (SIGINT) into it to
-//         interrupt; Python then raises KeyboardInterrupt at the next bytecode check.
+//         control: an Int32Array(2) over a SharedArrayBuffer, or null where the page
+//         is not cross-origin isolated. To interrupt run `id` the page writes id into
+//         control[1], then 2 (SIGINT) into control[0], Pyodide's interrupt buffer:
+//         Python raises KeyboardInterrupt at its next bytecode check. The id keeps a
+//         signal that arrives after its run ended from killing the next run, and lets
+//         one sent before its run started still stop it.
 //     {type: "run", id, code}
 //         Run Python source (top-level await allowed) with pyodide.runPythonAsync,
 //         always: pyodide.ffi.run_sync (WebGPU readback) only works when entered so.
@@ -24,8 +27,9 @@
 //     {type: "error", id, stdout, stderr, message, traceback, pythonType}
 //         id null: boot failed (the runtime is unusable).
 //
-// Interrupts without a SharedArrayBuffer (pages served without COOP/COEP headers):
-// the page terminates this worker and boots a fresh one (Python state is lost).
+// Interrupts without a SharedArrayBuffer (pages served without COOP/COEP headers),
+// or that Python does not act on in time: the page terminates this worker and
+// boots a fresh one (Python state is lost).
 //
 // In Python, `webgrad_progress(dict)` (a global; also `from webgrad_runtime import
 // progress`, for modules) sends a progress event: values may be tensors, the page
@@ -34,7 +38,9 @@
 "use strict";
 
 let pyodide = null;
-let interruptArray = null;
+let control = null;      // the interrupt control block (see the protocol above)
+const SIGNAL = 0;
+const TARGET = 1;
 let current = null;      // {id, stdout, stderr} of the run in progress
 let queue = Promise.resolve();
 const decoders = {stdout: new TextDecoder(), stderr: new TextDecoder()};
@@ -147,7 +153,7 @@ json.dumps({"device": WEBGRAD_DEVICE, "reason": _reason, "adapter": _adapter,
                          "numpy": __import__("numpy").__version__}})
 `;
 
-async function boot({baseUrl, device, interruptBuffer}) {
+async function boot({baseUrl, device, control: controlBlock}) {
   const started = performance.now();
   const timings = {};
   const mark = (name) => { timings[name] = Math.round(performance.now() - started); };
@@ -162,9 +168,9 @@ async function boot({baseUrl, device, interruptBuffer}) {
   mark("pyodide");
   pyodide.setStdout(writer("stdout"));
   pyodide.setStderr(writer("stderr"));
-  if (interruptBuffer) {
-    interruptArray = interruptBuffer;
-    pyodide.setInterruptBuffer(interruptArray);
+  if (controlBlock) {
+    control = controlBlock;
+    pyodide.setInterruptBuffer(control.subarray(SIGNAL, SIGNAL + 1));
   }
   progress(null, {stage: "numpy", message: "loading numpy", fraction: 0.6});
   await pyodide.loadPackage(["numpy"], {messageCallback: () => {}, errorCallback: (m) => console.warn(m)});
@@ -186,7 +192,7 @@ async function boot({baseUrl, device, interruptBuffer}) {
   return {
     device: chosen.device, deviceReason: chosen.reason, adapter: chosen.adapter,
     versions: {...chosen.versions, pyodide: pyodide.version, wheel: name},
-    timings, interrupt: interruptArray ? "sharedarraybuffer" : "restart",
+    timings, interrupt: control ? "sharedarraybuffer" : "restart",
   };
 }
 
@@ -237,7 +243,7 @@ function flush() {
 
 async function run({id, code}) {
   current = {id, stdout: "", stderr: ""};
-  if (interruptArray) interruptArray[0] = 0;
+  if (control && Atomics.load(control, TARGET) !== id) Atomics.store(control, SIGNAL, 0);  // aimed at an earlier run
   let value;
   let converter;
   try {
@@ -262,6 +268,7 @@ async function run({id, code}) {
   } finally {
     if (value instanceof pyodide.ffi.PyProxy) value.destroy();
     if (converter) converter.destroy();
+    if (control && Atomics.load(control, TARGET) === id) Atomics.store(control, SIGNAL, 0);  // it came too late
     current = null;
   }
 }
@@ -276,8 +283,5 @@ self.onmessage = (event) => {
     queue = queue.then(() => (pyodide ? run(message) :
       post({type: "error", id: message.id, stdout: "", stderr: "", message: "webgrad: the runtime did not boot",
             traceback: "", pythonType: null})));
-  } else if (message.type === "interrupt") {
-    // Reached only while Python awaits (the page writes the shared buffer directly otherwise).
-    if (interruptArray) interruptArray[0] = 2;
   }
 };

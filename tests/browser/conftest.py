@@ -139,18 +139,25 @@ class Runtime:
                      crossOriginIsolated: self.crossOriginIsolated}};
         }}""")
 
+    def evaluate(self, function: str, arg=None, timeout_s: float = 60.0):
+        """``page.evaluate`` of an async JS ``function(arg)``, bounded: a hang fails this test
+        after ``timeout_s`` instead of stalling the suite until pytest's timeout."""
+        return self.page.evaluate(f"""async ([arg, ms]) => {{
+            const timeout = new Promise((_, reject) =>
+                setTimeout(() => reject(new Error(`timed out after ${{ms}} ms`)), ms));
+            return await Promise.race([({function})(arg), timeout]);
+        }}""", [arg, int(timeout_s * 1000)])
+
     def run(self, code: str, timeout_s: float = 120.0) -> dict:
         """{stdout, stderr, result} of ``code``, or {error: {message, traceback, pythonType, stdout}}."""
-        return self.page.evaluate(f"""async ([code, ms]) => {{
-            const timeout = new Promise((_, reject) =>
-                setTimeout(() => reject(new Error(`run timed out after ${{ms}} ms`)), ms));
+        return self.evaluate(f"""async (code) => {{
             try {{
-                return await Promise.race([window.{self.name}.run(code), timeout]);
+                return await window.{self.name}.run(code);
             }} catch (err) {{
                 return {{error: {{message: err.message, traceback: err.traceback || null,
                                   pythonType: err.pythonType || null, stdout: err.stdout || ""}}}};
             }}
-        }}""", [code, int(timeout_s * 1000)])
+        }}""", code, timeout_s)
 
     def ok(self, code: str, timeout_s: float = 120.0) -> dict:
         """Like run(), but a Python error fails the test with its traceback."""

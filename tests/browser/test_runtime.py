@@ -83,7 +83,7 @@ def test_exception_carries_traceback_and_runtime_survives(webgpu_runtime):
 
 def test_interrupt_stops_busy_loop_within_a_second(webgpu_runtime):
     webgpu_runtime.ok("kept = 41")
-    timing = webgpu_runtime.page.evaluate("""async () => {
+    timing = webgpu_runtime.evaluate("""async () => {
         const runtime = window.webgradRuntime;
         const running = runtime.run("while True: pass").then(() => null, (err) => err);
         await new Promise((resolve) => setTimeout(resolve, 300));
@@ -97,8 +97,69 @@ def test_interrupt_stops_busy_loop_within_a_second(webgpu_runtime):
     assert webgpu_runtime.ok("kept + 1")["result"] == 42  # state survives (SharedArrayBuffer interrupt)
 
 
+def test_interrupt_aimed_at_a_run_not_started_yet_still_stops_it(webgpu_runtime):
+    """interrupt() right after run(): the worker may not have begun the run when the signal lands
+    (a busy or slow machine); it must not drop the signal when the run starts."""
+    outcome = webgpu_runtime.evaluate("""async () => {
+        const runtime = window.webgradRuntime;
+        let restarted = false;
+        const stop = runtime.on("restart", () => { restarted = true; });
+        const looping = runtime.run("while True: pass").then(() => null, (err) => err);
+        await runtime.interrupt();  // before the worker has even received the run
+        const err = await looping;
+        stop();
+        return {type: err && err.pythonType, restarted};
+    }""")
+    assert outcome == {"type": "KeyboardInterrupt", "restarted": False}
+    assert webgpu_runtime.ok("kept + 1")["result"] == 42
+
+
+def test_signal_aimed_at_an_ended_run_does_not_hit_the_next(webgpu_runtime):
+    """An interrupt that lands just after its run ended must not kill the next run."""
+    outcome = webgpu_runtime.evaluate("""async () => {
+        const runtime = window.webgradRuntime;
+        await runtime.run("1");
+        const ended = runtime._nextId - 1;
+        Atomics.store(runtime._control, 1, ended);  // what interrupt() writes, too late
+        Atomics.store(runtime._control, 0, 2);
+        return (await runtime.run("'survived'")).result;
+    }""")
+    assert outcome == "survived"
+
+
+def test_interrupt_restarts_a_run_that_ignores_the_signal(browser, server_url):
+    """Python awaiting a promise runs no bytecode, so the signal can't land: after
+    interruptGraceMs the worker restarts, the run rejects and the runtime works again."""
+    context = browser.new_context()
+    try:
+        runtime = Runtime(context.new_page())
+        runtime.boot(server_url + "?device=cpu")
+        runtime.ok("lost = 1")
+        outcome = runtime.evaluate("""async () => {
+            const r = window.webgradRuntime;
+            const restarts = [];
+            r.on("restart", (data) => restarts.push(data));
+            const waiting = r.run("import asyncio\\nawait asyncio.sleep(600)").then(() => null, (err) => err);
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            const asked = performance.now();
+            const restarted = r.interrupt();
+            const err = await waiting;
+            const rejectedMs = performance.now() - asked;
+            await restarted;
+            return {rejectedMs, grace: r.interruptGraceMs, type: err && err.pythonType, restarts};
+        }""")
+        assert outcome["type"] == "KeyboardInterrupt"
+        assert outcome["grace"] <= outcome["rejectedMs"] < outcome["grace"] + 1000
+        assert outcome["restarts"] == [{"reason": "interrupt"}]
+        out = runtime.run("lost")
+        assert out["error"]["pythonType"] == "NameError"  # a fresh interpreter
+        assert runtime.ok("2 * 21")["result"] == 42
+    finally:
+        context.close()
+
+
 def test_progress_events_reach_the_page(webgpu_runtime):
-    events = webgpu_runtime.page.evaluate("""async () => {
+    events = webgpu_runtime.evaluate("""async () => {
         const seen = [];
         const stop = window.webgradRuntime.on("progress", (data) => seen.push(data));
         await window.webgradRuntime.run([
@@ -164,7 +225,7 @@ def test_cross_origin_page_without_coop_coep(browser, host_url):
         assert info["device"] == "cpu" and "requested" in info["deviceReason"]
         out = runtime.ok("import webgrad\nprint('hi')\n(webgrad.ones(2) + 1).tolist()")
         assert out == {"stdout": "hi\n", "stderr": "", "result": [2.0, 2.0]}
-        outcome = runtime.page.evaluate("""async () => {
+        outcome = runtime.evaluate("""async () => {
             const running = window.hosted.run("while True: pass").then(() => null, (err) => err);
             await new Promise((resolve) => setTimeout(resolve, 300));
             const asked = performance.now();
