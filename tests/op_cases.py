@@ -36,6 +36,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "softmax": (1e-5, 1e-6), "log_softmax": (1e-5, 1e-5), "matmul": (1e-5, 1e-5),
     "pow": (1e-5, 1e-5), "erf": (1e-5, 1e-6), "scatter_add": (1e-5, 1e-5),
     "remainder": (1e-5, 1e-5), "sigmoid": (1e-5, 1e-6), "layer_norm_core": (1e-5, 1e-5),
+    "cross_entropy": (1e-5, 1e-5),
 }
 FLOAT64_TOLERANCE = (1e-10, 1e-12)
 
@@ -834,6 +835,53 @@ case("composite", "layer_norm", lambda x: (x - x.mean(-1, keepdim=True)) / (x.va
                                                                             + 1e-5).sqrt(),
      lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), F(3, 6))
 
+
+
+# ---- nn.functional.cross_entropy: fused (no weight) and composed (weight) paths -------
+def _cross_entropy_ref(x, t, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    """PyTorch's cross_entropy of logits (N, C, ...) and class indices, in numpy."""
+    logp = np.log(_softmax(x, 1))
+    valid = t != ignore_index
+    safe = np.where(valid, t, 0)
+    w = np.ones(x.shape[1], x.dtype) if weight is None else weight
+    w_picked = np.where(valid, w[safe], 0).astype(x.dtype)
+    loss = -np.take_along_axis(logp, safe[:, None], 1)[:, 0] * w_picked
+    smooth = -(logp * w.reshape((1, -1) + (1,) * (x.ndim - 2))).sum(1) / x.shape[1]
+    loss = (1 - label_smoothing) * loss + label_smoothing * np.where(valid, smooth, 0).astype(x.dtype)
+    if reduction == "mean":
+        return loss.sum() / w_picked.sum()
+    return loss.sum() if reduction == "sum" else loss
+
+
+def _ce(**kw):
+    """F.cross_entropy with options ``kw``; a ``weight`` array goes to the logits' device."""
+    def fn(x, t):
+        options = dict(kw)
+        if "weight" in options:
+            options["weight"] = webgrad.tensor(options["weight"], device=x.device, dtype=x.dtype)
+        return webgrad.nn.functional.cross_entropy(x, t, **options)
+
+    def ref(x, t):
+        options = dict(kw)
+        if "weight" in options:
+            options["weight"] = np.asarray(options["weight"], x.dtype)
+        return _cross_entropy_ref(x, t, **options)
+    return fn, ref
+
+
+for variant, options, logits, labels in [
+    ("mean", {}, F(6, 5), IDX(6, high=5)),
+    ("sum_smoothed", {"reduction": "sum", "label_smoothing": 0.2}, F(6, 5), IDX(6, high=5)),
+    ("none_ignored", {"reduction": "none", "ignore_index": 2}, F(8, 5), IDX(8, high=5)),
+    ("spatial_smoothed_ignored", {"label_smoothing": 0.1, "ignore_index": 0}, F(2, 4, 3, 2), IDX(2, 3, 2, high=4)),
+    ("long_rows", {"label_smoothing": 0.3}, F(3, 257, low=-30, high=30), IDX(3, high=257)),
+    ("large_logits", {}, F(4, 6, low=80, high=90), IDX(4, high=6)),
+    ("weighted_smoothed", {"weight": [0.5, 2.0, 1.0, 0.25, 1.5], "label_smoothing": 0.1, "ignore_index": 4},
+     F(6, 5), IDX(6, high=5)),
+]:
+    case("cross_entropy", variant, *_ce(**options), logits, labels)
+case("cross_entropy", "of_transposed_logits", lambda x, t: webgrad.nn.functional.cross_entropy(x.T, t),
+     lambda x, t: _cross_entropy_ref(x.T, t), F(5, 4), IDX(4, high=5))
 
 # ---- strided views as inputs: backends must honour strides, offsets and broadcasts ---
 case("views", "exp_of_transposed", lambda x: x.T.exp(), lambda x: np.exp(x.T), F(3, 4))

@@ -57,6 +57,11 @@ DOUBLE_BACKWARD = {
     "prod": (lambda x: x.prod(1), lambda: [_leaf(3, 4, seed=14)]),
     "logsumexp": (lambda x: x.logsumexp(-1), lambda: [_leaf(2, 5, seed=15)]),
     "var": (lambda x: x.var(0), lambda: [_leaf(5, 2, seed=16)]),
+    "cross_entropy": (lambda x: webgrad.nn.functional.cross_entropy(x, webgrad.tensor([2, 0, -100]), reduction="none",
+                                                                     label_smoothing=0.2) ** 2,
+                      lambda: [_leaf(3, 4, seed=18)]),
+    "cross_entropy_spatial_mean": (lambda x: webgrad.nn.functional.cross_entropy(
+        x, webgrad.tensor([[1, 0], [2, 2]]), ignore_index=0) * x.sum(), lambda: [_leaf(2, 3, 2, seed=19)]),
     "getitem_gather": (lambda x: x[1:, ::2].gather(1, webgrad.tensor([[1, 0], [0, 0]])) ** 3,
                        lambda: [_leaf(3, 4, seed=17)]),
 }

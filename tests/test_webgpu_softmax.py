@@ -1,11 +1,14 @@
-"""The fused softmax and log_softmax kernels (softmax.wgsl) against the numpy backend.
+"""The fused softmax, log_softmax and cross-entropy kernels (softmax.wgsl) against
+the numpy backend.
 
 Covers every dim of 1-d to 4-d inputs, 0-d and empty tensors, strided views
 (transposed, permuted, stepped, flipped, broadcast) read in place, views with
 too many unmergeable dims (refused), both thread layouts forced (one thread
 per row, a team per row) and the launcher's own choice, rows long enough to hit
 llvmpipe's loop-trip limit, folded grids, small workgroups, NaN and infinities,
-and gradients (first and second order) on webgpu against cpu.
+and gradients (first and second order) on webgpu against cpu. Cross entropy
+(loss and gradient kernels) runs through the same layouts, grids and long rows,
+with ignored and out-of-range labels.
 """
 
 import numpy as np
@@ -211,6 +214,71 @@ def test_second_derivative_matches_cpu(name):
         x = webgrad.tensor(data, device=device, requires_grad=True)
         y = getattr(x, name)(1)
         (g,) = webgrad.autograd.grad((y * y).sum(), x, create_graph=True)
+        (gg,) = webgrad.autograd.grad((g * g).sum(), x)
+        grads[device] = gg.numpy()
+    np.testing.assert_allclose(grads["webgpu"], grads["cpu"], rtol=1e-4, atol=1e-5)
+
+
+# -- cross entropy: the loss and gradient kernels ---------------------------------------
+def check_cross_entropy(shape, rtol=1e-5, atol=1e-5, **options):
+    """F.cross_entropy (reduction 'none') and its gradient under random weights, cpu vs webgpu."""
+    logits = sample(shape, scale=2.0)
+    labels = rng.integers(0, shape[1], (shape[0],) + shape[2:])
+    labels.flat[::3] = options.get("ignore_index", -100)
+    weights = sample(labels.shape, scale=1.0)
+    results = {}
+    for device in ("cpu", "webgpu"):
+        x = webgrad.tensor(logits, device=device, requires_grad=True)
+        loss = webgrad.nn.functional.cross_entropy(x, webgrad.tensor(labels, device=device), reduction="none",
+                                                   **options)
+        (loss * webgrad.tensor(weights, device=device)).sum().backward()
+        results[device] = (loss.detach().numpy(), x.grad.numpy())
+    for got, expected in zip(results["webgpu"], results["cpu"]):
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
+CE_SHAPES = [(7, 13), (5, 1), (2, 4, 3), (3, 517), (40, 3, 2)]
+
+
+@pytest.mark.parametrize("shape", CE_SHAPES, ids=str)
+def test_cross_entropy_every_layout(shape, lanes):
+    check_cross_entropy(shape)
+    check_cross_entropy(shape, label_smoothing=0.25, ignore_index=0)
+
+
+def test_cross_entropy_folded_grid_small_workgroups_and_long_rows(lanes):
+    with webgrad.webgpu.override_limits(max_compute_workgroups_per_dimension=8):  # elementwise ops still fit
+        check_cross_entropy((2000, 3), label_smoothing=0.1)
+    with webgrad.webgpu.override_limits(max_compute_invocations_per_workgroup=32):
+        check_cross_entropy((5, 300), label_smoothing=0.1)
+
+
+def test_cross_entropy_rows_longer_than_one_thread_may_walk():
+    check_cross_entropy((2, 300000), rtol=1e-4, atol=1e-6, label_smoothing=0.1)
+
+
+def test_cross_entropy_label_out_of_range_raises_at_the_next_read():
+    """On the device the check is a flag read with the next readback (no stall per op)."""
+    x = webgrad.zeros(3, 4, device="webgpu")
+    loss = webgrad.nn.functional.cross_entropy(x, webgrad.tensor([0, 4, 1], device="webgpu"), reduction="none")
+    with pytest.raises(IndexError, match="out of bounds in cross_entropy"):
+        loss.numpy()
+    ok = webgrad.nn.functional.cross_entropy(x, webgrad.tensor([0, -100, 3], device="webgpu"), reduction="none")
+    np.testing.assert_allclose(ok.numpy(), [np.log(4), 0.0, np.log(4)], rtol=1e-6)  # the flag was cleared
+    with pytest.raises(IndexError, match="target 4 is out of bounds for 4 classes"):
+        webgrad.nn.functional.cross_entropy(x.cpu(), webgrad.tensor([0, 4, 1]))
+
+
+def test_cross_entropy_second_derivative_matches_cpu():
+    """The gradient kernel's own vjp, reached through x and through the upstream gradient."""
+    data = sample((4, 6), scale=1.0)
+    labels = np.array([1, 5, -100, 0])
+    grads = {}
+    for device in ("cpu", "webgpu"):
+        x = webgrad.tensor(data, device=device, requires_grad=True)
+        loss = webgrad.nn.functional.cross_entropy(x, webgrad.tensor(labels, device=device), reduction="none",
+                                                   label_smoothing=0.2)
+        (g,) = webgrad.autograd.grad((loss * loss).sum(), x, create_graph=True)
         (gg,) = webgrad.autograd.grad((g * g).sum(), x)
         grads[device] = gg.numpy()
     np.testing.assert_allclose(grads["webgpu"], grads["cpu"], rtol=1e-4, atol=1e-5)

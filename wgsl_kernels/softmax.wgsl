@@ -1,4 +1,4 @@
-// softmax.wgsl: softmax and log_softmax along one dim of a strided view.
+// softmax.wgsl: softmax, log_softmax and cross entropy along one dim of a strided view.
 //
 // Maths. The launcher views the input as rows: row o (row-major over the other,
 // "kept", dims) holds the n = p.inner elements along the softmax dim. Element r
@@ -12,7 +12,17 @@
 //   log_softmax: out[r] = x[r] - m - log(s)
 // A row holding NaN gives NaN everywhere, as does a row of -inf (inf - inf), like numpy.
 //
-// Bindings: 0 Params, 1 x (read, array<f32>), 2 out (read_write, array<f32>).
+// Cross entropy (dim = the class dim, n = C classes, row o has label t = labels[o]):
+//   cross_entropy:          out[o] = (1 - s) * (m - x[t]) + s * (m - mean_r x[r]) + log(s_exp)
+//                           (= logsumexp - (1 - s) x[t] - s mean(x), s = p.smoothing), 0 where
+//                           t == ignore_index
+//   cross_entropy_backward: out[r] = g[o] * (softmax[r] - (1 - s) * (r == t) - s / n), 0 where ignored
+// A label outside [0, n) that is not ignore_index counts as ignored and sets errors[0],
+// which the host raises as an IndexError at its next read.
+//
+// Bindings: 0 Params, 1 x (read, array<f32>), 2 out (read_write, array<f32>);
+// cross entropy adds 3 labels (read, array<i32>, contiguous over the rows),
+// 4 errors (atomic<u32>), and for the backward 5 g (read, array<f32>, g[g_offset + o * g_step]).
 //
 // Grid. A workgroup of WG threads is cut into WG / LANES teams of LANES threads;
 // each team handles one row in three passes: max, sum of exp, write.
@@ -42,11 +52,19 @@ struct Params {
   keep_shape: array<vec4<u32>, 2>,
   keep_strides: array<vec4<i32>, 2>,      // input
   out_keep_strides: array<vec4<i32>, 2>,  // output (contiguous)
+  labels_offset: u32,  // cross entropy only, from here on
+  ignore_index: i32,
+  smoothing: f32,
+  g_offset: u32,
+  g_step: u32,       // 0 (one g broadcast to every row) or 1
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read> labels: array<i32>;
+@group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
+@group(0) @binding(5) var<storage, read> g_rows: array<f32>;
 
 override WG: u32 = 128;
 override LANES: u32 = 1;
@@ -122,26 +140,46 @@ fn lane_sum_exp(row: Row, lane: u32, m: f32) -> f32 {
   return s;
 }
 
-// out = exp(x - m) * scale (softmax, scale = 1 / s) or (x - m) - log_s (log_softmax).
-// Not x - (m + log_s): with large x that sum would round away log_s's low bits.
-fn emit(log_space: bool, row: Row, r: u32, m: f32, scale: f32, log_s: f32) {
-  let shifted = load(row, r) - m;
-  store(row, r, select(exp(shifted) * scale, shifted - log_s, log_space));
-}
-
-fn write_row(log_space: bool, row: Row, lane: u32, m: f32, s: f32) {
-  let scale = 1.0 / s;
-  let log_s = log(s);
+fn lane_sum(row: Row, lane: u32) -> f32 {
+  var t = 0.0;
   var r = lane;
   loop {
     if (r + 3u * LANES >= p.inner) { break; }
-    emit(log_space, row, r, m, scale, log_s);
-    emit(log_space, row, r + LANES, m, scale, log_s);
-    emit(log_space, row, r + 2u * LANES, m, scale, log_s);
-    emit(log_space, row, r + 3u * LANES, m, scale, log_s);
+    t = t + load(row, r) + load(row, r + LANES) + load(row, r + 2u * LANES) + load(row, r + 3u * LANES);
     r = r + 4u * LANES;
   }
-  for (; r < p.inner; r = r + LANES) { emit(log_space, row, r, m, scale, log_s); }
+  for (; r < p.inner; r = r + LANES) { t = t + load(row, r); }
+  return t;
+}
+
+// What write_row stores at element r, given the row's max m and sum of exps s.
+const SOFTMAX: u32 = 0u;
+const LOG_SOFTMAX: u32 = 1u;
+const CE_GRAD: u32 = 2u;      // g * (softmax - (1 - smoothing) * (r == label) - smoothing / n)
+struct Emit { kind: u32, m: f32, scale: f32, log_s: f32, label: i32, g: f32 }
+
+fn emit_value(e: Emit, row: Row, r: u32) -> f32 {
+  // log_softmax is (x - m) - log_s, not x - (m + log_s): with large x that sum would round away log_s's low bits.
+  let shifted = load(row, r) - e.m;
+  if (e.kind == LOG_SOFTMAX) { return shifted - e.log_s; }
+  let prob = exp(shifted) * e.scale;
+  if (e.kind == CE_GRAD) {
+    return e.g * (prob - select(0.0, 1.0 - p.smoothing, i32(r) == e.label) - p.smoothing / f32(p.inner));
+  }
+  return prob;
+}
+
+fn write_row(e: Emit, row: Row, lane: u32) {
+  var r = lane;
+  loop {
+    if (r + 3u * LANES >= p.inner) { break; }
+    store(row, r, emit_value(e, row, r));
+    store(row, r + LANES, emit_value(e, row, r + LANES));
+    store(row, r + 2u * LANES, emit_value(e, row, r + 2u * LANES));
+    store(row, r + 3u * LANES, emit_value(e, row, r + 3u * LANES));
+    r = r + 4u * LANES;
+  }
+  for (; r < p.inner; r = r + LANES) { store(row, r, emit_value(e, row, r)); }
 }
 
 // Combine every lane's value of a team (max or sum) and hand the result to all
@@ -163,31 +201,104 @@ fn team_combine(take_max: bool, v: f32, lid: u32, lane: u32) -> f32 {
   return result;
 }
 
-fn run(log_space: bool, wid: vec3<u32>, lid: u32, nwg: vec3<u32>) {
+// The row this thread's team takes in row group g (may be past the last row).
+fn row_of(g: u32, lid: u32) -> u32 {
+  return g * (WG / LANES) + lid / LANES;
+}
+
+// (max, sum of exp(x - max)) of a row, known to every lane of its team.
+// Called in uniform control flow (it may hold barriers); `live` says whether the row exists.
+fn row_stats(row: Row, live: bool, lid: u32, lane: u32) -> vec2<f32> {
+  var m = 0.0;
+  if (live) { m = lane_max(row, lane); }
+  if (LANES > 1u) { m = team_combine(true, m, lid, lane); }
+  var s = 0.0;
+  if (live) { s = lane_sum_exp(row, lane, m); }
+  if (LANES > 1u) { s = team_combine(false, s, lid, lane); }
+  return vec2(m, s);
+}
+
+fn run_softmax(kind: u32, wid: vec3<u32>, lid: u32, nwg: vec3<u32>) {
   let lane = lid % LANES;
-  let rows_per_group = WG / LANES;
   for (var g = wid.x + wid.y * nwg.x; g < p.groups; g = g + nwg.x * nwg.y) {
-    let o = g * rows_per_group + lid / LANES;
+    let o = row_of(g, lid);
     let live = o < p.rows;
     let row = row_start(select(0u, o, live));
-    var m = 0.0;
-    if (live) { m = lane_max(row, lane); }
-    if (LANES > 1u) { m = team_combine(true, m, lid, lane); }
-    var s = 0.0;
-    if (live) { s = lane_sum_exp(row, lane, m); }
-    if (LANES > 1u) { s = team_combine(false, s, lid, lane); }
-    if (live) { write_row(log_space, row, lane, m, s); }
+    let ms = row_stats(row, live, lid, lane);
+    if (live) { write_row(Emit(kind, ms.x, 1.0 / ms.y, log(ms.y), -1, 0.0), row, lane); }
+  }
+}
+
+// Row o's class, or -1 where it is ignored or out of range (which also sets errors[0]).
+fn label_of(o: u32) -> i32 {
+  let t = labels[p.labels_offset + o];
+  if (t == p.ignore_index) { return -1; }
+  if (t < 0 || u32(t) >= p.inner) {
+    atomicOr(&errors[0], 1u);
+    return -1;
+  }
+  return t;
+}
+
+fn run_cross_entropy(wid: vec3<u32>, lid: u32, nwg: vec3<u32>) {
+  let lane = lid % LANES;
+  for (var g = wid.x + wid.y * nwg.x; g < p.groups; g = g + nwg.x * nwg.y) {
+    let o = row_of(g, lid);
+    let live = o < p.rows;
+    let row = row_start(select(0u, o, live));
+    let ms = row_stats(row, live, lid, lane);
+    var total = 0.0;
+    if (p.smoothing != 0.0) {  // uniform: every thread takes the same branch
+      if (live) { total = lane_sum(row, lane); }
+      if (LANES > 1u) { total = team_combine(false, total, lid, lane); }
+    }
+    if (live && lane == 0u) {
+      let t = label_of(o);
+      var loss = 0.0;
+      if (t >= 0) {
+        let m = ms.x;
+        loss = (1.0 - p.smoothing) * (m - load(row, u32(t))) + p.smoothing * (m - total / f32(p.inner)) + log(ms.y);
+      }
+      out[o] = loss;
+    }
+  }
+}
+
+fn run_cross_entropy_backward(wid: vec3<u32>, lid: u32, nwg: vec3<u32>) {
+  let lane = lid % LANES;
+  for (var g = wid.x + wid.y * nwg.x; g < p.groups; g = g + nwg.x * nwg.y) {
+    let o = row_of(g, lid);
+    let live = o < p.rows;
+    let row = row_start(select(0u, o, live));
+    let ms = row_stats(row, live, lid, lane);
+    if (live) {
+      let t = label_of(o);
+      let scale = select(0.0, g_rows[p.g_offset + o * p.g_step], t >= 0);
+      write_row(Emit(CE_GRAD, ms.x, 1.0 / ms.y, 0.0, t, scale), row, lane);
+    }
   }
 }
 
 @compute @workgroup_size(WG)
 fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
            @builtin(num_workgroups) nwg: vec3<u32>) {
-  run(false, wid, lid, nwg);
+  run_softmax(SOFTMAX, wid, lid, nwg);
 }
 
 @compute @workgroup_size(WG)
 fn log_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                @builtin(num_workgroups) nwg: vec3<u32>) {
-  run(true, wid, lid, nwg);
+  run_softmax(LOG_SOFTMAX, wid, lid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn cross_entropy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                 @builtin(num_workgroups) nwg: vec3<u32>) {
+  run_cross_entropy(wid, lid, nwg);
+}
+
+@compute @workgroup_size(WG)
+fn cross_entropy_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                          @builtin(num_workgroups) nwg: vec3<u32>) {
+  run_cross_entropy_backward(wid, lid, nwg);
 }

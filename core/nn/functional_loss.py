@@ -132,19 +132,29 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
     input, target, squeeze = _unbatch(input, target, reduction)
     _class_targets("cross_entropy", input, target, weight, ignore_index)
+    if weight is None:  # the common case: one fused kernel forward, one backward
+        loss = ops.cross_entropy(input, target, ignore_index, label_smoothing)
+        counted = target != ignore_index
+    else:
+        loss, counted = _weighted_cross_entropy(input, target, weight, ignore_index, label_smoothing)
+    if reduction == "mean":
+        return loss.sum() / counted.sum()
+    if reduction == "sum":
+        return loss.sum()
+    return loss.squeeze(0) if squeeze else loss
+
+
+def _weighted_cross_entropy(input, target, weight, ignore_index, label_smoothing):
+    """Per-position loss and target weight (0 where ignored), with class weights."""
     logp = ops.log_softmax(input, 1)
     loss, w, valid = _picked_and_weights(logp, target, weight, ignore_index)
     if label_smoothing > 0.0:
         # PyTorch: (1 - s) * nll + s / C * sum_c(-w_c * log p_c), ignored positions zeroed,
         # and a mean divides both parts by the same summed target weights.
-        per_class = logp if weight is None else logp * weight.reshape((1, -1) + (1,) * (logp.ndim - 2))
+        per_class = logp * weight.reshape((1, -1) + (1,) * (logp.ndim - 2))
         smooth = ops.where(valid, -per_class.sum(1), 0.0)
         loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / input.shape[1])
-    if reduction == "mean":
-        return loss.sum() / w.sum()
-    if reduction == "sum":
-        return loss.sum()
-    return loss.squeeze(0) if squeeze else loss
+    return loss, w
 
 
 def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing):

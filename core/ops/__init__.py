@@ -7,8 +7,8 @@ from .elementwise import (  # noqa: F401
     sign, sin, sqrt, sub, tanh, true_divide, where,
 )
 from .reduce import (  # noqa: F401
-    all, amax, amin, any, argmax, argmin, log_softmax, logsumexp, max, mean, min, norm, prod,
-    softmax, std, sum, var,
+    all, amax, amin, any, argmax, argmin, cross_entropy, log_softmax, logsumexp, max, mean, min, norm,
+    prod, softmax, std, sum, var,
 )
 from .movement import (  # noqa: F401
     cat, chunk, clone, concatenate, contiguous, expand, flatten, flip, movedim, narrow, pad,

@@ -1,6 +1,6 @@
 """Reductions. Primitives: sum, amax, amin, prod, argmax, argmin, and the fused
-softmax and log_softmax over one dim. Composed from them: mean, var, std, max/min
-with indices, logsumexp, norm.
+row kernels over one dim: softmax, log_softmax and cross_entropy (with its
+gradient). Composed from them: mean, var, std, max/min with indices, logsumexp, norm.
 """
 from __future__ import annotations
 
@@ -267,6 +267,67 @@ def log_softmax(x, dim, dtype=None):
         x = cast(x, dtypes.to_dtype(dtype))
     require_float("log_softmax", x)
     return apply(LOG_SOFTMAX, x, dim=normalize_dim("log_softmax", dim, x.ndim))
+
+
+# Cross entropy of class-index labels, per position, fused: the loss reads each row
+# of logits once for its max, once for its sum of exps, and the gradient writes
+# g * (softmax - (1 - s) * onehot - s / C) in the same kernel, instead of
+# log_softmax + gather + where + scatter_add chains. Dim 1 is the class dim of
+# (N, C, d1, ...) logits; labels are (N, d1, ...); ignored positions give 0.
+def _class_labels(x, labels, *, ignore_index, smoothing):
+    classes = x.shape[1]
+    valid = labels != ignore_index
+    safe = np.where(valid, labels, 0)
+    bad = (safe < 0) | (safe >= classes)
+    if bad.any():
+        raise IndexError(f"cross_entropy: target {int(safe[bad][0])} is out of bounds for {classes} classes")
+    return valid, np.expand_dims(safe, 1)
+
+
+def _cross_entropy_numpy(x, labels, *, ignore_index, smoothing):
+    valid, safe = _class_labels(x, labels, ignore_index=ignore_index, smoothing=smoothing)
+    logp = _log_softmax_numpy(x, dim=1)
+    loss = -np.take_along_axis(logp, safe, 1).squeeze(1)
+    if smoothing:
+        loss = (1.0 - smoothing) * loss - smoothing * logp.mean(1)
+    return np.where(valid, loss, 0).astype(x.dtype)
+
+
+def _cross_entropy_backward_numpy(x, labels, g, *, ignore_index, smoothing):
+    valid, safe = _class_labels(x, labels, ignore_index=ignore_index, smoothing=smoothing)
+    classes = np.arange(x.shape[1]).reshape((1, -1) + (1,) * (x.ndim - 2))
+    hit = (classes == safe).astype(x.dtype)
+    grad = _softmax_numpy(x, dim=1) - (1.0 - smoothing) * hit - smoothing / x.shape[1]
+    return (grad * np.expand_dims(np.where(valid, g, 0), 1)).astype(x.dtype)
+
+
+def _cross_entropy_backward_vjp(u, x, labels, g, *, out, ignore_index, smoothing):
+    """Second derivatives: out = g * valid * (softmax(x) - (1 - s) * onehot - s / C)."""
+    prob = softmax(x, 1)
+    valid = labels != ignore_index
+    u_prob = _sum(u * prob, (1,), False)
+    grad_x = where(valid, g, 0.0).unsqueeze(1) * prob * (u - u_prob.unsqueeze(1))
+    picked = u.gather(1, where(valid, labels, 0).unsqueeze(1)).squeeze(1)
+    grad_g = u_prob - (1.0 - smoothing) * picked - (smoothing / x.shape[1]) * _sum(u, (1,), False)
+    return grad_x, None, where(valid, grad_g, 0.0)
+
+
+CROSS_ENTROPY = defop("cross_entropy", infer=lambda x, labels, **_: (labels.shape, x.dtype),
+                      numpy=_cross_entropy_numpy, wgsl=Kernel("softmax.wgsl", "cross_entropy", "cross_entropy"),
+                      vjp=lambda g, x, labels, *, out, **attrs: (apply(CROSS_ENTROPY_BACKWARD, x, labels, g, **attrs),
+                                                                None))
+CROSS_ENTROPY_BACKWARD = defop("cross_entropy_backward", infer=lambda x, labels, g, **_: (x.shape, x.dtype),
+                               numpy=_cross_entropy_backward_numpy,
+                               wgsl=Kernel("softmax.wgsl", "cross_entropy_backward", "cross_entropy"),
+                               vjp=_cross_entropy_backward_vjp)
+
+
+def cross_entropy(x, labels, ignore_index=-100, smoothing=0.0):
+    """Unweighted cross entropy per position of logits ``x`` (N, C, d1, ...) against
+    class indices ``labels`` (N, d1, ...), 0 where ``labels == ignore_index``:
+    logsumexp(x) - (1 - s) * x[label] - s * mean(x) along dim 1. Callers validate
+    shapes (``nn.functional.cross_entropy``); one fused kernel each way."""
+    return apply(CROSS_ENTROPY, x, labels, ignore_index=int(ignore_index), smoothing=float(smoothing))
 
 
 def norm(x, p=2, dim=None, keepdim=False):

@@ -1,4 +1,5 @@
-"""Launcher for softmax.wgsl: softmax and log_softmax along one dim, fused.
+"""Launchers for softmax.wgsl: softmax, log_softmax and cross entropy (loss and
+gradient) along one dim, fused.
 
 The input stays a strided view: the shader walks it as rows (every dim but the
 softmax dim, merged where strides allow) of ``inner`` elements, reading each row
@@ -48,8 +49,9 @@ def choose_lanes(rows, inner, kept, row_stride, workgroup, cpu_adapter=False):
 loop_trips = gpu_reduce.three_pass_loop_trips  # a module name, so tests can patch it
 
 
-def pack_params(rows, inner, offset, groups, kept, row_stride, out_row_stride) -> bytes:
-    words = np.zeros(32, dtype=np.uint32)
+def pack_params(rows, inner, offset, groups, kept, row_stride, out_row_stride,
+                labels_offset=0, ignore_index=0, smoothing=0.0, g_offset=0, g_step=0) -> bytes:
+    words = np.zeros(40, dtype=np.uint32)
     signed = words.view(np.int32)
     words[0:5] = (rows, inner, offset, groups, len(kept))
     signed[5] = row_stride
@@ -58,25 +60,22 @@ def pack_params(rows, inner, offset, groups, kept, row_stride, out_row_stride) -
         words[8 + k] = n
         signed[16 + k] = s
         signed[24 + k] = t
+    words[32] = labels_offset
+    signed[33] = ignore_index
+    words[34:35].view(np.float32)[0] = smoothing
+    words[35:37] = (g_offset, g_step)
     return words.tobytes()
 
 
-@launcher("softmax")
-def softmax(backend, op, record, arrays, attrs, shape, dtype):
-    """softmax / log_softmax (``op.name``) of ``arrays[0]`` along ``attrs["dim"]``."""
-    (x,) = arrays
-    if x.kind != "f32":
-        raise TypeError(f"{op.name}: not supported on webgpu for element type {x.kind}; convert with .float()")
-    out = backend.empty(shape, "f32", op.name)
-    if out.numel() == 0:
-        return out
+def plan_rows(backend, op_name, x, dim):
+    """How the kernel walks ``x`` as rows along ``dim``: (x, constants, launch, row
+    params), with the output contiguous. Refuses views it cannot walk."""
     if not x.shape:  # 0-d: one row of one element
         x = x.view((1,), (1,))
-    dim = attrs["dim"]
     out_strides = contiguous_strides(x.shape)
     kept = coalesce([(n, s, t) for d, (n, s, t) in enumerate(zip(x.shape, x.strides, out_strides)) if d != dim])
     if len(kept) > MAX_RANK:
-        raise ValueError(f"{op.name}: webgpu handles at most {MAX_RANK} other dims that cannot be merged; got "
+        raise ValueError(f"{op_name}: webgpu handles at most {MAX_RANK} other dims that cannot be merged; got "
                          f"shape {tuple(x.shape)} with strides {tuple(x.strides)} along dim {dim}; "
                          f"reshape to fewer dims or move the tensor to 'cpu'")
     rows = int(np.prod([n for n, _, _ in kept], dtype=np.int64))
@@ -86,10 +85,52 @@ def softmax(backend, op, record, arrays, attrs, shape, dtype):
     cpu_adapter = gpu_reduce.is_cpu_adapter(backend)
     lanes = choose_lanes(rows, inner, kept, x.strides[dim], workgroup, cpu_adapter)
     lanes, groups, launch = gpu_reduce.widen_for_long_rows(
-        backend, op.name, x.shape, rows, inner, lanes, workgroup, cpu_adapter, loop_trips)
-
+        backend, op_name, x.shape, rows, inner, lanes, workgroup, cpu_adapter, loop_trips)
     constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1}
-    params = pack_params(rows, inner, x.offset, groups, kept, x.strides[dim], out_strides[dim])
-    backend.dispatch(FILE, record.entry, (), None, constants, [x.buffer, out.buffer], params,
+    return x, constants, launch, (rows, inner, x.offset, groups, kept, x.strides[dim], out_strides[dim])
+
+
+def _require_f32(op_name, x):
+    if x.kind != "f32":
+        raise TypeError(f"{op_name}: not supported on webgpu for element type {x.kind}; convert with .float()")
+
+
+@launcher("softmax")
+def softmax(backend, op, record, arrays, attrs, shape, dtype):
+    """softmax / log_softmax (``op.name``) of ``arrays[0]`` along ``attrs["dim"]``."""
+    (x,) = arrays
+    _require_f32(op.name, x)
+    out = backend.empty(shape, "f32", op.name)
+    if out.numel() == 0:
+        return out
+    x, constants, launch, rows = plan_rows(backend, op.name, x, attrs["dim"])
+    backend.dispatch(FILE, record.entry, (), None, constants, [x.buffer, out.buffer], pack_params(*rows),
                      launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
+    return out
+
+
+@launcher("cross_entropy")
+def cross_entropy(backend, op, record, arrays, attrs, shape, dtype):
+    """cross_entropy (per-position loss) or cross_entropy_backward (its gradient, given
+    ``g`` per position) of logits ``arrays[0]`` (N, C, ...) and labels ``arrays[1]``."""
+    x, labels = arrays[:2]
+    _require_f32(op.name, x)
+    out = backend.empty(shape, "f32", op.name)
+    if out.numel() == 0:
+        return out
+    if not labels.is_contiguous():  # the kernel reads labels[offset + o]: rows run row-major over (N, d1, ...)
+        labels = backend.contiguous(labels)
+    buffers = [x.buffer, out.buffer, labels.buffer, backend.index_errors.buffer_for(op.name)]
+    extra = {}
+    if len(arrays) == 3:  # the upstream gradient, one per position: contiguous, or one value broadcast
+        g = arrays[2]
+        if any(g.strides) and not g.is_contiguous():
+            g = backend.contiguous(g)
+        extra = {"g_offset": g.offset, "g_step": int(any(g.strides))}
+        buffers.append(g.buffer)
+    x, constants, launch, rows = plan_rows(backend, op.name, x, 1)
+    params = pack_params(*rows, labels_offset=labels.offset, ignore_index=attrs["ignore_index"],
+                         smoothing=attrs["smoothing"], **extra)
+    backend.dispatch(FILE, record.entry, (), None, constants, buffers, params, launch,
+                     f"{FILE}:{record.entry} {tuple(x.shape)}")
     return out
