@@ -1,5 +1,10 @@
-"""webgrad.nn.functional against torch.nn.functional (forward and gradients) and
-against float64 central finite differences."""
+"""webgrad.nn.functional against torch.nn.functional (forward and gradients) on
+every device, and against float64 central finite differences (on the cpu).
+
+The torch comparisons run once per (device, dtype) pair the device has: float64
+stays on the cpu (WGSL has no f64), so webgpu runs the float32 rows;
+test_float64_is_refused_on_webgpu checks that refusal.
+"""
 import math
 
 import numpy as np
@@ -7,20 +12,28 @@ import pytest
 
 import webgrad
 import webgrad.nn.functional as F
+from conftest import DEVICES, requires_webgpu, supports_dtype
 from webgrad.ops.registry import OpError
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
+# Forward atol per dtype; gradients are checked at 10x (see check_against_torch).
+# float32 on webgpu (llvmpipe) matches torch's cpu kernels within these, so no op
+# needs a looser tolerance there.
 DTYPES = {"float32": (np.float32, 1e-5), "float64": (np.float64, 1e-10)}
+
+DEVICE_DTYPES = [pytest.param(d, t, id=f"{d}-{t}") for d in DEVICES for t in DTYPES
+                 if supports_dtype(d, webgrad.dtypes.from_name(t))]
+on_devices = pytest.mark.parametrize("device,dtype", DEVICE_DTYPES)
 
 
 def _rng(seed=0):
     return np.random.default_rng(seed)
 
 
-def _wg(a, requires_grad=False):
-    return webgrad.tensor(a, requires_grad=requires_grad)
+def _wg(a, device="cpu", requires_grad=False):
+    return webgrad.tensor(a, device=device, requires_grad=requires_grad)
 
 
 def _th(a, requires_grad=False):
@@ -31,28 +44,31 @@ def _np(t):
     return t.detach().numpy()
 
 
-def check_against_torch(ours, theirs, arrays, *, atol, rtol=1e-5, grad=True):
-    """Same forward values and (for float arrays) same gradients of sum(out * w)."""
+def check_against_torch(ours, theirs, arrays, *, device, atol, rtol=1e-5, grad=True):
+    """Same forward values and (for float arrays) same gradients of sum(out * w);
+    webgrad's inputs are made on ``device`` and its results stay there."""
     floats = [isinstance(a, np.ndarray) and a.dtype.kind == "f" for a in arrays]
-    wg_in = [_wg(a, grad and f) for a, f in zip(arrays, floats)]
+    wg_in = [_wg(a, device, grad and f) for a, f in zip(arrays, floats)]
     th_in = [_th(a, grad and f) for a, f in zip(arrays, floats)]
     out, ref = ours(*wg_in), theirs(*th_in)
+    assert out.device == device
     np.testing.assert_allclose(_np(out), ref.detach().numpy(), atol=atol, rtol=rtol)
     if not grad:
         return
     w = _rng(7).standard_normal(tuple(ref.shape)).astype(ref.detach().numpy().dtype)
-    (out * _wg(w)).sum().backward()
+    (out * _wg(w, device)).sum().backward()
     (ref * _th(w)).sum().backward()
     for x, y, f in zip(wg_in, th_in, floats):
         if f:
             assert x.grad is not None, "no gradient reached an input"
+            assert x.grad.device == device
             np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), atol=atol * 10, rtol=rtol * 10)
 
 
 def gradcheck(fn, *arrays, eps=1e-6, rtol=1e-5, atol=1e-8):
     """Central finite differences in float64 along a random direction, for every array input."""
     rng = _rng(3)
-    inputs = [_wg(np.asarray(a, np.float64), True) for a in arrays]
+    inputs = [_wg(np.asarray(a, np.float64), requires_grad=True) for a in arrays]
     out = fn(*inputs)
     w = rng.standard_normal(tuple(out.shape))
     (out * _wg(w)).sum().backward()
@@ -66,6 +82,13 @@ def gradcheck(fn, *arrays, eps=1e-6, rtol=1e-5, atol=1e-8):
         numeric = (f(a + eps * direction) - f(a - eps * direction)) / (2 * eps)
         analytic = float((inputs[i].grad.numpy() * direction).sum())
         assert abs(numeric - analytic) <= atol + rtol * abs(numeric), (i, numeric, analytic)
+
+
+@requires_webgpu
+def test_float64_is_refused_on_webgpu():
+    x = webgrad.ones(1, 2, 4, 4, device="webgpu")
+    with pytest.raises(TypeError, match="float64"):
+        F.conv2d(x, webgrad.ones(3, 2, 3, 3, device="webgpu").double())
 
 
 # -- activations -------------------------------------------------------------------
@@ -90,13 +113,13 @@ ACTIVATIONS = [
 ]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("name,ours,theirs", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
-def test_activation_matches_torch(name, ours, theirs, dtype):
+def test_activation_matches_torch(name, ours, theirs, device, dtype):
     np_dtype, atol = DTYPES[dtype]
     x = (_rng().standard_normal((3, 5)) * 3).astype(np_dtype)
     x[np.abs(x) < 1e-3] = 0.5  # away from kinks
-    check_against_torch(ours, theirs, [x], atol=atol)
+    check_against_torch(ours, theirs, [x], device=device, atol=atol)
 
 
 @pytest.mark.parametrize("name,ours", [(a[0], a[1]) for a in ACTIVATIONS if a[0] in
@@ -105,36 +128,39 @@ def test_activation_finite_differences(name, ours):
     gradcheck(ours, _rng(1).standard_normal((2, 4)) * 2)
 
 
-def test_softplus_is_stable_and_has_the_right_slope_at_zero():
-    x = _wg(np.array([-1000.0, 0.0, 1000.0]), True)
+@on_devices
+def test_softplus_is_stable_and_has_the_right_slope_at_zero(device, dtype):
+    x = _wg(np.array([-1000.0, 0.0, 1000.0], DTYPES[dtype][0]), device, True)
     y = F.softplus(x)
     np.testing.assert_allclose(_np(y), [0.0, math.log(2.0), 1000.0])
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [0.0, 0.5, 1.0])
 
 
-def test_softmax_default_dim_follows_torch():
-    x = _rng().standard_normal((2, 3, 4))
-    np.testing.assert_allclose(_np(F.softmax(_wg(x))), TF.softmax(_th(x), dim=0).numpy(), atol=1e-12)
+@on_devices
+def test_softmax_default_dim_follows_torch(device, dtype):
+    np_dtype, atol = DTYPES[dtype]
+    x = _rng().standard_normal((2, 3, 4)).astype(np_dtype)
+    np.testing.assert_allclose(_np(F.softmax(_wg(x, device))), TF.softmax(_th(x), dim=0).numpy(), atol=atol)
 
 
-# -- dropout -----------------------------------------------------------------------
-def test_dropout_scales_kept_values_and_is_reproducible():
-    x = _wg(np.ones((200, 50)), True)
+# -- dropout (seeded, so these hold on every device; torch's random stream differs) ------
+def test_dropout_scales_kept_values_and_is_reproducible(device):
+    x = _wg(np.ones((200, 50), np.float32), device, True)
     webgrad.manual_seed(3)
     y = F.dropout(x, p=0.3)
     webgrad.manual_seed(3)
     y2 = F.dropout(x, p=0.3)
     values = _np(y)
     np.testing.assert_array_equal(values, _np(y2))
-    assert set(np.unique(values)) == {0.0, 1.0 / 0.7}
+    np.testing.assert_allclose(np.unique(values), [0.0, 1.0 / 0.7], rtol=1e-6)
     assert abs((values == 0).mean() - 0.3) < 0.02
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), values)  # d(x * mask / (1-p)) / dx
 
 
-def test_dropout_off_and_edge_probabilities():
-    x = _wg(_rng().standard_normal((4, 4)))
+def test_dropout_off_and_edge_probabilities(device):
+    x = _wg(_rng().standard_normal((4, 4)).astype(np.float32), device)
     assert F.dropout(x, 0.5, training=False) is x
     assert F.dropout(x, 0.0) is x
     np.testing.assert_array_equal(_np(F.dropout(x, 1.0)), np.zeros((4, 4)))
@@ -143,15 +169,15 @@ def test_dropout_off_and_edge_probabilities():
 
 
 # -- linear ------------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("bias", [True, False])
-def test_linear_matches_torch(dtype, bias):
+def test_linear_matches_torch(device, dtype, bias):
     np_dtype, atol = DTYPES[dtype]
     rng = _rng()
     arrays = [rng.standard_normal(s).astype(np_dtype) for s in ((2, 3, 4), (5, 4), (5,))]
     if not bias:
         arrays = arrays[:2]
-    check_against_torch(F.linear, TF.linear, arrays, atol=atol)
+    check_against_torch(F.linear, TF.linear, arrays, device=device, atol=atol)
 
 
 def test_linear_error_names_shapes():
@@ -170,9 +196,9 @@ CONV2D_CASES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("case", CONV2D_CASES, ids=str)
-def test_conv2d_matches_torch(case, dtype):
+def test_conv2d_matches_torch(case, device, dtype):
     np_dtype, atol = DTYPES[dtype]
     rng = _rng()
     groups = case.get("groups", 1)
@@ -180,14 +206,16 @@ def test_conv2d_matches_torch(case, dtype):
     w = rng.standard_normal((8, 4 // groups, 3, 2)).astype(np_dtype)
     b = rng.standard_normal(8).astype(np_dtype)
     check_against_torch(lambda *a: F.conv2d(*a, **case), lambda *a: TF.conv2d(*a, **case), [x, w, b],
-                        atol=atol * 10)
+                        device=device, atol=atol * 10)
 
 
-def test_conv2d_unbatched_and_without_bias():
+@on_devices
+def test_conv2d_unbatched_and_without_bias(device, dtype):
+    np_dtype, atol = DTYPES[dtype]
     rng = _rng()
-    x, w = rng.standard_normal((3, 5, 5)), rng.standard_normal((2, 3, 3, 3))
+    x, w = rng.standard_normal((3, 5, 5)).astype(np_dtype), rng.standard_normal((2, 3, 3, 3)).astype(np_dtype)
     check_against_torch(lambda x, w: F.conv2d(x, w, padding=1), lambda x, w: TF.conv2d(x, w, padding=1), [x, w],
-                        atol=1e-10)
+                        device=device, atol=atol)
 
 
 def test_conv2d_finite_differences():
@@ -196,13 +224,16 @@ def test_conv2d_finite_differences():
               rng.standard_normal((4, 2, 3, 3)), rng.standard_normal(4))
 
 
+@on_devices
 @pytest.mark.parametrize("case", [dict(), dict(stride=2, padding=2), dict(padding="same", dilation=2, groups=2)],
                          ids=str)
-def test_conv1d_matches_torch(case):
+def test_conv1d_matches_torch(case, device, dtype):
+    np_dtype, atol = DTYPES[dtype]
     rng = _rng()
     groups = case.get("groups", 1)
-    x, w, b = rng.standard_normal((2, 4, 9)), rng.standard_normal((6, 4 // groups, 3)), rng.standard_normal(6)
-    check_against_torch(lambda *a: F.conv1d(*a, **case), lambda *a: TF.conv1d(*a, **case), [x, w, b], atol=1e-10)
+    x, w, b = (rng.standard_normal(s).astype(np_dtype) for s in ((2, 4, 9), (6, 4 // groups, 3), (6,)))
+    check_against_torch(lambda *a: F.conv1d(*a, **case), lambda *a: TF.conv1d(*a, **case), [x, w, b],
+                        device=device, atol=atol)
 
 
 def test_conv_errors_name_shapes():
@@ -229,21 +260,24 @@ MAX_POOL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("case", MAX_POOL_CASES, ids=str)
-def test_max_pool2d_matches_torch(case, dtype):
+def test_max_pool2d_matches_torch(case, device, dtype):
     np_dtype, atol = DTYPES[dtype]
     x = _rng().permutation(2 * 3 * 7 * 8).reshape(2, 3, 7, 8).astype(np_dtype) / 10  # no ties
-    check_against_torch(lambda x: F.max_pool2d(x, **case), lambda x: TF.max_pool2d(x, **case), [x], atol=atol)
-    ours, our_indices = F.max_pool2d(_wg(x), return_indices=True, **case)
+    check_against_torch(lambda x: F.max_pool2d(x, **case), lambda x: TF.max_pool2d(x, **case), [x],
+                        device=device, atol=atol)
+    ours, our_indices = F.max_pool2d(_wg(x, device), return_indices=True, **case)
     ref, ref_indices = TF.max_pool2d(_th(x), return_indices=True, **case)
     np.testing.assert_array_equal(our_indices.numpy(), ref_indices.numpy())
 
 
-def test_max_pool2d_gradient_goes_to_first_maximum_like_torch():
-    x = np.zeros((1, 1, 4, 4))
+@on_devices
+def test_max_pool2d_gradient_goes_to_first_maximum_like_torch(device, dtype):
+    np_dtype, atol = DTYPES[dtype]
+    x = np.zeros((1, 1, 4, 4), np_dtype)
     x[0, 0, 1, 1] = x[0, 0, 1, 0] = 1.0  # a tie inside one window
-    check_against_torch(lambda x: F.max_pool2d(x, 2), lambda x: TF.max_pool2d(x, 2), [x], atol=1e-12)
+    check_against_torch(lambda x: F.max_pool2d(x, 2), lambda x: TF.max_pool2d(x, 2), [x], device=device, atol=atol)
 
 
 def test_max_pool2d_finite_differences():
@@ -261,12 +295,13 @@ AVG_POOL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("case", AVG_POOL_CASES, ids=str)
-def test_avg_pool2d_matches_torch(case, dtype):
+def test_avg_pool2d_matches_torch(case, device, dtype):
     np_dtype, atol = DTYPES[dtype]
     x = _rng().standard_normal((2, 3, 7, 8)).astype(np_dtype)
-    check_against_torch(lambda x: F.avg_pool2d(x, **case), lambda x: TF.avg_pool2d(x, **case), [x], atol=atol)
+    check_against_torch(lambda x: F.avg_pool2d(x, **case), lambda x: TF.avg_pool2d(x, **case), [x],
+                        device=device, atol=atol)
 
 
 def test_avg_pool2d_finite_differences():
@@ -280,33 +315,43 @@ def test_pool_errors():
         F.max_pool2d(webgrad.ones(8, 8), 2)
 
 
+@on_devices
 @pytest.mark.parametrize("output_size", [1, 3, (4, None), (5, 4), (7, 8)], ids=str)
-def test_adaptive_avg_pool2d_matches_torch(output_size):
-    x = _rng().standard_normal((2, 3, 7, 8))
+def test_adaptive_avg_pool2d_matches_torch(output_size, device, dtype):
+    np_dtype, atol = DTYPES[dtype]
+    x = _rng().standard_normal((2, 3, 7, 8)).astype(np_dtype)
     check_against_torch(lambda x: F.adaptive_avg_pool2d(x, output_size),
-                        lambda x: TF.adaptive_avg_pool2d(x, output_size), [x], atol=1e-12)
+                        lambda x: TF.adaptive_avg_pool2d(x, output_size), [x], device=device, atol=atol)
 
 
 # -- normalization ----------------------------------------------------------------------------
+@on_devices
 @pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5), (2, 3, 4, 4)])
-def test_batch_norm_training_matches_torch_and_updates_running_stats(shape):
+def test_batch_norm_training_matches_torch_and_updates_running_stats(shape, device, dtype):
+    np_dtype, atol = DTYPES[dtype]
     rng = _rng()
-    x, w, b = rng.standard_normal(shape) * 2 + 1, rng.standard_normal(3), rng.standard_normal(3)
-    rm, rv = np.zeros(3), np.ones(3)
-    our_rm, our_rv, ref_rm, ref_rv = _wg(rm), _wg(rv), _th(rm), _th(rv)
+    x = (rng.standard_normal(shape) * 2 + 1).astype(np_dtype)
+    w, b = rng.standard_normal(3).astype(np_dtype), rng.standard_normal(3).astype(np_dtype)
+    rm, rv = np.zeros(3, np_dtype), np.ones(3, np_dtype)
+    our_rm, our_rv, ref_rm, ref_rv = _wg(rm, device), _wg(rv, device), _th(rm), _th(rv)
     check_against_torch(lambda x, w, b: F.batch_norm(x, our_rm, our_rv, w, b, True, 0.2),
-                        lambda x, w, b: TF.batch_norm(x, ref_rm, ref_rv, w, b, True, 0.2), [x, w, b], atol=1e-10)
-    np.testing.assert_allclose(our_rm.numpy(), ref_rm.numpy(), atol=1e-12)
-    np.testing.assert_allclose(our_rv.numpy(), ref_rv.numpy(), atol=1e-12)
+                        lambda x, w, b: TF.batch_norm(x, ref_rm, ref_rv, w, b, True, 0.2), [x, w, b],
+                        device=device, atol=atol)
+    assert our_rm.device == our_rv.device == device
+    np.testing.assert_allclose(our_rm.numpy(), ref_rm.numpy(), atol=atol)
+    np.testing.assert_allclose(our_rv.numpy(), ref_rv.numpy(), atol=atol)
 
 
-def test_batch_norm_eval_uses_running_stats():
+@on_devices
+def test_batch_norm_eval_uses_running_stats(device, dtype):
+    np_dtype, atol = DTYPES[dtype]
     rng = _rng()
-    x, rm, rv = rng.standard_normal((4, 3, 2)), rng.standard_normal(3), rng.random(3) + 0.5
-    check_against_torch(lambda x: F.batch_norm(x, _wg(rm), _wg(rv)), lambda x: TF.batch_norm(x, _th(rm), _th(rv)),
-                        [x], atol=1e-12)
+    x, rm, rv = (a.astype(np_dtype) for a in (rng.standard_normal((4, 3, 2)), rng.standard_normal(3),
+                                              rng.random(3) + 0.5))
+    check_against_torch(lambda x: F.batch_norm(x, _wg(rm, device), _wg(rv, device)),
+                        lambda x: TF.batch_norm(x, _th(rm), _th(rv)), [x], device=device, atol=atol)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
-        F.batch_norm(webgrad.ones(1, 3), None, None, training=True)
+        F.batch_norm(webgrad.ones(1, 3, device=device), None, None, training=True)
 
 
 def test_batch_norm_finite_differences():
@@ -315,16 +360,17 @@ def test_batch_norm_finite_differences():
               rng.standard_normal((4, 3, 2)), rng.standard_normal(3), rng.standard_normal(3))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("normalized_shape", [(5,), (4, 5)], ids=str)
-def test_layer_norm_matches_torch(normalized_shape, dtype):
+def test_layer_norm_matches_torch(normalized_shape, device, dtype):
     np_dtype, atol = DTYPES[dtype]
     rng = _rng()
     x = (rng.standard_normal((2, 3, 4, 5)) * 3 + 1).astype(np_dtype)
     w = rng.standard_normal(normalized_shape).astype(np_dtype)
     b = rng.standard_normal(normalized_shape).astype(np_dtype)
     check_against_torch(lambda x, w, b: F.layer_norm(x, normalized_shape, w, b),
-                        lambda x, w, b: TF.layer_norm(x, normalized_shape, w, b), [x, w, b], atol=atol * 10)
+                        lambda x, w, b: TF.layer_norm(x, normalized_shape, w, b), [x, w, b],
+                        device=device, atol=atol * 10)
 
 
 def test_layer_norm_finite_differences_and_errors():
@@ -336,24 +382,25 @@ def test_layer_norm_finite_differences_and_errors():
 
 
 # -- embedding and one_hot -------------------------------------------------------------------------
-def test_embedding_matches_torch_and_skips_padding_row():
-    rng = _rng()
-    weight, idx = rng.standard_normal((6, 3)), np.array([[0, 2, 5], [2, 2, 1]])
-    check_against_torch(lambda w: F.embedding(_wg(idx), w, padding_idx=2),
-                        lambda w: TF.embedding(_th(idx), w, padding_idx=2), [weight], atol=1e-12)
-    w = _wg(weight, True)
-    F.embedding(_wg(idx), w, padding_idx=-4).sum().backward()
+@on_devices
+def test_embedding_matches_torch_and_skips_padding_row(device, dtype):
+    np_dtype, atol = DTYPES[dtype]
+    weight, idx = _rng().standard_normal((6, 3)).astype(np_dtype), np.array([[0, 2, 5], [2, 2, 1]])
+    check_against_torch(lambda w: F.embedding(_wg(idx, device), w, padding_idx=2),
+                        lambda w: TF.embedding(_th(idx), w, padding_idx=2), [weight], device=device, atol=atol)
+    w = _wg(weight, device, True)
+    F.embedding(_wg(idx, device), w, padding_idx=-4).sum().backward()
     np.testing.assert_array_equal(w.grad.numpy()[2], 0.0)
     np.testing.assert_array_equal(w.grad.numpy()[0], 1.0)
     with pytest.raises(OpError, match="embedding: indices must be an int64"):
-        F.embedding(webgrad.ones(2), w)
+        F.embedding(webgrad.ones(2, device=device), w)
 
 
-def test_one_hot_matches_torch():
+def test_one_hot_matches_torch(device):
     idx = np.array([[0, 3], [2, 1]])
-    np.testing.assert_array_equal(F.one_hot(_wg(idx)).numpy(), TF.one_hot(_th(idx)).numpy())
-    np.testing.assert_array_equal(F.one_hot(_wg(idx), 6).numpy(), TF.one_hot(_th(idx), 6).numpy())
-    assert F.one_hot(_wg(idx)).dtype is webgrad.int64
+    np.testing.assert_array_equal(F.one_hot(_wg(idx, device)).numpy(), TF.one_hot(_th(idx)).numpy())
+    np.testing.assert_array_equal(F.one_hot(_wg(idx, device), 6).numpy(), TF.one_hot(_th(idx), 6).numpy())
+    assert F.one_hot(_wg(idx, device)).dtype is webgrad.int64
 
 
 # -- attention --------------------------------------------------------------------------------------
@@ -362,26 +409,26 @@ def _attention_inputs(np_dtype=np.float64):
     return [rng.standard_normal(s).astype(np_dtype) for s in ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 6))]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("kind", ["plain", "bool_mask", "float_mask", "causal", "scale"])
-def test_scaled_dot_product_attention_matches_torch(kind, dtype):
+def test_scaled_dot_product_attention_matches_torch(kind, device, dtype):
     np_dtype, atol = DTYPES[dtype]
     q, k, v = _attention_inputs(np_dtype)
     kwargs_ours, kwargs_torch = {}, {}
     if kind == "bool_mask":
         mask = _rng(1).random((4, 5)) > 0.3
         mask[:, 0] = True  # every query sees at least one key
-        kwargs_ours["attn_mask"], kwargs_torch["attn_mask"] = _wg(mask), _th(mask)
+        kwargs_ours["attn_mask"], kwargs_torch["attn_mask"] = _wg(mask, device), _th(mask)
     elif kind == "float_mask":
         mask = _rng(1).standard_normal((2, 1, 4, 5)).astype(np_dtype)
-        kwargs_ours["attn_mask"], kwargs_torch["attn_mask"] = _wg(mask), _th(mask)
+        kwargs_ours["attn_mask"], kwargs_torch["attn_mask"] = _wg(mask, device), _th(mask)
     elif kind == "causal":
         kwargs_ours["is_causal"] = kwargs_torch["is_causal"] = True
     elif kind == "scale":
         kwargs_ours["scale"] = kwargs_torch["scale"] = 0.3
     check_against_torch(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kwargs_ours),
                         lambda q, k, v: TF.scaled_dot_product_attention(q, k, v, **kwargs_torch),
-                        [q, k, v], atol=atol * 10)
+                        [q, k, v], device=device, atol=atol * 10)
 
 
 def test_scaled_dot_product_attention_finite_differences():
@@ -390,8 +437,8 @@ def test_scaled_dot_product_attention_finite_differences():
     gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)
 
 
-def test_scaled_dot_product_attention_dropout_is_seeded():
-    q, k, v = (_wg(a) for a in _attention_inputs())
+def test_scaled_dot_product_attention_dropout_is_seeded(device):
+    q, k, v = (_wg(a, device) for a in _attention_inputs(np.float32))
     webgrad.manual_seed(5)
     a = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
     webgrad.manual_seed(5)
@@ -416,41 +463,45 @@ CE_OPTIONS = [dict(), dict(weight=True), dict(label_smoothing=0.2), dict(weight=
               dict(ignore_index=1, label_smoothing=0.1)]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("options", CE_OPTIONS, ids=str)
 @pytest.mark.parametrize("shape", [(5, 4), (3, 4, 5), (2, 3, 2, 3)], ids=str)
-def test_cross_entropy_class_indices_match_torch(shape, options, reduction, dtype):
+def test_cross_entropy_class_indices_match_torch(shape, options, reduction, device, dtype):
     np_dtype, atol = DTYPES[dtype]
     logits, target = _ce_case(shape, ignore="ignore_index" not in options)
     logits = logits.astype(np_dtype)
     kwargs = dict(options, reduction=reduction)
     weight = _rng(9).random(shape[1]).astype(np_dtype) + 0.1 if kwargs.pop("weight", False) else None
     check_against_torch(
-        lambda x: F.cross_entropy(x, _wg(target), None if weight is None else _wg(weight), **kwargs),
+        lambda x: F.cross_entropy(x, _wg(target, device), None if weight is None else _wg(weight, device), **kwargs),
         lambda x: TF.cross_entropy(x, _th(target), None if weight is None else _th(weight), **kwargs),
-        [logits], atol=atol * 10)
+        [logits], device=device, atol=atol * 10)
 
 
+@on_devices
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("options", [dict(), dict(weight=True, label_smoothing=0.25)], ids=str)
-def test_cross_entropy_probability_targets_match_torch(options, reduction):
+def test_cross_entropy_probability_targets_match_torch(options, reduction, device, dtype):
+    np_dtype, atol = DTYPES[dtype]
     rng = _rng()
     logits, probs = rng.standard_normal((3, 4, 2)), rng.dirichlet(np.ones(4), (3, 2)).transpose(0, 2, 1)
     kwargs = dict(options, reduction=reduction)
-    weight = rng.random(4) + 0.1 if kwargs.pop("weight", False) else None
+    weight = rng.random(4).astype(np_dtype) + 0.1 if kwargs.pop("weight", False) else None
     check_against_torch(
-        lambda x, p: F.cross_entropy(x, p, None if weight is None else _wg(weight), **kwargs),
+        lambda x, p: F.cross_entropy(x, p, None if weight is None else _wg(weight, device), **kwargs),
         lambda x, p: TF.cross_entropy(x, p, None if weight is None else _th(weight), **kwargs),
-        [logits, probs], atol=1e-10)
+        [logits.astype(np_dtype), probs.astype(np_dtype)], device=device, atol=atol)
 
 
-def test_cross_entropy_unbatched_matches_torch():
-    logits = _rng().standard_normal(5)
+@on_devices
+def test_cross_entropy_unbatched_matches_torch(device, dtype):
+    np_dtype, atol = DTYPES[dtype]
+    logits = _rng().standard_normal(5).astype(np_dtype)
     for target in (np.int64(3), np.array(2)):
-        check_against_torch(lambda x, t=target: F.cross_entropy(x, _wg(t), label_smoothing=0.1),
+        check_against_torch(lambda x, t=target: F.cross_entropy(x, _wg(t, device), label_smoothing=0.1),
                             lambda x, t=target: TF.cross_entropy(x, _th(t), label_smoothing=0.1), [logits],
-                            atol=1e-12)
+                            device=device, atol=atol)
 
 
 def test_cross_entropy_finite_differences():
@@ -459,29 +510,33 @@ def test_cross_entropy_finite_differences():
     gradcheck(lambda x: F.cross_entropy(x, _wg(target), weight, label_smoothing=0.1), logits)
 
 
-def test_cross_entropy_errors_name_shapes_and_dtypes():
-    logits = webgrad.randn(4, 3)
+def test_cross_entropy_errors_name_shapes_and_dtypes(device):
+    logits = webgrad.randn(4, 3, device=device)
     with pytest.raises(OpError, match=r"cross_entropy: target \(4, 2\) int64 does not fit input \(4, 3\) float32"):
-        F.cross_entropy(logits, webgrad.zeros(4, 2, dtype=webgrad.int64))
+        F.cross_entropy(logits, webgrad.zeros(4, 2, dtype=webgrad.int64, device=device))
     with pytest.raises(OpError, match=r"target \(4,\) float32 .* expected int64 class indices of shape \(4,\)"):
-        F.cross_entropy(logits, webgrad.zeros(4))
-    with pytest.raises(IndexError, match="target 3 is out of bounds for 3 classes"):
-        F.cross_entropy(logits, webgrad.tensor([0, 1, 2, 3]))
-    with pytest.raises(IndexError, match="target -1 is out of bounds"):
-        F.cross_entropy(logits, webgrad.tensor([0, 1, 2, -1]))
+        F.cross_entropy(logits, webgrad.zeros(4, device=device))
+    # The cpu checks targets up front; webgpu flags them on the device and raises at the next read,
+    # naming the kernel that read them.
+    for bad, cpu_message in ((3, "target 3 is out of bounds for 3 classes"), (-1, "target -1 is out of bounds")):
+        with pytest.raises(IndexError, match=cpu_message if device == "cpu" else "index was out of bounds in"):
+            F.cross_entropy(logits, webgrad.tensor([0, 1, 2, bad], device=device)).item()
     with pytest.raises(ValueError, match="reduction must be"):
-        F.cross_entropy(logits, webgrad.tensor([0, 1, 2, 0]), reduction="avg")
+        F.cross_entropy(logits, webgrad.tensor([0, 1, 2, 0], device=device), reduction="avg")
     with pytest.raises(OpError, match=r"weight of shape \(2,\)"):
-        F.cross_entropy(logits, webgrad.tensor([0, 1, 2, 0]), weight=webgrad.ones(2))
+        F.cross_entropy(logits, webgrad.tensor([0, 1, 2, 0], device=device), weight=webgrad.ones(2, device=device))
 
 
+@on_devices
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_nll_loss_matches_torch(reduction):
+def test_nll_loss_matches_torch(reduction, device, dtype):
+    np_dtype, atol = DTYPES[dtype]
     logits, target = _ce_case((4, 5, 3))
-    weight = _rng(2).random(5)
-    check_against_torch(lambda x: F.nll_loss(F.log_softmax(x, 1), _wg(target), _wg(weight), reduction=reduction),
-                        lambda x: TF.nll_loss(TF.log_softmax(x, 1), _th(target), _th(weight), reduction=reduction),
-                        [logits], atol=1e-10)
+    weight = _rng(2).random(5).astype(np_dtype)
+    check_against_torch(
+        lambda x: F.nll_loss(F.log_softmax(x, 1), _wg(target, device), _wg(weight, device), reduction=reduction),
+        lambda x: TF.nll_loss(TF.log_softmax(x, 1), _th(target), _th(weight), reduction=reduction),
+        [logits.astype(np_dtype)], device=device, atol=atol)
 
 
 REGRESSION_LOSSES = [
@@ -494,58 +549,65 @@ REGRESSION_LOSSES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("name,ours,theirs", REGRESSION_LOSSES, ids=[r[0] for r in REGRESSION_LOSSES])
-def test_regression_losses_match_torch(name, ours, theirs, reduction, dtype):
+def test_regression_losses_match_torch(name, ours, theirs, reduction, device, dtype):
     np_dtype, atol = DTYPES[dtype]
     rng = _rng()
     x, y = rng.standard_normal((3, 4)).astype(np_dtype), rng.standard_normal((3, 4)).astype(np_dtype)
     check_against_torch(lambda x, y: ours(x, y, reduction=reduction), lambda x, y: theirs(x, y, reduction=reduction),
-                        [x, y], atol=atol)
+                        [x, y], device=device, atol=atol)
 
 
+@on_devices
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_binary_cross_entropy_matches_torch(reduction):
+def test_binary_cross_entropy_matches_torch(reduction, device, dtype):
+    np_dtype, atol = DTYPES[dtype]
     rng = _rng()
-    x, y, w = rng.random((3, 4)) * 0.9 + 0.05, rng.random((3, 4)), rng.random(4)
-    check_against_torch(lambda x, y: F.binary_cross_entropy(x, y, _wg(w), reduction=reduction),
-                        lambda x, y: TF.binary_cross_entropy(x, y, _th(w), reduction=reduction), [x, y], atol=1e-10)
+    x, y, w = (a.astype(np_dtype) for a in (rng.random((3, 4)) * 0.9 + 0.05, rng.random((3, 4)), rng.random(4)))
+    check_against_torch(lambda x, y: F.binary_cross_entropy(x, y, _wg(w, device), reduction=reduction),
+                        lambda x, y: TF.binary_cross_entropy(x, y, _th(w), reduction=reduction), [x, y],
+                        device=device, atol=atol)
 
 
-def test_binary_cross_entropy_clamps_log_at_minus_100():
-    x, y = np.array([0.0, 1.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.0, 1.0])
-    ours = F.binary_cross_entropy(_wg(x, True), _wg(y), reduction="none")
+@on_devices
+def test_binary_cross_entropy_clamps_log_at_minus_100(device, dtype):
+    np_dtype = DTYPES[dtype][0]
+    x, y = np.array([0.0, 1.0, 0.0, 1.0], np_dtype), np.array([1.0, 0.0, 0.0, 1.0], np_dtype)
+    ours = F.binary_cross_entropy(_wg(x, device, True), _wg(y, device), reduction="none")
     np.testing.assert_allclose(_np(ours), TF.binary_cross_entropy(_th(x), _th(y), reduction="none").numpy())
     np.testing.assert_allclose(_np(ours), [100.0, 100.0, 0.0, 0.0])
-    with pytest.raises(ValueError, match="between 0 and 1"):
+    with pytest.raises(ValueError, match="between 0 and 1"):  # checked on the cpu only: no readback on webgpu
         F.binary_cross_entropy(webgrad.tensor([1.5]), webgrad.tensor([1.0]))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@on_devices
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("weights", [False, True])
-def test_binary_cross_entropy_with_logits_matches_torch(weights, reduction, dtype):
+def test_binary_cross_entropy_with_logits_matches_torch(weights, reduction, device, dtype):
     np_dtype, atol = DTYPES[dtype]
     rng = _rng()
     x, y = (rng.standard_normal((3, 4)) * 4).astype(np_dtype), rng.random((3, 4)).astype(np_dtype)
     w, pw = (rng.random(4) + 0.5).astype(np_dtype), (rng.random(4) * 3).astype(np_dtype)
-    kw_ours = dict(weight=_wg(w), pos_weight=_wg(pw)) if weights else {}
+    kw_ours = dict(weight=_wg(w, device), pos_weight=_wg(pw, device)) if weights else {}
     kw_torch = dict(weight=_th(w), pos_weight=_th(pw)) if weights else {}
     check_against_torch(lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction=reduction, **kw_ours),
                         lambda x, y: TF.binary_cross_entropy_with_logits(x, y, reduction=reduction, **kw_torch),
-                        [x, y], atol=atol * 10)
+                        [x, y], device=device, atol=atol * 10)
 
 
-def test_binary_cross_entropy_with_logits_is_stable():
-    x = _wg(np.array([-1000.0, 0.0, 1000.0]), True)
-    y = _wg(np.array([1.0, 0.5, 0.0]))
+@on_devices
+def test_binary_cross_entropy_with_logits_is_stable(device, dtype):
+    np_dtype = DTYPES[dtype][0]
+    x = _wg(np.array([-1000.0, 0.0, 1000.0], np_dtype), device, True)
+    y = _wg(np.array([1.0, 0.5, 0.0], np_dtype), device)
     loss = F.binary_cross_entropy_with_logits(x, y, reduction="none")
     np.testing.assert_allclose(_np(loss), [1000.0, math.log(2.0), 1000.0])
     loss.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [-1.0, 0.0, 1.0])
     with pytest.raises(ValueError, match="same shape"):
-        F.binary_cross_entropy_with_logits(webgrad.ones(3), webgrad.ones(3, 1))
+        F.binary_cross_entropy_with_logits(webgrad.ones(3, device=device), webgrad.ones(3, 1, device=device))
 
 
 def test_loss_finite_differences():
