@@ -1,9 +1,12 @@
-"""Matmul speed on WebGPU against numpy, measured in one run.
+"""Matmul speed on WebGPU against numpy, and the digits MLP training step on
+webgpu against numpy, measured in one run.
 
 Prints GFLOP/s (2 * N^3 flops per product) for square N x N products on
 device="webgpu" and with numpy on the host, and their ratio. Each timing warms
 up first and ends with a readback of one element, so it covers the GPU work
-and not just recording it.
+and not just recording it. Then the ms per step of bench/mlp_step.py's model
+(64 -> 128 -> 10, batch 64, Adam) on webgpu, on webgrad's numpy backend, and
+written by hand in numpy.
 
     python bench/matmul_webgpu.py                 # N = 256, 512, 1024
     python bench/matmul_webgpu.py --sizes 512 --variant tiled
@@ -73,6 +76,16 @@ def main() -> None:
         best = best_seconds({"webgpu": gpu_product(x, y), "numpy": host_product(a, b)}, args.rounds)
         gpu, host = flops / best["webgpu"] / 1e9, flops / best["numpy"] / 1e9
         print(f"{n:>6} {gpu:>15.2f} {host:>14.2f} {gpu / host:>13.4f}", flush=True)
+
+    import mlp_step  # beside this file
+
+    steps = {"webgpu": mlp_step.webgrad_step("webgpu"), "cpu (numpy backend)": mlp_step.webgrad_step("cpu"),
+             "numpy by hand": mlp_step.numpy_step()}
+    ms = {name: mlp_step.timed(step) * 1e3 for name, step in steps.items()}
+    print(f"digits MLP {mlp_step.IN}->{mlp_step.HIDDEN}->{mlp_step.OUT}, batch {mlp_step.BATCH}, Adam: "
+          f"ms per training step")
+    for name, value in ms.items():
+        print(f"  {name:<20} {value:8.3f}   webgpu/this = {ms['webgpu'] / value:.2f}x")
 
 if __name__ == "__main__":
     main()
