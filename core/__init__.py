@@ -21,7 +21,7 @@ from .creation import (  # noqa: F401
 )
 from .ops import (  # noqa: F401
     abs, add, all, amax, amin, any, argmax, argmin, bmm, cat, ceil, chunk, clamp, clone,
-    concatenate, cos, div, eq, erf, exp, flatten, flip, floor, gather, ge, gt, index_select,
+    concatenate, cos, div, eq, erf, exp, flatten, flip, floor, gather, ge, gt, index_put, index_select,
     le, log, log1p, log_softmax, logical_and, logical_not, logical_or, logical_xor,
     logsumexp, lt, masked_fill, matmul, max, maximum, mean, min, minimum, mm, movedim, mul,
     narrow, ne, neg, nonzero, norm, permute, pow, prod, reciprocal, relu, remainder, repeat,

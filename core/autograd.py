@@ -79,14 +79,20 @@ class enable_grad(set_grad_enabled):
 
 
 class Node:
-    """One recorded op application: enough to run its vjp later."""
+    """One recorded op application: enough to run its vjp later.
 
-    __slots__ = ("op", "inputs", "attrs", "out", "versions", "out_counter", "out_version",
+    ``edges`` says where each input's gradient goes, fixed when the op ran: the
+    input's node then, ``LEAF`` for a leaf that requires grad, None for no gradient.
+    An in-place op later gives a tensor a new node; this op still differentiates
+    the value it saw."""
+
+    __slots__ = ("op", "inputs", "edges", "attrs", "out", "versions", "out_counter", "out_version",
                  "out_ref", "__weakref__")
 
     def __init__(self, op, inputs, attrs, out):
         self.op = op
         self.inputs = inputs
+        self.edges = tuple((t._node or LEAF) if t._requires_grad else None for t in inputs)
         self.attrs = attrs
         self.out = out.detach()  # the data without a back-edge to this node (no cycle)
         self.versions = tuple(t._version_counter[0] for t in inputs)
@@ -100,18 +106,47 @@ class Node:
         return "".join(part.capitalize() for part in self.op.name.split("_")) + "Backward"
 
 
+LEAF = "leaf"  # an edge to a leaf tensor (the tensor itself collects the gradient)
+
+
 def record(op, inputs, attrs, out) -> None:
     out.requires_grad = True
     out._node = Node(op, inputs, attrs, out)
 
 
 def check_inplace_allowed(op_name: str, t) -> None:
+    """The low-level in-place path (optimizer steps, ``update_``'s writes) records
+    nothing, so it may not touch a tensor whose gradient is being tracked."""
     if t.requires_grad and is_grad_enabled():
         kind = "a leaf tensor" if t._node is None else "a tensor"
         raise RuntimeError(
             f"{op_name}: in-place change of {kind} that requires grad "
             f"(shape {tuple(t.shape)}, {t.dtype.name}); do it inside `with webgrad.no_grad():` "
             f"or use the out-of-place form (x = x + y)")
+
+
+def snapshot(x):
+    """For an in-place op about to overwrite ``x``: a copy of x's value that takes
+    over x's place in the graph (and the saved output of x's node, when that is x),
+    so the history before the write keeps the values it was recorded with."""
+    from .ops import clone
+
+    with set_grad_enabled(False):
+        old = clone(x)
+    old._node, old._requires_grad = x._node, x._requires_grad
+    node = x._node
+    if node is not None and node.out_ref() is x:
+        node.out, node.out_counter, node.out_version = old.detach(), old._version_counter, old._version
+        node.out_ref = weakref.ref(old)
+    return old
+
+
+def take_place(x, result) -> None:
+    """After ``result`` was written into x's memory: x stands for result in the graph
+    (PyTorch's rebase of an in-place op's output onto its new node)."""
+    x._node, x._requires_grad = result._node, result._requires_grad
+    if result._node is not None and result._node.out_ref() is result:
+        result._node.out_ref = weakref.ref(x)
 
 
 def _sum_to(grad, shape):
@@ -141,16 +176,16 @@ def _topological_order(roots):
             continue
         visited.add(id(node))
         stack.append((node, True))
-        for t in node.inputs or ():
-            if t._node is not None and id(t._node) not in visited:
-                stack.append((t._node, False))
+        for edge in node.edges:
+            if edge is not None and edge is not LEAF and id(edge) not in visited:
+                stack.append((edge, False))
     order.reverse()
     return order
 
 
 def _check_versions(node) -> None:
     for i, (t, saved) in enumerate(zip(node.inputs, node.versions)):
-        if t._version_counter[0] != saved:
+        if t._version_counter[0] != saved and node.op.reads_inputs:
             raise RuntimeError(
                 f"one of the tensors needed for gradient computation has been modified by an "
                 f"in-place operation: input {i} of {node.op.name} (shape {tuple(t.shape)}, "
@@ -193,26 +228,31 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
     otherwise accumulate into the ``.grad`` of every leaf that requires grad.
     """
     wanted = None if inputs is None else {id(t): None for t in inputs}
+    # A wanted non-leaf is reached through its node; a wanted leaf by itself.
+    wanted_nodes = {} if inputs is None else {id(t._node): id(t) for t in inputs if t._node is not None}
     node_grads = {}   # id(node) -> gradient of that node's output
     leaf_grads = {}   # id(leaf) -> (leaf, gradient)
 
-    def deliver(t, g):
-        if wanted is not None and id(t) in wanted:
-            wanted[id(t)] = g if wanted[id(t)] is None else wanted[id(t)] + g
-            if t._node is None:
-                return
-        if t._node is not None:
-            key = id(t._node)
-            node_grads[key] = g if key not in node_grads else node_grads[key] + g
-            if t._retains_grad and wanted is None:
-                t.grad = _owned(g.detach()) if t.grad is None else t.grad + g.detach()
-        elif wanted is None:
-            prev = leaf_grads.get(id(t))
-            leaf_grads[id(t)] = (t, g if prev is None else prev[1] + g)
+    def deliver(t, edge, g):
+        """Hand ``g``, the gradient of input ``t``, along ``edge`` (see Node)."""
+        if edge is LEAF:
+            if wanted is None:
+                prev = leaf_grads.get(id(t))
+                leaf_grads[id(t)] = (t, g if prev is None else prev[1] + g)
+            elif id(t) in wanted:
+                wanted[id(t)] = g if wanted[id(t)] is None else wanted[id(t)] + g
+            return
+        key = id(edge)
+        if key in wanted_nodes:
+            owner = wanted_nodes[key]
+            wanted[owner] = g if wanted[owner] is None else wanted[owner] + g
+        node_grads[key] = g if key not in node_grads else node_grads[key] + g
+        if wanted is None and t._retains_grad and t._node is edge:
+            t.grad = _owned(g.detach()) if t.grad is None else t.grad + g.detach()
 
     with set_grad_enabled(create_graph):
         for t, g in zip(roots, root_grads):
-            deliver(t, g)
+            deliver(t, t._node or LEAF, g)
         for node in _topological_order([t._node for t in roots]):
             g = node_grads.pop(id(node), None)
             if g is None:
@@ -225,12 +265,13 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
             grads = node.op.vjp(g, *node.inputs, out=_saved_output(node, create_graph), **node.attrs)
             if not isinstance(grads, tuple):
                 grads = (grads,)
-            for t, gi in zip(node.inputs, grads):
-                if gi is not None and t.requires_grad:
-                    deliver(t, _sum_to(gi, t.shape))
+            for t, edge, gi in zip(node.inputs, node.edges, grads):
+                if gi is not None and edge is not None:
+                    deliver(t, edge, _sum_to(gi, t.shape))
             if not retain_graph:
                 node.inputs = None
                 node.out = None
+                node.edges = ()
 
     for t, g in leaf_grads.values():
         g = g if create_graph else g.detach()

@@ -32,7 +32,7 @@ class Tensor:
     """
 
     __slots__ = ("_data", "shape", "dtype", "device", "_requires_grad", "grad", "_node",
-                 "_version_counter", "_retains_grad", "__weakref__", "__dict__")
+                 "_version_counter", "_retains_grad", "_view_of", "__weakref__", "__dict__")
     __array_priority__ = 1000  # numpy defers to our operators: ndarray + Tensor -> Tensor
 
     @classmethod
@@ -47,6 +47,7 @@ class Tensor:
         t._node = None
         t._version_counter = [0]
         t._retains_grad = False
+        t._view_of = None  # (base, key) when made by base[key] as a view: in-place writes go through base
         return t
 
     def __init__(self, *args, **kwargs):
@@ -259,29 +260,20 @@ class Tensor:
     def zero_(self) -> "Tensor":
         return ops.copy_(self, 0)
 
-    def _write_result(self, op_name, result) -> "Tensor":
-        """Store an in-place op's result. As in PyTorch, a result of a higher dtype
-        category (int += 1.5, int /= 2, bool += 1) is an error, not a silent cast."""
-        if dtypes.category_rank(result.dtype) > dtypes.category_rank(self.dtype):
-            raise RuntimeError(f"{op_name}: result type {result.dtype.name} can't be cast to the "
-                               f"tensor's dtype {self.dtype.name} (shape {tuple(self.shape)}); use the "
-                               f"out-of-place form, e.g. x = x.{op_name.rstrip('_')}(...)")
-        return ops.copy_(self, result)
-
     def add_(self, other, alpha=1) -> "Tensor":
-        return self._write_result("add_", ops.add(self, other, alpha=alpha))
+        return ops.update_("add_", self, lambda t, o: ops.add(t, o, alpha=alpha), other)
 
     def sub_(self, other, alpha=1) -> "Tensor":
-        return self._write_result("sub_", ops.sub(self, other, alpha=alpha))
+        return ops.update_("sub_", self, lambda t, o: ops.sub(t, o, alpha=alpha), other)
 
     def mul_(self, other) -> "Tensor":
-        return self._write_result("mul_", ops.mul(self, other))
+        return ops.update_("mul_", self, ops.mul, other)
 
     def div_(self, other) -> "Tensor":
-        return self._write_result("div_", ops.div(self, other))
+        return ops.update_("div_", self, ops.div, other)
 
     def clamp_(self, min=None, max=None) -> "Tensor":
-        return self._write_result("clamp_", ops.clamp(self, min, max))
+        return ops.update_("clamp_", self, ops.clamp, min, max)
 
     def uniform_(self, a=0.0, b=1.0) -> "Tensor":
         return ops.copy_(self, ops.rand_like(self) * (b - a) + a)
@@ -290,7 +282,7 @@ class Tensor:
         return ops.copy_(self, ops.randn_like(self) * std + mean)
 
     def masked_fill_(self, mask, value) -> "Tensor":
-        return ops.copy_(self, ops.masked_fill(self, mask, value))
+        return ops.update_("masked_fill_", self, ops.masked_fill, mask, value)
 
     def __setitem__(self, key, value) -> None:
         ops.setitem(self, key, value)
@@ -424,6 +416,7 @@ class Tensor:
     def gather(self, dim, index): return ops.gather(self, dim, index)
     def scatter_add(self, dim, index, src): return ops.scatter_add(self, dim, index, src)
     def index_select(self, dim, index): return ops.index_select(self, dim, index)
+    def index_put(self, indices, values, accumulate=False): return ops.index_put(self, indices, values, accumulate)
     def nonzero(self): return ops.nonzero(self)
 
     @property

@@ -721,7 +721,7 @@ case("scatter_add", "dim1_smaller_index", lambda x, i, s: webgrad.scatter_add(x,
      lambda x, i, s: _scatter_add_ref(x, 1, i, s), F(3, 4), IDX(2, 3, high=4), F(3, 5))
 
 
-# ---- x[key] = value and in-place ops (not differentiable: they run on copies) --------
+# ---- x[key] = value and in-place ops, on copies (differentiable, as in PyTorch) ------
 def _set(key):
     def fn(x, v):
         y = x.clone()
@@ -744,9 +744,12 @@ for variant, key, value in [
     ("0d_mask", (0, np.array(True)), F(1, 5, 6)), ("all_ints", (1, 2, 3), F()),
 ]:
     fn, ref = _set(key)
-    case("setitem", variant, fn, ref, Y, value, grad=False)
-case("setitem", "python_scalar", lambda x: _set(1)[0](x, 2.5), lambda x: _set(1)[1](x, 2.5), Y, grad=False)
-case("setitem", "mask", lambda x: _set_mask(x), lambda x: np.where(x > 0, 0.0, x).astype(x.dtype), Y, grad=False)
+    case("setitem", variant, fn, ref, Y, value)
+case("setitem", "python_scalar", lambda x: _set(1)[0](x, 2.5), lambda x: _set(1)[1](x, 2.5), Y)
+case("setitem", "mask", lambda x: _set_mask(x), lambda x: np.where(x > 0, 0.0, x).astype(x.dtype), Y)
+case("setitem", "value_is_a_view_of_the_target", lambda x: _set_shifted(x), lambda x: _set_shifted_ref(x), F(5, 3))
+case("setitem", "rows_from_the_previous_row", lambda x, w: _recurrence(x, w), lambda x, w: _recurrence_ref(x, w),
+     F(4, 3, low=-1, high=1), F(3, 3, low=-1, high=1))
 case("setitem", "int_tensor_float_value", lambda x: _set(0)[0](x, 1.7), lambda x: _set(0)[1](x, 1), I(3, 2),
      grad=False)
 
@@ -765,31 +768,100 @@ def _inplace(method, *args):
     return fn
 
 
-case("inplace", "add_", _inplace("add_"), np.add, F(3, 4), F(4), grad=False)
-case("inplace", "add_alpha", _inplace("add_", 3), lambda x, y: x + 3 * y, F(3, 4), F(3, 4), grad=False)
-case("inplace", "sub_", _inplace("sub_"), np.subtract, F(3, 4), F(3, 4), grad=False)
-case("inplace", "mul_", _inplace("mul_"), np.multiply, F(3, 4), F(3, 1), grad=False)
-case("inplace", "div_", _inplace("div_"), np.divide, F(3, 4), NZ(3, 4), grad=False)
-case("inplace", "iadd_scalar", lambda x: _iop(x, "__iadd__", 2.0), lambda x: x + 2.0, F(5), grad=False)
-case("inplace", "imul_tensor", lambda x, y: _iop(x, "__imul__", y), np.multiply, F(5), F(5), grad=False)
+case("inplace", "add_", _inplace("add_"), np.add, F(3, 4), F(4))
+case("inplace", "add_alpha", _inplace("add_", 3), lambda x, y: x + 3 * y, F(3, 4), F(3, 4))
+case("inplace", "sub_", _inplace("sub_"), np.subtract, F(3, 4), F(3, 4))
+case("inplace", "mul_", _inplace("mul_"), np.multiply, F(3, 4), F(3, 1))
+case("inplace", "div_", _inplace("div_"), np.divide, F(3, 4), NZ(3, 4))
+case("inplace", "iadd_scalar", lambda x: _iop(x, "__iadd__", 2.0), lambda x: x + 2.0, F(5))
+case("inplace", "imul_tensor", lambda x, y: _iop(x, "__imul__", y), np.multiply, F(5), F(5))
 case("inplace", "isub_int", lambda x: _iop(x, "__isub__", 2), lambda x: x - 2, I(5), grad=False)
-case("inplace", "itruediv", lambda x: _iop(x, "__itruediv__", 4.0), lambda x: x / 4.0, F(5), grad=False)
+case("inplace", "itruediv", lambda x: _iop(x, "__itruediv__", 4.0), lambda x: x / 4.0, F(5))
 case("inplace", "int_mul_bool", lambda x, m: _iop(x, "mul_", m), np.multiply, I(5), B(5), grad=False)
 case("inplace", "float32_add_float64", lambda x, y: _iop(x, "add_", y), lambda x, y: x + y, F(5), F(5, dtype="float64"),
      grad=False, dtype="float32")
-case("inplace", "clamp_", _inplace("clamp_", -0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), F(6), grad=False)
-case("inplace", "fill_", _inplace("fill_", 3.0), lambda x: np.full_like(x, 3.0), F(2, 3), grad=False)
-case("inplace", "zero_", _inplace("zero_"), np.zeros_like, F(2, 3), grad=False)
+case("inplace", "clamp_", _inplace("clamp_", -0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), F(6))
+case("inplace", "fill_", _inplace("fill_", 3.0), lambda x: np.full_like(x, 3.0), F(2, 3))
+case("inplace", "zero_", _inplace("zero_"), np.zeros_like, F(2, 3))
 case("inplace", "copy_broadcast", _inplace("copy_"), lambda x, y: np.broadcast_to(y, x.shape).astype(x.dtype),
-     F(2, 3), I(3), grad=False)
+     F(2, 3), I(3))
+case("inplace", "copy_from_float", _inplace("copy_"), lambda x, y: np.broadcast_to(y, x.shape).astype(x.dtype),
+     F(2, 3), F(2, 1))
+case("inplace", "mul_by_itself", lambda x: _iop(x, "mul_", None), lambda x: x * x, F(5))
+case("inplace", "scaled_column_through_view", lambda x: _scale_column(x), lambda x: _scale_column_ref(x), F(3, 4))
+case("inplace", "residual_iadd_after_relu", lambda x, y: _residual(x, y), lambda x, y: np.maximum(x * 2, 0) + y,
+     AWAY(3, 4), F(3, 4))
 case("inplace", "masked_fill_", lambda x, m: _inplace("masked_fill_", 0.0)(x, m),
-     lambda x, m: np.where(m, 0, x).astype(x.dtype), F(2, 3), B(2, 3), grad=False)
-case("inplace", "through_view", lambda x: _through_view(x), lambda x: _through_view_ref(x), F(3, 4), grad=False)
+     lambda x, m: np.where(m, 0, x).astype(x.dtype), F(2, 3), B(2, 3))
+case("inplace", "through_view", lambda x: _through_view(x), lambda x: _through_view_ref(x), F(3, 4))
 
 
 def _iop(x, method, other):
     y = x.clone()
-    y = getattr(y, method)(other)
+    y = getattr(y, method)(y if other is None else other)
+    return y
+
+
+def _scale_column(x):
+    y = x * 1
+    y[:, 1] *= 3.0  # mul_ through a view, then setitem of the view into its own base
+    return y
+
+
+def _scale_column_ref(x):
+    y = x.copy()
+    y[:, 1] *= 3.0
+    return y
+
+
+def _residual(x, y):
+    out = (x * 2).relu()
+    out += y  # ResNet's `out += identity`
+    return out
+
+
+def _set_shifted(x):
+    y = x * 1
+    y[1:] = y[:-1]  # the value is a view of the target
+    return y
+
+
+def _set_shifted_ref(x):
+    y = x.copy()
+    y[1:] = x[:-1]
+    return y
+
+
+def _recurrence(x, w):
+    """An RNN-style loop: each row of a buffer is computed from the one before."""
+    h = webgrad.zeros(x.shape, dtype=x.dtype, device=x.device)
+    h[0] = x[0].tanh()
+    for t in range(1, x.shape[0]):
+        h[t] = (h[t - 1].clone() @ w + x[t]).tanh()  # clone: h[t - 1] changes when h does, as in PyTorch
+    return h
+
+
+def _recurrence_ref(x, w):
+    h = np.zeros_like(x)
+    h[0] = np.tanh(x[0])
+    for t in range(1, x.shape[0]):
+        h[t] = np.tanh(h[t - 1] @ w + x[t])
+    return h
+
+
+# webgrad.index_put: out-of-place x[indices] = values, as torch.index_put (distinct
+# positions: with repeats, which write lands is unspecified, as in PyTorch)
+case("index_put", "index_tensor", lambda x, i, v: webgrad.index_put(x, (i,), v),
+     lambda x, i, v: _index_put_ref(x, (i,), v), F(5, 3), IDX(2, high=5), F(2, 3),
+     gen=lambda rng: [F(5, 3).make(rng), np.array([3, 0]), F(2, 3).make(rng)])
+case("index_put", "two_index_tensors_broadcast", lambda x, i, j, v: x.index_put((i, j), v),
+     lambda x, i, j, v: _index_put_ref(x, (i, j), v), F(4, 5), IDX(3, high=4), IDX(3, high=5), F(1),
+     gen=lambda rng: [F(4, 5).make(rng), np.array([0, 2, 3]), np.array([4, 1, 1]), F(1).make(rng)])
+
+
+def _index_put_ref(x, indices, v):
+    y = x.copy()
+    y[indices] = v
     return y
 
 

@@ -1,5 +1,6 @@
 """Autograd behaviour: accumulation, graph lifetime, grad modes, functional grad,
-deep graphs, and in-place changes of saved tensors."""
+deep graphs, in-place changes of saved tensors, and differentiating through
+in-place ops (PyTorch's rules, on every device)."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 import webgrad
-from conftest import assert_close
+from conftest import DEVICES, assert_close
 
 
 def leaf(values, dtype=webgrad.float64):
@@ -383,6 +384,98 @@ def test_version_counter_is_shared_by_views_and_detach():
     v.fill_(1.0)
     assert x._version == d._version == before + 1
     assert_close(x, [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+
+
+# -- differentiating through in-place ops ------------------------------------------------------
+@pytest.fixture(params=DEVICES)
+def on(request):
+    """A maker of float32 leaves on each device."""
+    device = request.param
+    return lambda values: webgrad.tensor(values, dtype=webgrad.float32, device=device, requires_grad=True)
+
+
+def test_residual_iadd_differentiates_both_branches(on):
+    x, w = on([[1.0, -2.0], [0.5, 3.0]]), on([[2.0, 0.0], [1.0, -1.0]])
+    identity = x
+    out = (x @ w).relu()
+    out += identity  # ResNet's BasicBlock
+    (out * out).sum().backward()
+    xv, wv = np.array([[1.0, -2.0], [0.5, 3.0]]), np.array([[2.0, 0.0], [1.0, -1.0]])
+    pre = xv @ wv
+    g_out = 2 * (np.maximum(pre, 0) + xv)
+    g_pre = g_out * (pre > 0)
+    assert_close(x.grad, g_pre @ wv.T + g_out, rtol=1e-5)
+    assert_close(w.grad, xv.T @ g_pre, rtol=1e-5)
+
+
+def test_write_through_an_index_view_reaches_the_base_history(on):
+    x = on([1.0, 2.0, 3.0])
+    y = x * 1
+    y += 1
+    y[0].mul_(2)  # changes y through a view: y's gradient must see it
+    y[1:] *= y[1:].clone()
+    y.sum().backward()
+    assert_close(y.detach(), [4.0, 9.0, 16.0])
+    assert_close(x.grad, [2.0, 6.0, 8.0])
+
+
+def test_ops_recorded_before_an_inplace_change_keep_the_value_they_saw(on):
+    x = on([1.0, 2.0])
+    a = x * 2
+    b = a + 1  # add does not save a: a later change of a is fine for it
+    a.mul_(3)
+    (b + a).sum().backward()
+    assert_close(x.grad, [8.0, 8.0])  # 2 through b, 6 through a
+
+
+def test_inplace_change_of_a_value_saved_for_backward_still_raises(on):
+    x = on([1.0, 2.0])
+    y = x.sin()
+    z = y * y  # mul saves y
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="input 0 of mul"):
+        z.sum().backward()
+
+
+def test_setitem_of_values_that_require_grad_into_a_plain_buffer(on):
+    x = on([1.0, 2.0, 3.0])
+    buffer = webgrad.zeros(3, 2, device=x.device)
+    for i in range(3):
+        buffer[i] = x[i] * webgrad.tensor([1.0, 2.0], device=x.device)
+    assert buffer.requires_grad and buffer.grad_fn is not None
+    (buffer ** 2).sum().backward()
+    assert_close(x.grad, [10.0, 20.0, 30.0])
+
+
+def test_fill_keeps_the_tensor_in_the_graph_with_zero_gradient(on):
+    x = on([1.0, 2.0])
+    y = x * 3
+    y[0].fill_(5.0)
+    y.sum().backward()
+    assert_close(x.grad, [0.0, 3.0])
+
+
+def test_grad_and_retain_grad_follow_the_tensor_after_an_inplace_change(on):
+    x = on([1.0, 2.0])
+    y = x * 2
+    y.retain_grad()
+    y.mul_(y.detach())  # y = 2x * c, with c = 2x a constant
+    (g,) = webgrad.autograd.grad(y.sum(), [x], retain_graph=True)
+    assert_close(g, [4.0, 8.0])
+    (g,) = webgrad.autograd.grad((y * y).sum(), [y], retain_graph=True)  # d/dy at y's new value
+    assert_close(g, [8.0, 32.0])
+    y.sum().backward()
+    assert_close(y.grad, [1.0, 1.0])
+    assert_close(x.grad, [4.0, 8.0])
+
+
+def test_inplace_through_other_views_is_refused_with_a_clear_error(on):
+    x = on([[1.0, 2.0], [3.0, 4.0]])
+    y = x * 1
+    with pytest.raises(RuntimeError, match=r"add_: in-place change of a view made by permute"):
+        y.T.add_(1.0)
+    with pytest.raises(RuntimeError, match="leaf"):
+        x[0].add_(1.0)  # a view of a leaf that requires grad, as in PyTorch
 
 
 # -- gradients where the function has a kink: PyTorch's conventions ---------------------------

@@ -18,7 +18,8 @@ from .movement import (  # noqa: F401
 from .linalg import bmm, matmul, mm  # noqa: F401
 from .normalization import layer_norm_core  # noqa: F401
 from .indexing import (  # noqa: F401
-    copy_, gather, getitem, index_add, index_select, nonzero, scatter_add, setitem, take,
+    copy_, gather, getitem, index_add, index_put, index_select, nonzero, scatter_add, setitem, take,
+    update_,
 )
 from .device import to_device  # noqa: F401
 from ..creation import rand_like, randn_like  # noqa: F401

@@ -96,7 +96,7 @@ def _cast_vjp(g, x, *, out, dtype):
 
 
 CAST = defop("cast", wgsl=E({"*->u32": "u32(a != A(0))", "*": "O(a)"}),
-             infer=lambda x, *, dtype: (x.shape, dtype), vjp=_cast_vjp,
+             infer=lambda x, *, dtype: (x.shape, dtype), vjp=_cast_vjp, reads_inputs=False,
              numpy=lambda x, *, dtype: x.astype(dtype.np))
 
 
@@ -131,9 +131,10 @@ def _floor_divide(x, y):
 
 
 ADD = defop("add", wgsl=E({"u32": "a | b", "*": "a + b"}),
-            infer=broadcast_infer("add"), numpy=np.add, vjp=lambda g, x, y, *, out: (g, g))
+            infer=broadcast_infer("add"), numpy=np.add, vjp=lambda g, x, y, *, out: (g, g), reads_inputs=False)
 SUB = defop("sub", wgsl=E("a - b"),
-            infer=broadcast_infer("sub"), numpy=np.subtract, vjp=lambda g, x, y, *, out: (g, -g))
+            infer=broadcast_infer("sub"), numpy=np.subtract, vjp=lambda g, x, y, *, out: (g, -g),
+            reads_inputs=False)
 MUL = defop("mul", wgsl=E({"u32": "a & b", "*": "a * b"}), infer=broadcast_infer("mul"), numpy=np.multiply,
             vjp=lambda g, x, y, *, out: (g * y, g * x))
 DIV = defop("div", wgsl=E("a / b"), infer=broadcast_infer("div"), numpy=np.divide,

@@ -1,8 +1,10 @@
 """Indexing. Primitives: take (rows of dim 0 by an index tensor of any shape),
-its adjoint index_add, gather and its adjoint scatter_add, and the in-place
-copy/setitem. ``x[key]`` is composed from basic slicing and ``take`` following
-numpy's (and so PyTorch's) rules for ints, slices, None, Ellipsis, integer
-tensors and boolean masks.
+its adjoint index_add, gather and its adjoint scatter_add, the in-place
+copy/setitem and index_put (setitem's out-of-place, differentiable form).
+``x[key]`` is composed from basic slicing and ``take`` following numpy's (and so
+PyTorch's) rules for ints, slices, None, Ellipsis, integer tensors and boolean
+masks. ``update_`` is the one way every in-place op (``add_``, ``x[key] = v``,
+``copy_``...) writes, with or without autograd.
 """
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import math
 
 import numpy as np
 
-from .. import dtypes
-from ..kernels import Kernel
+from .. import autograd, dtypes
+from ..kernels import Kernel, View
 from ._helpers import broadcast_shapes, describe, normalize_dim
 from .registry import OpError, apply, apply_inplace, defop
 
@@ -244,6 +246,7 @@ def getitem(x, key):
         dim += 1
     y = reshape(slice_dims(x, slices), tuple(out_shape))
     if not adv:
+        y._view_of = (x, key)  # an in-place change of y is one of x (see update_)
         return y
     positions = [p for p, _, _ in adv]
     rest = [p for p in range(y.ndim) if p not in positions]
@@ -337,10 +340,24 @@ def _copy_kernel(dst, src):
     np.copyto(dst, src, casting="unsafe")
 
 
+def _index_put_kernel(x, value, *, key):
+    out = np.array(x, copy=True)
+    _setitem_kernel(out, value, key=key)
+    return out
+
+
+def _index_put_vjp(g, x, value, *, out, key):
+    from ..creation import scalar_tensor
+
+    return apply(INDEX_PUT, g, scalar_tensor(0, g.dtype, g.device), key=key), getitem(g, key)
+
+
 SETITEM = defop("setitem", wgsl=Kernel("unary.wgsl", "unary", "setitem"),
                    infer=_assign_infer, inplace=True, numpy=_setitem_kernel)
 COPY_INTO = defop("copy_into", wgsl=Kernel("unary.wgsl", "unary", "copy_into"),
                    infer=_assign_infer, inplace=True, numpy=_copy_kernel)
+INDEX_PUT = defop("index_put", wgsl=Kernel("unary.wgsl", "unary", "index_put"),
+                  infer=_assign_infer, numpy=_index_put_kernel, vjp=_index_put_vjp, reads_inputs=False)
 
 
 def _value_tensor(dst, value):
@@ -351,7 +368,7 @@ def _value_tensor(dst, value):
     if isinstance(value, Tensor):
         if value.device != dst.device:
             value = value.to(dst.device)
-        return cast(value.detach(), dst.dtype)
+        return cast(value, dst.dtype)
     if isinstance(value, (list, tuple, np.ndarray)):
         from ..creation import tensor
 
@@ -359,15 +376,94 @@ def _value_tensor(dst, value):
     return scalar_tensor(value, dst.dtype, dst.device)
 
 
+def update_(op_name, x, compute, *inputs, write=None, cast=False):
+    """``x.<op_name>(...)``, an op's in-place form: store ``compute(x, *inputs)``,
+    its out-of-place result, in x's memory (or, where no gradient is tracked, let
+    ``write(*inputs)`` store it directly). An input that is a view of x is copied
+    first: the write would change it under its own feet. As in PyTorch, a result of
+    a higher dtype category than x (int += 1.5) is an error, unless ``cast``.
+
+    With gradients tracked (x or an input requires grad), the result is computed
+    from a snapshot of x that keeps x's history, then x takes the result's place in
+    the graph, so ``h[:, t] = f(h[:, t - 1])`` or ``out += identity`` differentiate
+    as in PyTorch. A leaf that requires grad can't change in place."""
+    from ..tensor import Tensor
+    from .movement import clone
+
+    inputs = tuple(clone(t) if isinstance(t, Tensor) and t._version_counter is x._version_counter else t
+                   for t in inputs)
+    tracked = autograd.is_grad_enabled() and (
+        x.requires_grad or any(isinstance(t, Tensor) and t.requires_grad for t in inputs))
+    if not tracked:
+        if write is not None:
+            write(*inputs)
+            return x
+        return _store(op_name, x, compute(x, *inputs), cast)
+    node = x._node
+    if node is None:
+        autograd.check_inplace_allowed(op_name, x)  # a leaf that requires grad: refused
+    elif x._view_of is None and isinstance(node.op.impls.get("wgsl"), View) and node.out_ref() is x:
+        raise RuntimeError(f"{op_name}: in-place change of a view made by {node.op.name} (shape "
+                           f"{tuple(x.shape)}) of a tensor that requires grad; write through the base "
+                           f"with indexing (x[key] += v) or use the out-of-place form (y = y + v)")
+    old = autograd.snapshot(x)
+    result = compute(old, *inputs)
+    if old.requires_grad and not result.requires_grad:
+        # Overwritten with constants (fill_, zero_, copy_ of plain data): as in PyTorch,
+        # x stays in the graph and passes a zero gradient back.
+        from ..creation import scalar_tensor
+        from .elementwise import where
+
+        result = where(scalar_tensor(True, dtypes.bool_, x.device), result, old)
+    if x._view_of is not None:
+        # x is base[key]: write the new value into base, whose history must see it,
+        # then x is base[key] again (PyTorch rebases views the same way).
+        base, key = x._view_of
+        _check_same_dtype(op_name, x, result, cast)
+        setitem(base, key, result)
+        autograd.take_place(x, getitem(base, key))
+        return x
+    with autograd.no_grad():
+        _store(op_name, x, result, cast)
+    autograd.take_place(x, result)
+    return x
+
+
+def _check_same_dtype(op_name, x, result, cast):
+    if not cast and dtypes.category_rank(result.dtype) > dtypes.category_rank(x.dtype):
+        raise RuntimeError(f"{op_name}: result type {result.dtype.name} can't be cast to the "
+                           f"tensor's dtype {x.dtype.name} (shape {tuple(x.shape)}); use the "
+                           f"out-of-place form, e.g. x = x.{op_name.rstrip('_')}(...)")
+
+
+def _store(op_name, x, result, cast):
+    _check_same_dtype(op_name, x, result, cast)
+    return apply_inplace(COPY_INTO, x, result)
+
+
 def setitem(x, key, value):
-    """``x[key] = value`` in place (only for tensors that do not require grad,
-    or inside ``no_grad``)."""
-    apply_inplace(SETITEM, x, _value_tensor(x, value), key=key)
+    """``x[key] = value`` in place; differentiable for ``x`` and ``value`` as in PyTorch."""
+    value = _value_tensor(x, value)
+    update_("setitem", x, lambda old, v: apply(INDEX_PUT, old, v, key=key), value,
+            write=lambda v: apply_inplace(SETITEM, x, v, key=key), cast=True)
+
+
+def index_put(x, indices, values, accumulate=False):
+    """Out-of-place ``x[indices] = values`` (``torch.index_put``); ``indices`` is a
+    tuple of index tensors, or any key ``x[key]`` accepts."""
+    if accumulate:
+        raise NotImplementedError("index_put: accumulate=True is not supported; use index_add or scatter_add")
+    return apply(INDEX_PUT, x, _value_tensor(x, values), key=indices)
 
 
 def copy_(x, src):
-    """Overwrite ``x``'s data with ``src`` (broadcast and cast to ``x``)."""
-    return apply_inplace(COPY_INTO, x, _value_tensor(x, src))
+    """Overwrite ``x``'s data with ``src`` (broadcast and cast to ``x``); gradients
+    flow to ``src``, as in PyTorch."""
+    from .movement import expand
+
+    src = _value_tensor(x, src)
+    return update_("copy_", x, lambda old, v: expand(v, x.shape), src,
+                   write=lambda v: apply_inplace(COPY_INTO, x, v), cast=True)
 
 
 def nonzero(x, as_tuple=False):

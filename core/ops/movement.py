@@ -241,7 +241,7 @@ def _cat_vjp(g, *xs, out, dim):
     return tuple(grads)
 
 
-CAT = defop("cat", wgsl=Kernel("unary.wgsl", "unary", "cat"), infer=_cat_infer, vjp=_cat_vjp,
+CAT = defop("cat", wgsl=Kernel("unary.wgsl", "unary", "cat"), infer=_cat_infer, vjp=_cat_vjp, reads_inputs=False,
             numpy=lambda *xs, dim: np.concatenate(xs, axis=dim))
 
 
@@ -353,6 +353,7 @@ def flip(x, dims):
 
 
 COPY = defop("copy", wgsl=Elementwise("a"), infer=lambda x: (x.shape, x.dtype), vjp=lambda g, x, *, out: g,
+             reads_inputs=False,
              numpy=lambda x: np.array(x, copy=True, order="C"))
 
 

@@ -80,6 +80,7 @@ def _arg_kernel(np_fn):
 
 
 SUM = defop("sum", wgsl=Kernel("reduce.wgsl", "sum", "reduce"), infer=_reduce_infer("sum"), vjp=_sum_vjp,
+            reads_inputs=False,
             numpy=lambda x, *, dims, keepdim: np.sum(x, axis=dims, keepdims=keepdim))
 AMAX = defop("amax", wgsl=Kernel("reduce.wgsl", "amax", "reduce"), infer=_reduce_infer("amax"), vjp=_extreme_vjp,
              numpy=lambda x, *, dims, keepdim: np.amax(x, axis=dims, keepdims=keepdim))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import autograd
+from ..kernels import View
 
 OPS: dict[str, "Op"] = {}
 
@@ -24,18 +25,24 @@ class Op:
     impls: dict[str, Any] = field(default_factory=dict)
     inplace: bool = False  # writes into its inputs; never recorded for autograd
     mutates: int = 1  # for in-place ops: how many leading inputs it writes
+    # Whether the vjp reads its inputs' values (not just shapes): only then is an
+    # in-place change of an input before backward an error (views, add, copy... are free).
+    reads_inputs: bool = True
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
 
 
 def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
-          inplace: bool = False, mutates: int = 1, **impls) -> Op:
+          inplace: bool = False, mutates: int = 1, reads_inputs: bool | None = None, **impls) -> Op:
     """Declare a primitive. ``impls`` maps a backend name to its kernel, e.g.
-    ``numpy=np.add``. Backends added later attach theirs with ``bind``."""
+    ``numpy=np.add``. Backends added later attach theirs with ``bind``.
+    ``reads_inputs`` defaults to True, and to False for views."""
     if name in OPS:
         raise ValueError(f"op {name!r} declared twice")
-    op = Op(name, infer, vjp, dict(impls), inplace, mutates)
+    if reads_inputs is None:
+        reads_inputs = not isinstance(impls.get("wgsl"), View)
+    op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs)
     OPS[name] = op
     return op
 

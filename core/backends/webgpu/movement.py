@@ -1,5 +1,5 @@
 """Launchers for ops that move data without arithmetic: unslice (the adjoint of
-slicing), cat, and the in-place copy/setitem. All are strided copies through
+slicing), cat, the in-place copy/setitem and index_put (setitem on a copy). All are strided copies through
 unary.wgsl into views of the destination."""
 from __future__ import annotations
 
@@ -83,6 +83,15 @@ def setitem(backend, op, record, arrays, attrs, shape, dtype):
         return
     put = backend.launchers_lookup("put")
     put(backend, dst, key, src)
+
+
+@launcher("index_put")
+def index_put(backend, op, record, arrays, attrs, shape, dtype):
+    """Out-of-place ``x[key] = value`` (setitem's differentiable form): a copy of x, written into."""
+    x, value = arrays
+    out = backend.contiguous(x)
+    setitem(backend, op, record, [out, value], attrs, shape, dtype)
+    return out
 
 
 def _dtype_of(array):
