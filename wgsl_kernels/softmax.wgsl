@@ -218,6 +218,9 @@ fn row_stats(row: Row, live: bool, lid: u32, lane: u32) -> vec2<f32> {
   return vec2(m, s);
 }
 
+// The row loop below is written out in each run_* function on purpose: an entry
+// point's bindings are those its call tree touches, so a shared loop calling the
+// cross-entropy bodies would make softmax need the labels/errors/g buffers too.
 fn run_softmax(kind: u32, wid: vec3<u32>, lid: u32, nwg: vec3<u32>) {
   let lane = lid % LANES;
   for (var g = wid.x + wid.y * nwg.x; g < p.groups; g = g + nwg.x * nwg.y) {
