@@ -246,7 +246,8 @@ def getitem(x, key):
         dim += 1
     y = reshape(slice_dims(x, slices), tuple(out_shape))
     if not adv:
-        y._view_of = (x, key)  # an in-place change of y is one of x (see update_)
+        if y is not x:  # x[:] and x[...] are x itself
+            y._view_of = (x, key)  # an in-place change of y is one of x (see update_)
         return y
     positions = [p for p, _, _ in adv]
     rest = [p for p in range(y.ndim) if p not in positions]
