@@ -79,6 +79,9 @@ class Arg:
             return values.astype(self.dtype)
         if self.kind == "halves":
             return (rng.integers(-6, 7, size=shape) * 0.5).astype(self.dtype)
+        if self.kind == "special":
+            values = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.0, 40.0, -40.0]
+            return rng.permutation(np.resize(np.array(values), n)).reshape(shape).astype(self.dtype)
         values = rng.uniform(self.low, self.high, shape)
         for point in self.away:
             near = np.abs(values - point) < 0.1
@@ -114,6 +117,11 @@ def NZ(*shape, dtype="float32"):
 def HALVES(*shape, dtype="float32"):
     """Multiples of 0.5 in [-3, 3]: ties for round, exact floor/ceil."""
     return Arg(shape, dtype, "halves")
+
+
+def SPECIAL(*shape, dtype="float32"):
+    """NaN, infinities, signed zeros and large values, each at least once when n >= 9."""
+    return Arg(shape, dtype, "special")
 
 
 def I(*shape, low=-5, high=5, dtype="int64"):  # noqa: E741,E743
@@ -986,6 +994,27 @@ case("views", "unsqueeze_expand_mul", lambda x, y: x.unsqueeze(-1) * y.unsqueeze
      lambda x, y: x[:, :, None] * y[None], F(2, 3), F(3, 4))
 case("views", "max_of_flipped", lambda x: tuple(x.flip(0).max(0)),
      lambda x: (np.flip(x, 0).max(0), np.flip(x, 0).argmax(0)), DISTINCT(3, 4), dtype=("float32", "int64"))
+
+# ---- special values: NaN propagates and infinities saturate as in numpy, on every backend --
+for op, fn, ref in [
+    ("relu", lambda x: x.relu(), lambda x: np.where(np.isnan(x), x, np.maximum(x, 0))),
+    ("sigmoid", lambda x: x.sigmoid(), _sigmoid), ("tanh", lambda x: x.tanh(), np.tanh),
+    ("sign", lambda x: x.sign(), np.sign), ("abs", lambda x: x.abs(), np.abs), ("exp", lambda x: x.exp(), np.exp),
+    ("neg", lambda x: -x, np.negative), ("floor", lambda x: x.floor(), np.floor),
+    ("ceil", lambda x: x.ceil(), np.ceil), ("round", lambda x: x.round(), np.round),
+    ("log", lambda x: x.log(), np.log), ("sqrt", lambda x: x.sqrt(), np.sqrt), ("sin", lambda x: x.sin(), np.sin),
+    ("cos", lambda x: x.cos(), np.cos), ("rsqrt", lambda x: x.rsqrt(), lambda x: 1 / np.sqrt(x)),
+    ("log1p", lambda x: x.log1p(), np.log1p), ("erf", lambda x: webgrad.erf(x), _erf),
+    ("reciprocal", lambda x: x.reciprocal(), np.reciprocal),
+    ("pow", lambda x: x ** 2.0, lambda x: x ** 2.0), ("div", lambda x: x / x.flip(0), lambda x: x / np.flip(x, 0)),
+    ("maximum", lambda x: webgrad.maximum(x, x.flip(0)), lambda x: np.maximum(x, np.flip(x, 0))),
+    ("minimum", lambda x: webgrad.minimum(x, x.flip(0)), lambda x: np.minimum(x, np.flip(x, 0))),
+    ("clamp", lambda x: x.clamp(-1.0, 1.0), lambda x: np.clip(x, -1.0, 1.0)),
+    ("amax", lambda x: x.amax(1), lambda x: np.max(x, 1)), ("sum", lambda x: x.sum(1), lambda x: np.sum(x, 1)),
+    ("softmax", lambda x: x.softmax(1), lambda x: _softmax(x, 1)),
+]:
+    case(op, "special_values", fn, ref, SPECIAL(9, 3), grad=False)
+
 
 # ---- zero-size tensors ----------------------------------------------------------------
 case("empty", "add", lambda x, y: x + y, np.add, F(0, 3), F(3), grad=False)

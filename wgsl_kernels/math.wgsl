@@ -52,21 +52,56 @@ fn wg_cos(x: f32) -> f32 {
 }
 
 // tanh through exp of a clamped argument: some drivers return NaN for |x| > 88.
+// NaN tests look at the bits: WGSL lets a compiler assume NaNs never occur, so x != x
+// may be folded to false. max, min, clamp and sign leave NaN inputs unspecified;
+// the wg_ forms below propagate NaN, as numpy and PyTorch do.
+fn wg_isnan(x: f32) -> bool {
+  return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn wg_max(a: f32, b: f32) -> f32 {
+  return select(select(max(a, b), b, wg_isnan(b)), a, wg_isnan(a));
+}
+
+fn wg_min(a: f32, b: f32) -> f32 {
+  return select(select(min(a, b), b, wg_isnan(b)), a, wg_isnan(a));
+}
+
+fn wg_sign(x: f32) -> f32 {
+  return select(sign(x), x, wg_isnan(x));
+}
+
+// SwiftShader (Chromium's software WebGPU) returns inf for exp(NaN).
+fn wg_exp(x: f32) -> f32 {
+  return select(exp(x), x, wg_isnan(x));
+}
+
 fn wg_tanh(x: f32) -> f32 {
   let z = clamp(x, -15.0, 15.0);
   let e = exp(2.0 * z);
-  return (e - 1.0) / (e + 1.0);
+  return select((e - 1.0) / (e + 1.0), x, wg_isnan(x));
 }
 
 fn wg_sigmoid(x: f32) -> f32 {
   return 0.5 * (1.0 + wg_tanh(0.5 * x));
 }
 
+// log with IEEE's special cases: SwiftShader's approximation returns finite values
+// for 0, inf, NaN and negative inputs.
+fn wg_log(x: f32) -> f32 {
+  let inf = bitcast<f32>(wg_bits(0x7f800000u));
+  if (x > 0.0 && x < inf) { return log(x); }
+  if (x == 0.0) { return -inf; }
+  if (x == inf) { return inf; }
+  return bitcast<f32>(wg_bits(0x7fc00000u));  // negative or NaN
+}
+
 // log(1 + x) without losing digits for tiny x.
 fn wg_log1p(x: f32) -> f32 {
   let u = 1.0 + x;
   if (u == 1.0) { return x; }
-  return log(u) * x / (u - 1.0);
+  if (u > 1.0e30) { return wg_log(u); }  // the correction would be inf / inf there
+  return wg_log(u) * x / (u - 1.0);
 }
 
 // pow with numpy's rules for negative bases (integral exponents keep the sign).

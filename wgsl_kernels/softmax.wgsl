@@ -116,14 +116,15 @@ fn store(row: Row, r: u32, v: f32) {
 // A lane past a short row takes its first element, which changes nothing (and
 // needs no -inf constant, which Tint may refuse to fold).
 fn lane_max(row: Row, lane: u32) -> f32 {
-  var m = load(row, min(lane, p.inner - 1u));
+  var m = load(row, min(lane, p.inner - 1u));  // wg_max/wg_exp (math.wgsl): NaN propagates on every adapter
   var r = lane + LANES;
   loop {
     if (r + 3u * LANES >= p.inner) { break; }
-    m = max(max(m, load(row, r)), max(load(row, r + LANES), max(load(row, r + 2u * LANES), load(row, r + 3u * LANES))));
+    m = wg_max(wg_max(m, load(row, r)),
+               wg_max(load(row, r + LANES), wg_max(load(row, r + 2u * LANES), load(row, r + 3u * LANES))));
     r = r + 4u * LANES;
   }
-  for (; r < p.inner; r = r + LANES) { m = max(m, load(row, r)); }
+  for (; r < p.inner; r = r + LANES) { m = wg_max(m, load(row, r)); }
   return m;
 }
 
@@ -132,11 +133,11 @@ fn lane_sum_exp(row: Row, lane: u32, m: f32) -> f32 {
   var r = lane;
   loop {
     if (r + 3u * LANES >= p.inner) { break; }
-    s = s + exp(load(row, r) - m) + exp(load(row, r + LANES) - m)
-          + exp(load(row, r + 2u * LANES) - m) + exp(load(row, r + 3u * LANES) - m);
+    s = s + wg_exp(load(row, r) - m) + wg_exp(load(row, r + LANES) - m)
+          + wg_exp(load(row, r + 2u * LANES) - m) + wg_exp(load(row, r + 3u * LANES) - m);
     r = r + 4u * LANES;
   }
-  for (; r < p.inner; r = r + LANES) { s = s + exp(load(row, r) - m); }
+  for (; r < p.inner; r = r + LANES) { s = s + wg_exp(load(row, r) - m); }
   return s;
 }
 
@@ -162,7 +163,7 @@ fn emit_value(e: Emit, row: Row, r: u32) -> f32 {
   // log_softmax is (x - m) - log_s, not x - (m + log_s): with large x that sum would round away log_s's low bits.
   let shifted = load(row, r) - e.m;
   if (e.kind == LOG_SOFTMAX) { return shifted - e.log_s; }
-  let prob = exp(shifted) * e.scale;
+  let prob = wg_exp(shifted) * e.scale;
   if (e.kind == CE_GRAD) {
     return e.g * (prob - select(0.0, 1.0 - p.smoothing, i32(r) == e.label) - p.smoothing / f32(p.inner));
   }
@@ -191,7 +192,7 @@ fn team_combine(take_max: bool, v: f32, lid: u32, lane: u32) -> f32 {
   for (var s = LANES / 2u; s > 0u; s = s / 2u) {
     if (lane < s) {
       let other = scratch[lid + s];
-      acc = select(acc + other, max(acc, other), take_max);
+      acc = select(acc + other, wg_max(acc, other), take_max);
       scratch[lid] = acc;
     }
     workgroupBarrier();

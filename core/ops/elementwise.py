@@ -34,8 +34,8 @@ def _unary(name, wgsl, numpy_kernel, vjp=None, float_only=True):
 
 NEG = _unary("neg", E({"f32": "-a", "i32": "-a"}), np.negative, lambda g, x, *, out: -g, float_only=False)
 ABS = _unary("abs", E({"f32": "abs(a)", "i32": "abs(a)"}), np.abs, lambda g, x, *, out: g * sign(x), float_only=False)
-EXP = _unary("exp", E("exp(a)"), np.exp, lambda g, x, *, out: g * out)
-LOG = _unary("log", E("log(a)"), np.log, lambda g, x, *, out: g / x)
+EXP = _unary("exp", E("wg_exp(a)"), np.exp, lambda g, x, *, out: g * out)
+LOG = _unary("log", E("wg_log(a)"), np.log, lambda g, x, *, out: g / x)
 LOG1P = _unary("log1p", E("wg_log1p(a)"), np.log1p, lambda g, x, *, out: g / (x + 1))
 SQRT = _unary("sqrt", E("sqrt(a)"), np.sqrt, lambda g, x, *, out: g * 0.5 / out)
 RSQRT = _unary("rsqrt", E("inverseSqrt(a)"), lambda x: 1 / np.sqrt(x), lambda g, x, *, out: g * -0.5 * out * out * out)
@@ -46,14 +46,14 @@ SIGMOID = _unary("sigmoid", E("wg_sigmoid(a)"), lambda x: 0.5 * (1 + np.tanh(0.5
                  lambda g, x, *, out: g * out * (1 - out))
 ERF = _unary("erf", E("wg_erf(a)"), lambda x: np.asarray(_erf(x), dtype=x.dtype),  # 0-d gives a bare float
              lambda g, x, *, out: g * (2 / math.sqrt(math.pi)) * exp(-x * x))
-RELU = _unary("relu", E({"f32": "max(a, 0.0)", "i32": "max(a, 0)"}),
+RELU = _unary("relu", E({"f32": "wg_max(a, 0.0)", "i32": "max(a, 0)"}),
               lambda x: np.maximum(x, 0), lambda g, x, *, out: g * (out > 0),
               float_only=False)
 RECIPROCAL = _unary("reciprocal", E("1.0 / a"), np.reciprocal, lambda g, x, *, out: -g * out * out)
 FLOOR = _unary("floor", E("floor(a)"), np.floor, float_only=False)
 CEIL = _unary("ceil", E("ceil(a)"), np.ceil, float_only=False)
 ROUND = _unary("round", E("round(a)"), np.round, float_only=False)  # half to even, like PyTorch
-SIGN = _unary("sign", E({"f32": "sign(a)", "i32": "sign(a)"}), np.sign, float_only=False)
+SIGN = _unary("sign", E({"f32": "wg_sign(a)", "i32": "sign(a)"}), np.sign, float_only=False)
 LOGICAL_NOT = defop("logical_not", wgsl=E("u32(a == A(0))"),
                     infer=lambda x: (x.shape, dtypes.bool_), numpy=np.logical_not)
 
@@ -141,8 +141,10 @@ DIV = defop("div", wgsl=E("a / b"), infer=broadcast_infer("div"), numpy=np.divid
             vjp=lambda g, x, y, *, out: (g / y, -g * out / y))
 POW = defop("pow", wgsl=E({"f32": "wg_pow(a, b)", "i32": "wg_ipow(a, b)"}),
             infer=broadcast_infer("pow"), numpy=np.power, vjp=_pow_vjp)
-MAXIMUM = defop("maximum", wgsl=E("max(a, b)"), infer=broadcast_infer("maximum"), numpy=np.maximum, vjp=_max_vjp)
-MINIMUM = defop("minimum", wgsl=E("min(a, b)"), infer=broadcast_infer("minimum"), numpy=np.minimum, vjp=_min_vjp)
+MAXIMUM = defop("maximum", wgsl=E({"f32": "wg_max(a, b)", "*": "max(a, b)"}), infer=broadcast_infer("maximum"),
+                numpy=np.maximum, vjp=_max_vjp)
+MINIMUM = defop("minimum", wgsl=E({"f32": "wg_min(a, b)", "*": "min(a, b)"}), infer=broadcast_infer("minimum"),
+                numpy=np.minimum, vjp=_min_vjp)
 REMAINDER = defop("remainder", wgsl=E({"f32": "a - b * floor(a / b)", "i32": "wg_imod(a, b)"}),
                   infer=broadcast_infer("remainder"), numpy=_remainder,
                   vjp=lambda g, x, y, *, out: (g, -g * floor(x / y)))

@@ -16,6 +16,7 @@ PRELUDES = {
     "unary.wgsl": ("strided.wgsl", "math.wgsl"),
     "binary.wgsl": ("strided.wgsl", "math.wgsl"),
     "ternary.wgsl": ("strided.wgsl", "math.wgsl"),
+    "softmax.wgsl": ("math.wgsl",),
 }
 SPLICE_SIGNATURE = {
     "unary.wgsl": "fn op(a: A) -> O",
