@@ -284,6 +284,9 @@ class Tensor:
     def masked_fill_(self, mask, value) -> "Tensor":
         return ops.update_("masked_fill_", self, ops.masked_fill, mask, value)
 
+    def pow_(self, exponent) -> "Tensor":
+        return ops.update_("pow_", self, ops.pow, exponent)
+
     def __setitem__(self, key, value) -> None:
         ops.setitem(self, key, value)
 
@@ -426,6 +429,19 @@ class Tensor:
     @property
     def mT(self) -> "Tensor":
         return ops.transpose(self, -2, -1)
+
+
+def _inplace_unary(name):
+    def method(self):
+        return ops.update_(name + "_", self, getattr(ops, name))
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"``{name}`` in place (differentiable, as in PyTorch)."
+    return method
+
+
+for _name in ("neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "erf",
+              "reciprocal", "floor", "ceil", "round", "sign"):
+    setattr(Tensor, _name + "_", _inplace_unary(_name))
 
 
 from . import ops  # noqa: E402  (ops imports Tensor; methods look ops up at call time)

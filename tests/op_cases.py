@@ -796,6 +796,11 @@ case("inplace", "copy_broadcast", _inplace("copy_"), lambda x, y: np.broadcast_t
 case("inplace", "copy_from_float", _inplace("copy_"), lambda x, y: np.broadcast_to(y, x.shape).astype(x.dtype),
      F(2, 3), F(2, 1))
 case("inplace", "mul_by_itself", lambda x: _iop(x, "mul_", None), lambda x: x * x, F(5))
+case("inplace", "relu_", _inplace("relu_"), lambda x: np.maximum(x, 0), AWAY(3, 4))
+case("inplace", "sigmoid_then_exp_", lambda x: _inplace("sigmoid_")(x).exp_(), lambda x: np.exp(_sigmoid(x)), F(3, 4))
+case("inplace", "pow_", _inplace("pow_", 3.0), lambda x: x ** 3.0, F(6))
+case("inplace", "sqrt_of_a_row", lambda x: _sqrt_row(x), lambda x: np.vstack([x[:1], np.sqrt(x[1:2]), x[2:]]),
+     POS(3, 4))
 case("inplace", "scaled_column_through_view", lambda x: _scale_column(x), lambda x: _scale_column_ref(x), F(3, 4))
 case("inplace", "residual_iadd_after_relu", lambda x, y: _residual(x, y), lambda x, y: np.maximum(x * 2, 0) + y,
      AWAY(3, 4), F(3, 4))
@@ -807,6 +812,12 @@ case("inplace", "through_view", lambda x: _through_view(x), lambda x: _through_v
 def _iop(x, method, other):
     y = x.clone()
     y = getattr(y, method)(y if other is None else other)
+    return y
+
+
+def _sqrt_row(x):
+    y = x * 1
+    y[1].sqrt_()
     return y
 
 

@@ -5,6 +5,11 @@ and runs unchanged on every backend. Convolution and pooling live in
 ``functional_conv.py``, the losses in ``functional_loss.py``; both are
 re-exported here, so ``import webgrad.nn.functional as F`` sees them all.
 
+``inplace=True`` (relu, dropout, ...) is accepted for PyTorch compatibility and
+returns the same values, but the input is left unchanged: webgrad has no memory
+to save by writing in place, and the write would cost extra copies under autograd.
+Call the Tensor method (``x.relu_()``) to change a tensor in place.
+
 Example:
     >>> import webgrad.nn.functional as F
     >>> F.relu(webgrad.tensor([-1.0, 2.0]))
