@@ -797,6 +797,8 @@ case("inplace", "copy_from_float", _inplace("copy_"), lambda x, y: np.broadcast_
      F(2, 3), F(2, 1))
 case("inplace", "mul_by_itself", lambda x: _iop(x, "mul_", None), lambda x: x * x, F(5))
 case("inplace", "relu_", _inplace("relu_"), lambda x: np.maximum(x, 0), AWAY(3, 4))
+# flip copies (as torch.flip): changing the result leaves the input alone (test_inputs_unchanged)
+case("inplace", "add_to_a_flipped_copy", lambda x: x.flip(0).add_(1.0), lambda x: np.flip(x, 0) + 1, F(4, 3))
 case("inplace", "sigmoid_then_exp_", lambda x: _inplace("sigmoid_")(x).exp_(), lambda x: np.exp(_sigmoid(x)), F(3, 4))
 case("inplace", "pow_", _inplace("pow_", 3.0), lambda x: x ** 3.0, F(6))
 case("inplace", "sqrt_of_a_row", lambda x: _sqrt_row(x), lambda x: np.vstack([x[:1], np.sqrt(x[1:2]), x[2:]]),

@@ -1,7 +1,7 @@
 """Shape and movement ops. Primitives: reshape, permute, expand, slice (basic,
-positive steps), its adjoint unslice, cat, flip, and copy. Views share their
-base's version counter, so an in-place change through either is noticed by
-autograd. Everything else here is composed from those.
+positive steps), its adjoint unslice, cat, flip (a copy, as in PyTorch), and copy.
+Views share their base's version counter, so an in-place change through either
+is noticed by autograd. Everything else here is composed from those.
 """
 from __future__ import annotations
 
@@ -343,7 +343,10 @@ def pad(x, pad, mode="constant", value=0.0):
     return where(inside, unslice(x, shape, place), value)
 
 
-FLIP = defop("flip", wgsl=View("flip"), infer=lambda x, *, dims: (x.shape, x.dtype),
+# torch.flip copies, so an in-place change of the result must not reach x: on the
+# device a reversed-stride view, copied (the "flip" launcher).
+FLIP = defop("flip", wgsl=Kernel("unary.wgsl", "unary", "flip"), infer=lambda x, *, dims: (x.shape, x.dtype),
+             reads_inputs=False,
              vjp=lambda g, x, *, out, dims: apply(FLIP, g, dims=dims),
              numpy=lambda x, *, dims: np.flip(x, dims).copy())  # np.flip is a view; torch.flip copies
 

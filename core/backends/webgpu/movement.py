@@ -1,9 +1,9 @@
 """Launchers for ops that move data without arithmetic: unslice (the adjoint of
-slicing), cat, the in-place copy/setitem and index_put (setitem on a copy). All are strided copies through
-unary.wgsl into views of the destination."""
+slicing), cat, flip, the in-place copy/setitem and index_put (setitem on a
+copy). All are strided copies through unary.wgsl into views of the destination."""
 from __future__ import annotations
 
-from . import elementwise
+from . import elementwise, views
 from .backend import launcher
 
 
@@ -83,6 +83,14 @@ def setitem(backend, op, record, arrays, attrs, shape, dtype):
         return
     put = backend.launchers_lookup("put")
     put(backend, dst, key, src)
+
+
+@launcher("flip")
+def flip(backend, op, record, arrays, attrs, shape, dtype):
+    """torch.flip copies: the reversed-stride view of x, made contiguous."""
+    from ...kernels import View
+
+    return backend.contiguous(views.run(backend, "flip", View("flip"), arrays, attrs, shape))
 
 
 @launcher("index_put")
