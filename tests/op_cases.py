@@ -392,6 +392,12 @@ for op, fn, ref in [("sum", lambda x, **k: x.sum(**k), lambda x, **k: np.sum(x, 
          lambda x, ref=ref: ref(x, axis=1, keepdims=True), F(2, 3, 4))
     case(op, "zero_dim", lambda x, fn=fn: fn(x), lambda x, ref=ref: ref(x), F())
 case("sum", "int", lambda x: x.sum(0), lambda x: x.sum(0), I(3, 4), grad=False, dtype="int64")
+# dim=() reduces every dim in PyTorch's sum/mean/amax/amin/var/norm (numpy's would reduce none); any/all keep all
+case("sum", "empty_dim_list", lambda x: x.sum(dim=()), lambda x: x.sum(), F(3, 4))
+case("mean", "empty_dim_list", lambda x: x.mean(dim=[]), lambda x: x.mean(), F(3, 4))
+case("amax", "empty_dim_list", lambda x: x.amax(dim=()), lambda x: x.max(), DISTINCT(3, 4))
+case("var", "empty_dim_list", lambda x: x.var(dim=()), lambda x: x.var(ddof=1), F(3, 4))
+case("any", "empty_dim_list", lambda x: x.any(dim=()), lambda x: x.astype(bool), F(3, 4), grad=False)
 case("sum", "int32_to_int64", lambda x: x.sum(), lambda x: x.sum(dtype=np.int64), I(3, 4, dtype="int32"), grad=False)
 case("sum", "bool", lambda x: x.sum(-1), lambda x: x.sum(-1), B(3, 4), grad=False, dtype="int64")
 case("sum", "dtype", lambda x: x.sum(dtype=webgrad.float64), lambda x: x.sum(dtype=np.float64), F(3, 4))
@@ -546,7 +552,6 @@ case("matmul", "function", webgrad.matmul, np.matmul, F(2, 3), F(3, 2))
 case("matmul", "mm", lambda x, y: x.mm(y), np.matmul, F(2, 3), F(3, 2))
 case("matmul", "bmm", webgrad.bmm, np.matmul, F(2, 2, 3), F(2, 3, 2))
 case("matmul", "int", lambda x, y: x @ y, np.matmul, I(2, 3), I(3, 2), grad=False)
-case("matmul", "mixed_dtypes", lambda x, y: x @ y, np.matmul, F(2, 3), F(3, 2, dtype="float64"))
 
 # ---- shape and movement ---------------------------------------------------------
 X = F(2, 3, 4)

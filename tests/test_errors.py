@@ -36,6 +36,11 @@ def test_matmul_batch_dimensions():
            "matmul", "(2, 3, 4)", "(3, 4, 5)", "batch")
 
 
+def test_matmul_of_different_dtypes_is_refused_as_in_pytorch():
+    raises(webgrad.OpError, lambda: webgrad.ones(2, 3) @ webgrad.ones(3, dtype=webgrad.float64),
+           "matmul", "same dtype", "(2, 3) float32", "(3,) float64", "x.to(float64)")
+
+
 def test_matmul_needs_dimensions_and_numbers():
     raises(webgrad.OpError, lambda: webgrad.ones(()) @ webgrad.ones(3), "matmul", "()")
     raises(webgrad.OpError, lambda: webgrad.ones(2, 2, dtype=webgrad.bool) @ webgrad.ones(2, 2, dtype=webgrad.bool),

@@ -51,6 +51,12 @@ def normalize_dims(op_name: str, dim, ndim: int) -> tuple:
     return dims
 
 
+def reduce_dims(op_name: str, dim, ndim: int) -> tuple:
+    """The dims a reduction (sum, mean, amax, var...) runs over: as normalize_dims,
+    except that an empty list means every dim, as in PyTorch."""
+    return normalize_dims(op_name, None if dim == () or dim == [] else dim, ndim)
+
+
 def same_dtype_infer(x, *rest, **attrs):
     return x.shape, x.dtype
 

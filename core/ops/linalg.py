@@ -43,14 +43,14 @@ def matmul(x, y):
         >>> webgrad.ones(2, 3) @ webgrad.ones(3)   # -> shape (2,)
     """
     from ..tensor import Tensor
-    from .elementwise import promote
 
     if not isinstance(x, Tensor) or not isinstance(y, Tensor):
         raise TypeError("matmul: both operands must be Tensors")
     if x.ndim == 0 or y.ndim == 0:
         raise OpError(f"matmul: both arguments need at least 1 dimension, got {describe(x, y)}")
-    if x.dtype is not y.dtype:
-        x, y = promote("matmul", x, y)
+    if x.dtype is not y.dtype:  # PyTorch refuses too: a silent float64 product is rarely what was meant
+        raise OpError(f"matmul: expected both operands to have the same dtype, got {describe(x, y)}; "
+                      f"convert one, e.g. x.to({y.dtype.name}) or y.to({x.dtype.name})")
     if x.dtype.name == "bool":
         raise OpError(f"matmul: not supported for bool tensors ({describe(x, y)})")
     x2 = x.unsqueeze(0) if x.ndim == 1 else x

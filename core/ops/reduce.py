@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..kernels import Kernel
-from ._helpers import normalize_dim, normalize_dims, require_float
+from ._helpers import normalize_dim, normalize_dims, reduce_dims, require_float
 from .elementwise import cast, exp, log, sqrt, where
 from .registry import OpError, apply, defop
 
@@ -110,7 +110,7 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     """Sum over ``dim`` (an int, a tuple of ints, or None for all)."""
     if dtype is not None:
         x = cast(x, dtypes.to_dtype(dtype))
-    return _sum(x, normalize_dims("sum", dim, x.ndim), keepdim)
+    return _sum(x, reduce_dims("sum", dim, x.ndim), keepdim)
 
 
 def prod(x, dim=None, keepdim=False):
@@ -119,7 +119,7 @@ def prod(x, dim=None, keepdim=False):
 
 def mean(x, dim=None, keepdim=False):
     require_float("mean", x)
-    dims = normalize_dims("mean", dim, x.ndim)
+    dims = reduce_dims("mean", dim, x.ndim)
     count = 1
     for d in dims:
         count *= x.shape[d]
@@ -128,11 +128,11 @@ def mean(x, dim=None, keepdim=False):
 
 
 def amax(x, dim=None, keepdim=False):
-    return apply(AMAX, x, dims=normalize_dims("amax", dim, x.ndim), keepdim=keepdim)
+    return apply(AMAX, x, dims=reduce_dims("amax", dim, x.ndim), keepdim=keepdim)
 
 
 def amin(x, dim=None, keepdim=False):
-    return apply(AMIN, x, dims=normalize_dims("amin", dim, x.ndim), keepdim=keepdim)
+    return apply(AMIN, x, dims=reduce_dims("amin", dim, x.ndim), keepdim=keepdim)
 
 
 def argmax(x, dim=None, keepdim=False):
@@ -179,14 +179,14 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
 
 
 def all(x, dim=None, keepdim=False):  # noqa: A001
-    return _all_any("all", amin, x, dim, keepdim, True)
+    return _all_any("all", AMIN, x, dim, keepdim, True)
 
 
 def any(x, dim=None, keepdim=False):  # noqa: A001
-    return _all_any("any", amax, x, dim, keepdim, False)
+    return _all_any("any", AMAX, x, dim, keepdim, False)
 
 
-def _all_any(name, extreme, x, dim, keepdim, empty_value):
+def _all_any(name, extreme, x, dim, keepdim, empty_value):  # dim=() reduces nothing here, as in PyTorch
     dims = normalize_dims(name, dim, x.ndim)
     if builtins.any(x.shape[d] == 0 for d in dims):
         # Reducing over nothing: all() is True and any() is False, in the reduced shape.
@@ -194,7 +194,7 @@ def _all_any(name, extreme, x, dim, keepdim, empty_value):
 
         return full(_reduced_shape(x.shape, dims, keepdim), empty_value, dtype=dtypes.bool_,
                     device=x.device)
-    return extreme(cast(x, dtypes.bool_), dims, keepdim)
+    return apply(extreme, cast(x, dtypes.bool_), dims=dims, keepdim=keepdim)
 
 
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -202,7 +202,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     require_float("var", x)
     if correction is None:
         correction = 0 if unbiased is False else 1
-    dims = normalize_dims("var", dim, x.ndim)
+    dims = reduce_dims("var", dim, x.ndim)
     count = 1
     for d in dims:
         count *= x.shape[d]
@@ -338,7 +338,7 @@ def norm(x, p=2, dim=None, keepdim=False):
     if p == float("inf"):
         return amax(x.abs(), dim, keepdim)
     if p == 2 or p == "fro":
-        total, root = _sum(x * x, normalize_dims("norm", dim, x.ndim), keepdim), sqrt
+        total, root = _sum(x * x, reduce_dims("norm", dim, x.ndim), keepdim), sqrt
     else:
         total, root = sum(x.abs() ** p, dim, keepdim), (lambda t: t ** (1.0 / p))
     # The root's slope is infinite at 0, which would make the gradient of a zero
