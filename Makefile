@@ -14,6 +14,7 @@ serve: install
 
 lint:
 	$(PYTHON) -m ruff check core tests demos bench server
+	$(PYTHON) -m mypy core
 
 test: install lint
 	$(PYTHON) -m pytest tests

@@ -8,6 +8,8 @@ Example:
     >>> x.grad
     tensor([2., 4., 6.])
 """
+import builtins as _builtins
+
 from .dtypes import (  # noqa: F401
     DType, bool_ as bool, float32, float64, get_default_dtype, int32, int64, set_default_dtype,
 )
@@ -39,11 +41,12 @@ clip = clamp
 __version__ = "0.1.0"
 
 
-def is_tensor(obj) -> bool:
+# The builtins by module path: here `bool` and `int` are webgrad's dtypes.
+def is_tensor(obj) -> _builtins.bool:
     return isinstance(obj, Tensor)
 
 
-def numel(x) -> int:
+def numel(x) -> _builtins.int:
     return x.numel()
 
 

@@ -212,7 +212,9 @@ class DataLoader:
         (2, [[0, 1, 2, 3], [4, 5, 6, 7]])
     """
 
-    def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False,
+    # batch_size: int | Integral, as numpy integers pass the check below; with `int` alone mypy,
+    # which does not count int as an Integral, takes the rest of __init__ for unreachable.
+    def __init__(self, dataset, batch_size: int | numbers.Integral = 1, shuffle: bool = False,
                  drop_last: bool = False, collate_fn=None):
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
                 or batch_size <= 0:

@@ -128,6 +128,7 @@ def result_type(dimensioned, zero_dim, scalars) -> DType:
         category = scalar_category(value)
         if result is None or _CATEGORY_RANK[category] > _CATEGORY_RANK[result.category]:
             result = _DEFAULT_FOR_CATEGORY[category]
+    assert result is not None, "result_type of no tensors and no scalars"  # every caller passes one
     return result
 
 
@@ -137,4 +138,6 @@ def category_rank(dtype: DType) -> int:
 
 
 def promote_types(a: DType, b: DType) -> DType:
-    return _promote_same_priority((a, b))
+    result = _promote_same_priority((a, b))
+    assert result is not None  # never: None only for no dtypes
+    return result

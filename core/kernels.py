@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Elementwise:
-    expr: object  # str, or dict of kind -> str
+    expr: str | dict[str, str]  # an expression, or one per kind
 
     def expression(self, in_kind: str, out_kind: str) -> str | None:
         if isinstance(self.expr, str):

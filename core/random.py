@@ -6,9 +6,17 @@ seed reproduces every run on every backend.
 """
 from __future__ import annotations
 
+from typing import TypedDict
+
 import numpy as np
 
-_state = {"generator": np.random.default_rng(0), "seed": 0}
+
+class _State(TypedDict):
+    generator: np.random.Generator
+    seed: int
+
+
+_state: _State = {"generator": np.random.default_rng(0), "seed": 0}
 
 
 def manual_seed(seed: int) -> None:

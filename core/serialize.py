@@ -67,7 +67,8 @@ def save(obj, path, metadata: dict[str, str] | None = None) -> None:
         with os.fdopen(fd, "wb") as file:
             file.write(header)
             for array in arrays:
-                file.write(array.reshape(-1).view(np.uint8))
+                # An ndarray is a buffer; numpy's stubs say so (__buffer__) only for Python >= 3.12.
+                file.write(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
             file.flush()
             os.fsync(file.fileno())
         _copy_permissions(path, temp_path)

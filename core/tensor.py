@@ -6,6 +6,8 @@ code. Nothing here knows which backend holds the data.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import autograd, dtypes
@@ -33,6 +35,17 @@ class Tensor:
 
     __slots__ = ("_data", "shape", "dtype", "device", "_requires_grad", "grad", "_node",
                  "_version_counter", "_retains_grad", "_view_of", "__weakref__", "__dict__")
+    # The slots' types, for type checkers (annotations without values do not clash with __slots__).
+    _data: Any  # the backend's storage: an np.ndarray on cpu, a device buffer on webgpu
+    shape: Size
+    dtype: dtypes.DType
+    device: str
+    _requires_grad: bool
+    grad: Tensor | None
+    _node: autograd.Node | None
+    _version_counter: list[int]  # shared by tensors that share memory
+    _retains_grad: bool
+    _view_of: tuple[Tensor, Any] | None
     __array_priority__ = 1000  # numpy defers to our operators: ndarray + Tensor -> Tensor
 
     @classmethod

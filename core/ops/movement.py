@@ -13,7 +13,7 @@ import numpy as np
 from ..kernels import Elementwise, Kernel, View
 from ._helpers import describe, normalize_dim, normalize_dims
 from ..backends import get_backend
-from .registry import OpError, apply, defop
+from .registry import Op, OpError, apply, defop
 
 
 def _as_view(out, x):
@@ -344,11 +344,11 @@ def pad(x, pad, mode="constant", value=0.0):
 
 
 # torch.flip copies, so an in-place change of the result must not reach x: on the
-# device a reversed-stride view, copied (the "flip" launcher).
-FLIP = defop("flip", wgsl=Kernel("unary.wgsl", "unary", "flip"), infer=lambda x, *, dims: (x.shape, x.dtype),
-             reads_inputs=False,
-             vjp=lambda g, x, *, out, dims: apply(FLIP, g, dims=dims),
-             numpy=lambda x, *, dims: np.flip(x, dims).copy())  # np.flip is a view; torch.flip copies
+# device a reversed-stride view, copied (the "flip" launcher). Typed (Op) as its vjp names FLIP itself.
+FLIP: Op = defop("flip", wgsl=Kernel("unary.wgsl", "unary", "flip"), infer=lambda x, *, dims: (x.shape, x.dtype),
+                 reads_inputs=False,
+                 vjp=lambda g, x, *, out, dims: apply(FLIP, g, dims=dims),
+                 numpy=lambda x, *, dims: np.flip(x, dims).copy())  # np.flip is a view; torch.flip copies
 
 
 def flip(x, dims):

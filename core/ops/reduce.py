@@ -13,7 +13,7 @@ from .. import dtypes
 from ..kernels import Kernel
 from ._helpers import normalize_dim, normalize_dims, reduce_dims, require_float
 from .elementwise import cast, exp, log, sqrt, where
-from .registry import OpError, apply, defop
+from .registry import Op, OpError, apply, defop
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
@@ -317,10 +317,11 @@ CROSS_ENTROPY = defop("cross_entropy", infer=lambda x, labels, **_: (labels.shap
                       numpy=_cross_entropy_numpy, wgsl=Kernel("softmax.wgsl", "cross_entropy", "cross_entropy"),
                       vjp=lambda g, x, labels, *, out, **attrs: (apply(CROSS_ENTROPY_BACKWARD, x, labels, g, **attrs),
                                                                 None))
-CROSS_ENTROPY_BACKWARD = defop("cross_entropy_backward", infer=lambda x, labels, g, **_: (x.shape, x.dtype),
-                               numpy=_cross_entropy_backward_numpy,
-                               wgsl=Kernel("softmax.wgsl", "cross_entropy_backward", "cross_entropy"),
-                               vjp=_cross_entropy_backward_vjp)
+# Typed (Op): CROSS_ENTROPY's vjp above names it before it is defined.
+CROSS_ENTROPY_BACKWARD: Op = defop("cross_entropy_backward", infer=lambda x, labels, g, **_: (x.shape, x.dtype),
+                                   numpy=_cross_entropy_backward_numpy,
+                                   wgsl=Kernel("softmax.wgsl", "cross_entropy_backward", "cross_entropy"),
+                                   vjp=_cross_entropy_backward_vjp)
 
 
 def cross_entropy(x, labels, ignore_index=-100, smoothing=0.0):

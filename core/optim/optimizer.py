@@ -287,7 +287,9 @@ def _load_value(name: str, value, param: Tensor, index):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
             raise ValueError(f"load_state_dict: 'step' of parameter {index} must be a count >= 0, "
                              f"got {value!r}")
-        return int(value) if float(value).is_integer() else float(value)
+        # Real promises __trunc__, not the __int__ that int() wants, though int, float, the numpy scalars and
+        # Fraction all have it.
+        return int(value) if float(value).is_integer() else float(value)  # type: ignore[call-overload]
     if isinstance(value, Tensor):
         if tuple(value.shape) != tuple(param.shape):
             raise ValueError(f"load_state_dict: state {name!r} of parameter {index} has shape "

@@ -64,7 +64,7 @@ class RMSprop(Optimizer):
             raise ValueError(f"Invalid alpha value: {group['alpha']}")
 
     def _required_state(self, group: dict) -> tuple[str, ...]:
-        names = ("step", "square_avg")
+        names: tuple[str, ...] = ("step", "square_avg")
         if group["momentum"] > 0:
             names += ("momentum_buffer",)
         if group["centered"]:

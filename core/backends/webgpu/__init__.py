@@ -3,11 +3,19 @@ wgpu-py, in Pyodide via ``js.navigator.gpu``) and registers device ``"webgpu"``.
 Launchers for hand-written kernels register themselves from the modules below."""
 from __future__ import annotations
 
+from typing import TypedDict
+
 from .. import register
 from .backend import LAUNCHERS, WebGPUBackend, launcher  # noqa: F401
 from .device import DeviceError
 
-_state = {"backend": None, "error": None}
+
+class _State(TypedDict):
+    backend: WebGPUBackend | None
+    error: DeviceError | None  # why the device could not be made, raised again on every later try
+
+
+_state: _State = {"backend": None, "error": None}
 
 
 def _make_device():
@@ -23,23 +31,24 @@ def _make_device():
 
 
 def backend() -> WebGPUBackend:
-    if _state["backend"] is None:
+    made = _state["backend"]
+    if made is None:
         if _state["error"] is not None:
             raise _state["error"]
         try:
-            _state["backend"] = WebGPUBackend(_make_device())
-            register("webgpu", _state["backend"])  # later lookups skip the lazy proxy
+            made = _state["backend"] = WebGPUBackend(_make_device())
+            register("webgpu", made)  # later lookups skip the lazy proxy
         except ImportError as err:
             import sys
 
             hint = ("this browser exposes no WebGPU" if sys.platform == "emscripten"
                     else "pip install wgpu==0.32.0")
-            _state["error"] = DeviceError(f"webgpu: not available ({err}); {hint}, or use device='cpu'")
-            raise _state["error"] from err
+            error = _state["error"] = DeviceError(f"webgpu: not available ({err}); {hint}, or use device='cpu'")
+            raise error from err
         except DeviceError as err:
             _state["error"] = err
             raise
-    return _state["backend"]
+    return made
 
 
 class _LazyBackend:

@@ -108,9 +108,8 @@ class BrowserDevice:
         fallback = bool(getattr(info, "isFallbackAdapter", False) or getattr(adapter, "isFallbackAdapter", False))
         names = " ".join(fields.values()).lower()
         cpu = fallback or any(name in names for name in CPU_ADAPTERS)
-        fields.update(adapter_type="CPU" if cpu else "GPU", backend_type="WebGPU (browser)",
-                      is_fallback_adapter=fallback)
-        return fields
+        return {**fields, "adapter_type": "CPU" if cpu else "GPU", "backend_type": "WebGPU (browser)",
+                "is_fallback_adapter": fallback}
 
     def _uncaptured(self, event):
         error = event.error

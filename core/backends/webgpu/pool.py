@@ -20,7 +20,7 @@ def bucket_size(nbytes: int) -> int:
 
 
 class BufferPool:
-    def __init__(self, device):
+    def __init__(self, device) -> None:
         self.device = device
         self.free: dict[int, list] = {}
         self.in_use = 0

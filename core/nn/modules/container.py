@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
+from typing import Any
 
 from .module import Module, _addindent
 
@@ -153,7 +154,7 @@ class ModuleList(Module):
         reprs = [repr(m) for m in self]
         if not reprs:
             return self._get_name() + "()"
-        blocks = []  # [start, end, repr]
+        blocks: list[list[Any]] = []  # [start, end, repr]
         for i, r in enumerate(reprs):
             if blocks and blocks[-1][2] == r:
                 blocks[-1][1] = i

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict, namedtuple
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +18,8 @@ from ...autograd import no_grad
 from ...tensor import Tensor
 from ..parameter import Parameter
 
-_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+# Named as torch's reprs it, IncompatibleKeys(missing_keys=..., unexpected_keys=...); mypy wants the names equal.
+_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])  # type: ignore[name-match]
 
 
 class RemovableHandle:
@@ -68,7 +71,14 @@ class Module:
         webgrad.Size([3, 2])
     """
 
+    # Set in __init__ through object.__setattr__ (plain assignment would go through __setattr__ below).
     training: bool
+    _parameters: OrderedDict[str, Parameter | None]
+    _buffers: OrderedDict[str, Tensor | None]
+    _non_persistent_buffers_set: set[str]
+    _modules: OrderedDict[str, Module | None]
+    _forward_hooks: OrderedDict[int, Callable[..., Any]]
+    _forward_pre_hooks: OrderedDict[int, Callable[..., Any]]
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
@@ -216,12 +226,13 @@ class Module:
         if target == "":
             return module
         for part in target.split("."):
-            if part not in module._modules or module._modules[part] is None:
+            child = module._modules.get(part)
+            if child is None:
                 raise AttributeError(f"{module._get_name()} has no submodule `{part}` (looking up {target!r})")
-            module = module._modules[part]
+            module = child
         return module
 
-    def get_parameter(self, target: str) -> Parameter:
+    def get_parameter(self, target: str) -> Parameter | None:  # None for a declared-but-absent one (bias=False)
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
         if name not in module._parameters:
