@@ -45,7 +45,7 @@ class Tensor:
     _node: autograd.Node | None
     _version_counter: list[int]  # shared by tensors that share memory
     _retains_grad: bool
-    _view_of: tuple[Tensor, Any] | None
+    _view_of: tuple[Tensor, str, Any] | None
     __array_priority__ = 1000  # numpy defers to our operators: ndarray + Tensor -> Tensor
 
     @classmethod
@@ -60,7 +60,7 @@ class Tensor:
         t._node = None
         t._version_counter = [0]
         t._retains_grad = False
-        t._view_of = None  # (base, key) when made by base[key] as a view: in-place writes go through base
+        t._view_of = None  # (base, how, arg) for a view of base (see ops.movement._as_view)
         return t
 
     def __init__(self, *args, **kwargs):
@@ -434,6 +434,13 @@ class Tensor:
     def index_select(self, dim, index): return ops.index_select(self, dim, index)
     def index_put(self, indices, values, accumulate=False): return ops.index_put(self, indices, values, accumulate)
     def nonzero(self): return ops.nonzero(self)
+
+    def t(self) -> "Tensor":
+        """Transpose of a tensor with at most 2 dims (``torch.Tensor.t``)."""
+        if self.ndim > 2:
+            raise ops.OpError(f"t: expects a tensor with <= 2 dims, got shape {tuple(self.shape)}; "
+                              f"use .transpose(dim0, dim1) or .mT")
+        return ops.permute(self, *reversed(range(self.ndim)))
 
     @property
     def T(self) -> "Tensor":

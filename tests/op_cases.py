@@ -809,6 +809,8 @@ case("inplace", "pow_", _inplace("pow_", 3.0), lambda x: x ** 3.0, F(6))
 case("inplace", "sqrt_of_a_row", lambda x: _sqrt_row(x), lambda x: np.vstack([x[:1], np.sqrt(x[1:2]), x[2:]]),
      POS(3, 4))
 case("inplace", "scaled_column_through_view", lambda x: _scale_column(x), lambda x: _scale_column_ref(x), F(3, 4))
+case("inplace", "through_transpose_and_flat_views", lambda x, w: _through_views(x, w),
+     lambda x, w: _through_views_ref(x, w), F(3, 4), F(3))
 case("inplace", "residual_iadd_after_relu", lambda x, y: _residual(x, y), lambda x, y: np.maximum(x * 2, 0) + y,
      AWAY(3, 4), F(3, 4))
 case("inplace", "masked_fill_", lambda x, m: _inplace("masked_fill_", 0.0)(x, m),
@@ -825,6 +827,20 @@ def _iop(x, method, other):
 def _sqrt_row(x):
     y = x * 1
     y[1].sqrt_()
+    return y
+
+
+def _through_views(x, w):
+    y = x * 1
+    y.T.mul_(w)  # a permute view
+    y.reshape(-1)[2:7].sub_(y.reshape(-1)[:5].clone())  # slices of a reshape view
+    return y
+
+
+def _through_views_ref(x, w):
+    y = x * w[:, None]
+    flat = y.reshape(-1)
+    flat[2:7] -= flat[:5].copy()
     return y
 
 

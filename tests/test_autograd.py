@@ -470,13 +470,47 @@ def test_grad_and_retain_grad_follow_the_tensor_after_an_inplace_change(on):
     assert_close(x.grad, [4.0, 8.0])
 
 
-def test_inplace_through_other_views_is_refused_with_a_clear_error(on):
-    x = on([[1.0, 2.0], [3.0, 4.0]])
+def test_writes_through_reshape_permute_and_slice_views_reach_the_base(on):
+    x, w = on([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]]), on([2.0, -1.0])
     y = x * 1
-    with pytest.raises(RuntimeError, match=r"add_: in-place change of a view made by permute"):
-        y.T.add_(1.0)
-    with pytest.raises(RuntimeError, match="leaf"):
+    y.T.mul_(w)  # a permute view: column j of y.T is row j of y
+    y.view(-1)[1:4].add_(3.0)  # a slice of a reshape view
+    (y * y).sum().backward()
+    xv, wv = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]]), np.array([2.0, -1.0])
+    yv = xv * wv[:, None]
+    yv.reshape(-1)[1:4] += 3.0
+    assert_close(y.detach(), yv, rtol=1e-6)
+    assert_close(x.grad, 2 * yv * wv[:, None], rtol=1e-5)
+    assert_close(w.grad, (2 * yv * xv).sum(1), rtol=1e-5)
+
+
+def test_write_of_a_value_that_requires_grad_through_a_view_of_a_plain_buffer(on):
+    w = on([1.0, 2.0])
+    buffer = webgrad.zeros(3, 2, device=w.device)
+    buffer.T[:, 1].copy_(w * 3)  # column 1 of buffer.T is row 1 of buffer
+    assert buffer.requires_grad
+    (buffer * buffer).sum().backward()
+    assert_close(w.grad, [18.0, 36.0])
+
+
+def test_inplace_that_cannot_be_written_back_is_refused_with_a_clear_error(on):
+    x = on([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(RuntimeError, match=r"add_: in-place change of a view made by expand"):
+        (x * 1)[0].expand(3, 2).add_(1.0)
+    with pytest.raises(RuntimeError, match="add_: in-place change of a leaf"):
         x[0].add_(1.0)  # a view of a leaf that requires grad, as in PyTorch
+    with pytest.raises(RuntimeError, match="add_: in-place change of a leaf"):
+        x.T.add_(1.0)
+
+
+def test_a_reshape_that_copied_is_not_a_view(on):
+    x = on([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
+    t = (x * 1).T  # not contiguous: reshaping it copies, as torch.reshape does
+    flat = t.reshape(6)
+    flat.add_(1.0)
+    assert_close(t.detach(), [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]])
+    flat.sum().backward()
+    assert_close(x.grad, np.ones((2, 3)))
 
 
 # -- gradients where the function has a kink: PyTorch's conventions ---------------------------

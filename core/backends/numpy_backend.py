@@ -54,5 +54,8 @@ class NumpyBackend:
     def is_contiguous(self, data) -> bool:
         return data.flags.c_contiguous
 
+    def shares_memory(self, a, b) -> bool:
+        return np.may_share_memory(a, b)
+
     def synchronize(self) -> None:
         pass

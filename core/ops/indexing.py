@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 from .. import autograd, dtypes
-from ..kernels import Kernel, View
+from ..kernels import Kernel
 from ._helpers import broadcast_shapes, describe, normalize_dim
+from ..backends import get_backend
 from .registry import OpError, apply, apply_inplace, defop
 
 _INDEX_DTYPES = ("int64", "int32")
@@ -247,7 +248,7 @@ def getitem(x, key):
     y = reshape(slice_dims(x, slices), tuple(out_shape))
     if not adv:
         if y is not x:  # x[:] and x[...] are x itself
-            y._view_of = (x, key)  # an in-place change of y is one of x (see update_)
+            y._view_of = (x, "getitem", key)  # an in-place change of y is one of x (see update_)
         return y
     positions = [p for p, _, _ in adv]
     rest = [p for p in range(y.ndim) if p not in positions]
@@ -400,13 +401,11 @@ def update_(op_name, x, compute, *inputs, write=None, cast=False):
             write(*inputs)
             return x
         return _store(op_name, x, compute(x, *inputs), cast)
-    node = x._node
-    if node is None:
+    if x._node is None:
         autograd.check_inplace_allowed(op_name, x)  # a leaf that requires grad: refused
-    elif x._view_of is None and isinstance(node.op.impls.get("wgsl"), View) and node.out_ref() is x:
-        raise RuntimeError(f"{op_name}: in-place change of a view made by {node.op.name} (shape "
-                           f"{tuple(x.shape)}) of a tensor that requires grad; write through the base "
-                           f"with indexing (x[key] += v) or use the out-of-place form (y = y + v)")
+    view = _view_of_base(op_name, x)
+    if view is not None and view[0]._node is None:
+        autograd.check_inplace_allowed(op_name, view[0])  # a view of such a leaf: refused too
     old = autograd.snapshot(x)
     result = compute(old, *inputs)
     if old.requires_grad and not result.requires_grad:
@@ -416,18 +415,42 @@ def update_(op_name, x, compute, *inputs, write=None, cast=False):
         from .elementwise import where
 
         result = where(scalar_tensor(True, dtypes.bool_, x.device), result, old)
-    if x._view_of is not None:
-        # x is base[key]: write the new value into base, whose history must see it,
-        # then x is base[key] again (PyTorch rebases views the same way).
-        base, key = x._view_of
+    if view is not None:
+        # x shares its base's memory: write the new value into base, whose history
+        # must see it, then x is re-derived from base (PyTorch rebases views the same way).
+        _, write, reread = view
         _check_same_dtype(op_name, x, result, cast)
-        setitem(base, key, result)
-        autograd.take_place(x, getitem(base, key))
+        write(result)
+        autograd.take_place(x, reread())
         return x
     with autograd.no_grad():
         _store(op_name, x, result, cast)
     autograd.take_place(x, result)
     return x
+
+
+def _view_of_base(op_name, x):
+    """(base, write, reread) when x is a view of a base tensor: ``write(v)`` puts v
+    into base where x lies, differentiably; ``reread()`` derives x from base again.
+    None when x owns its memory (a reshape that had to copy is no view)."""
+    from .movement import _inverse, permute, reshape, slice_dims
+
+    if x._view_of is None:
+        return None
+    base, kind, arg = x._view_of
+    if not get_backend(x.device).shares_memory(x._data, base._data):
+        return None
+    if kind == "getitem":
+        return base, (lambda v: setitem(base, arg, v)), (lambda: getitem(base, arg))
+    if kind == "reshape":
+        return base, (lambda v: copy_(base, reshape(v, base.shape))), (lambda: reshape(base, arg))
+    if kind == "permute":
+        return base, (lambda v: copy_(base, permute(v, _inverse(arg)))), (lambda: permute(base, arg))
+    if kind == "slice":
+        key = tuple(slice(start, stop, step) for start, stop, step in arg)
+        return base, (lambda v: setitem(base, key, v)), (lambda: slice_dims(base, arg))
+    raise RuntimeError(f"{op_name}: in-place change of a view made by {kind} (shape {tuple(x.shape)}), "
+                       f"where several elements share one memory location; use the out-of-place form (y = y + v)")
 
 
 def _check_same_dtype(op_name, x, result, cast):

@@ -16,8 +16,12 @@ from ..backends import get_backend
 from .registry import Op, OpError, apply, defop
 
 
-def _as_view(out, x):
+def _as_view(out, x, kind, arg):
+    """``out`` shares x's memory: same version counter, and ``_view_of`` records how
+    it was made, so an in-place change of out can be written through x (indexing.update_)."""
     out._version_counter = x._version_counter
+    if out is not x:
+        out._view_of = (x, kind, arg)
     return out
 
 
@@ -57,7 +61,10 @@ def reshape(x, *shape):
     shape = _resolve_shape(x, _shape_args("reshape", shape))
     if shape == tuple(x.shape):
         return x
-    return _as_view(apply(RESHAPE, x, shape=shape), x)
+    out = apply(RESHAPE, x, shape=shape)
+    if out is not x and not get_backend(x.device).shares_memory(out._data, x._data):
+        return out  # the layout needed a copy: a tensor of its own, as with torch.reshape
+    return _as_view(out, x, "reshape", shape)
 
 
 def view(x, *shape):
@@ -118,7 +125,7 @@ def permute(x, *dims):
                       f"a tensor of shape {tuple(x.shape)}")
     if norm == tuple(range(x.ndim)):
         return x
-    return _as_view(apply(PERMUTE, x, dims=norm), x)
+    return _as_view(apply(PERMUTE, x, dims=norm), x, "permute", norm)
 
 
 def transpose(x, dim0, dim1):
@@ -164,7 +171,7 @@ def expand(x, *shape):
     shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(shape))
     if shape == tuple(x.shape):
         return x
-    return _as_view(apply(EXPAND, x, shape=shape), x)
+    return _as_view(apply(EXPAND, x, shape=shape), x, "expand", shape)
 
 
 def repeat(x, *sizes):
@@ -208,7 +215,7 @@ def slice_dims(x, slices):
     slices = tuple(slices)
     if all(s == (0, n, 1) for s, n in zip(slices, x.shape)):
         return x
-    return _as_view(apply(SLICE, x, slices=slices), x)
+    return _as_view(apply(SLICE, x, slices=slices), x, "slice", slices)
 
 
 def unslice(g, shape, slices):

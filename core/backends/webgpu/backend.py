@@ -179,6 +179,9 @@ class WebGPUBackend:
     def is_contiguous(self, data: GPUArray) -> bool:
         return data.is_contiguous()
 
+    def shares_memory(self, a: GPUArray, b: GPUArray) -> bool:
+        return a.storage is b.storage
+
     def contiguous(self, data: GPUArray) -> GPUArray:
         out = self.empty(data.shape, data.kind, "contiguous")
         elementwise.copy_into(self, data, out)
