@@ -423,6 +423,16 @@ def test_attribute_rules():
     assert "extra" not in dict(model.named_parameters())
 
 
+def test_get_submodule_and_get_parameter():
+    model = nn.Sequential(nn.Linear(2, 3), nn.Sequential(nn.Linear(3, 1, bias=False)))
+    assert model.get_submodule("1.0") is model[1][0]
+    assert model.get_parameter("1.0.weight") is model[1][0].weight
+    with pytest.raises(AttributeError, match=r"Linear has no parameter `bias` \(it is None\)"):
+        model.get_parameter("1.0.bias")  # declared but absent, as PyTorch refuses it
+    with pytest.raises(AttributeError, match="Linear has no parameter `nothing`"):
+        model.get_parameter("0.nothing")
+
+
 def test_forward_hooks():
     model = nn.Linear(2, 2)
     calls = []

@@ -232,12 +232,14 @@ class Module:
             module = child
         return module
 
-    def get_parameter(self, target: str) -> Parameter | None:  # None for a declared-but-absent one (bias=False)
+    def get_parameter(self, target: str) -> Parameter:
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
-        if name not in module._parameters:
-            raise AttributeError(f"{module._get_name()} has no parameter `{name}`")
-        return module._parameters[name]
+        param = module._parameters.get(name)
+        if param is None:  # unknown, or declared but absent (bias=False), as PyTorch says
+            raise AttributeError(f"{module._get_name()} has no parameter `{name}`"
+                                 + (" (it is None)" if name in module._parameters else ""))
+        return param
 
     # -- iteration -----------------------------------------------------------------
     def _named_members(self, get_members, prefix="", recurse=True, remove_duplicate=True):
