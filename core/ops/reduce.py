@@ -275,7 +275,8 @@ def log_softmax(x, dim, dtype=None):
 # g * (softmax - (1 - s) * onehot - s / C) in the same kernel, instead of
 # log_softmax + gather + where + scatter_add chains. Dim 1 is the class dim of
 # (N, C, d1, ...) logits; labels are (N, d1, ...); ignored positions give 0.
-def _class_labels(x, labels, *, ignore_index, smoothing):
+def _class_labels(x, labels, ignore_index):
+    """Which positions count, and their labels (0 where ignored) shaped to index dim 1."""
     classes = x.shape[1]
     valid = labels != ignore_index
     safe = np.where(valid, labels, 0)
@@ -286,7 +287,7 @@ def _class_labels(x, labels, *, ignore_index, smoothing):
 
 
 def _cross_entropy_numpy(x, labels, *, ignore_index, smoothing):
-    valid, safe = _class_labels(x, labels, ignore_index=ignore_index, smoothing=smoothing)
+    valid, safe = _class_labels(x, labels, ignore_index)
     logp = _log_softmax_numpy(x, dim=1)
     loss = -np.take_along_axis(logp, safe, 1).squeeze(1)
     if smoothing:
@@ -295,7 +296,7 @@ def _cross_entropy_numpy(x, labels, *, ignore_index, smoothing):
 
 
 def _cross_entropy_backward_numpy(x, labels, g, *, ignore_index, smoothing):
-    valid, safe = _class_labels(x, labels, ignore_index=ignore_index, smoothing=smoothing)
+    valid, safe = _class_labels(x, labels, ignore_index)
     classes = np.arange(x.shape[1]).reshape((1, -1) + (1,) * (x.ndim - 2))
     hit = (classes == safe).astype(x.dtype)
     grad = _softmax_numpy(x, dim=1) - (1.0 - smoothing) * hit - smoothing / x.shape[1]
