@@ -9,6 +9,8 @@ the device: convert with ``.float()`` first.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...kernels import Elementwise, View
@@ -18,7 +20,7 @@ from .pool import BufferPool, Storage
 from .source import assemble
 
 LAUNCHERS: dict = {}  # Kernel.launch name -> function(backend, op, record, arrays, attrs, shape, dtype)
-WORKGROUP = 256
+WORKGROUP = elementwise.WORKGROUP  # threads per workgroup of the 1-D launches
 
 
 def launcher(name):
@@ -110,8 +112,8 @@ class WebGPUBackend:
         return LAUNCHERS[name]
 
     def empty(self, shape, kind, label) -> GPUArray:
-        n = int(np.prod(shape, dtype=np.int64))
-        storage = Storage(self.pool, max(n, 1) * 4, f"{label} {tuple(shape)} {kind}")
+        n = math.prod(shape)
+        storage = Storage(self.pool, max(n, 1) * 4, (label, shape, kind))
         return GPUArray(storage, shape, kind)
 
     def dispatch_1d(self, file, entry, types, expr, constants, buffers, params, threads, label):

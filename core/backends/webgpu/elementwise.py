@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .array import KIND
+from .array import KIND, contiguous_strides
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
 SLOT_NAMES = ("A_CONTIGUOUS", "B_CONTIGUOUS", "C_CONTIGUOUS")
 MAX_RANK = 8
+WORKGROUP = 256  # threads per workgroup, one thread per element
 
 
 def broadcast_strides(array, shape) -> list:
@@ -44,34 +45,70 @@ def pack_params(n, shape, offsets, strides) -> bytes:
     return words.tobytes()
 
 
+# Launch plans by (op, expression, every operand's geometry): a training loop runs
+# the same shapes every step, and working the plan out is most of an elementwise
+# op's Python time (several times more inside Pyodide).
+_PLANS: dict = {}
+_MAX_PLANS = 4096
+
+
 def launch(backend, op_name, record, arrays, shape, out_kind, out=None):
     """Run ``record``'s expression over ``arrays`` into ``out`` (a new contiguous
     array unless an existing, possibly strided, view is given)."""
-    arity = len(arrays)
-    in_kind = arrays[0].kind if arity < 3 else arrays[1].kind
+    in_kind = arrays[0].kind if len(arrays) < 3 else arrays[1].kind
     expr = record.expression(in_kind, out_kind)
     if expr is None:
         raise TypeError(f"{op_name}: not supported on webgpu for element type {in_kind}")
+    shape = tuple(shape)
+    out_geometry = None if out is None else (out.strides, out.offset)
+    key = (op_name, expr, out_kind, shape, out_geometry, *[(a.kind, a.shape, a.strides, a.offset) for a in arrays])
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(op_name, arrays, shape, out_kind, out_geometry)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
     if out is None:
         out = backend.empty(shape, out_kind, op_name)
+    if plan is None:  # nothing to compute
+        return out
+    file, entry, types, constants, params, groups, label = plan
+    backend.dispatch(file, entry, types, expr, constants, [a.buffer for a in arrays] + [out.buffer], params,
+                     backend.grid(groups, label), label)
+    return out
+
+
+def _plan(op_name, arrays, shape, out_kind, out_geometry):
+    """(file, entry, types, constants, params, workgroups, label) of one launch, or None when empty."""
     n = int(np.prod(shape, dtype=np.int64))
     if n == 0:
-        return out
-    operands = list(arrays) + [out]
-    dims, strides = coalesce(tuple(shape), [broadcast_strides(a, shape) for a in operands])
+        return None
+    arity = len(arrays)
+    out_strides, out_offset = out_geometry or (None, 0)
+    out_view = _Geometry(shape, out_strides if out_strides is not None else contiguous_strides(shape))
+    dims, strides = coalesce(shape, [broadcast_strides(a, shape) for a in [*arrays, out_view]])
     if len(dims) > MAX_RANK:
         raise ValueError(f"{op_name}: webgpu kernels handle at most {MAX_RANK} non-mergeable dims, "
-                         f"got shape {tuple(shape)}; call .contiguous() first")
+                         f"got shape {shape}; call .contiguous() first")
     contiguous = [len(dims) <= 1 and all(s == 1 for s in st) for st in strides]
     file, entry = FILES[arity]
     types = (("A", arrays[0].kind),) + ((("B", arrays[1].kind),) if arity == 3 else ()) + (("O", out_kind),)
     constants = {SLOT_NAMES[k]: contiguous[k] for k in range(arity)}
     constants["OUT_CONTIGUOUS"] = contiguous[-1]
-    offsets = [a.offset for a in arrays] + [0] * (3 - arity) + [out.offset]
+    constants["WG"] = WORKGROUP
+    offsets = [a.offset for a in arrays] + [0] * (3 - arity) + [out_offset]
     all_strides = strides[:arity] + [[0] * len(dims)] * (3 - arity) + [strides[-1]]
-    backend.dispatch_1d(file, entry, types, expr, constants, [a.buffer for a in operands],
-                        pack_params(n, dims, offsets, all_strides), n, f"{file}:{op_name}")
-    return out
+    groups = -(-n // WORKGROUP)
+    return file, entry, types, constants, pack_params(n, dims, offsets, all_strides), groups, f"{file}:{op_name}"
+
+
+class _Geometry:
+    """Shape and strides of the output before it exists (what broadcast_strides reads)."""
+
+    __slots__ = ("shape", "strides")
+
+    def __init__(self, shape, strides):
+        self.shape, self.strides = shape, strides
 
 
 def copy_into(backend, src, dst) -> None:

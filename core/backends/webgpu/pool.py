@@ -19,6 +19,13 @@ def bucket_size(nbytes: int) -> int:
     return -(-n // step) * step
 
 
+def _label(label) -> str:
+    if isinstance(label, tuple):
+        op, shape, kind = label
+        return f"{op} {tuple(shape)} {kind}"
+    return label
+
+
 class BufferPool:
     def __init__(self, device) -> None:
         self.device = device
@@ -27,18 +34,20 @@ class BufferPool:
         self.pooled = 0
         self.peak = 0
 
-    def acquire(self, nbytes: int, label: str):
+    def acquire(self, nbytes: int, label):
+        """A buffer of at least ``nbytes``; ``label`` (a string, or (op, shape, kind),
+        formatted only when needed) names it in errors and GPU debuggers."""
         size = bucket_size(nbytes)
         limit = self.device.limits["max_storage_buffer_binding_size"]
         if size > limit:
-            raise MemoryError(f"webgpu: {label} needs {nbytes} bytes, more than this adapter's "
+            raise MemoryError(f"webgpu: {_label(label)} needs {nbytes} bytes, more than this adapter's "
                               f"maxStorageBufferBindingSize ({limit} bytes); use smaller tensors or device='cpu'")
         bucket = self.free.get(size)
         if bucket:
             buffer = bucket.pop()
             self.pooled -= size
         else:
-            buffer = self.device.create_buffer(size, label)
+            buffer = self.device.create_buffer(size, _label(label))
         self.in_use += size
         self.peak = max(self.peak, self.in_use)
         return buffer
@@ -64,7 +73,7 @@ class Storage:
 
     __slots__ = ("buffer", "nbytes", "__weakref__")
 
-    def __init__(self, pool: BufferPool, nbytes: int, label: str):
+    def __init__(self, pool: BufferPool, nbytes: int, label):
         self.buffer = pool.acquire(nbytes, label)
         self.nbytes = nbytes
         weakref.finalize(self, pool.release, self.buffer)
