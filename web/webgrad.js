@@ -16,8 +16,9 @@
 // page is cross-origin isolated (COOP/COEP headers), a SharedArrayBuffer lets
 // interrupt() raise KeyboardInterrupt inside the running Python, and the runtime
 // keeps its state. Elsewhere, or when Python does not stop within
-// `interruptGraceMs` (default 1000: it is stuck in a long C call or awaiting a
-// promise), interrupt() terminates the worker and boots a fresh one: the run in
+// `interruptGraceMs` (default 3000: it is stuck in a long C call or awaiting a
+// promise; shorter would also restart through a long garbage collection, losing
+// state for nothing), interrupt() terminates the worker and boots a fresh one: the run in
 // progress (and any queued) rejects with KeyboardInterrupt, variables defined by
 // earlier runs are gone, and a "restart" event fires. `runtime.interruptMode`
 // says which comes first ("sharedarraybuffer" or "restart").
@@ -69,7 +70,7 @@ export class Runtime {
     this.timings = null;
     this.bootMs = null;
     this.interruptMode = null;
-    this.interruptGraceMs = options.interruptGraceMs ?? 1000;
+    this.interruptGraceMs = options.interruptGraceMs ?? 3000;
     this._listeners = {progress: new Set(), stdout: new Set(), stderr: new Set(), restart: new Set()};
     if (options.onProgress) this._listeners.progress.add(options.onProgress);
     this._pending = new Map();
