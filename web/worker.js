@@ -10,8 +10,8 @@
 //         is not cross-origin isolated. To interrupt run `id` the page writes id into
 //         control[1], then 2 (SIGINT) into control[0], Pyodide's interrupt buffer:
 //         Python raises KeyboardInterrupt at its next bytecode check. The id keeps a
-//         signal that arrives after its run ended from killing the next run, and lets
-//         one sent before its run started still stop it.
+//         signal that arrives after its run ended from killing the next run; a run
+//         whose signal came before it started is rejected without running.
 //     {type: "run", id, code}
 //         Run Python source (top-level await allowed) with pyodide.runPythonAsync,
 //         always: pyodide.ffi.run_sync (WebGPU readback) only works when entered so.
@@ -41,6 +41,7 @@ let pyodide = null;
 let control = null;      // the interrupt control block (see the protocol above)
 const SIGNAL = 0;
 const TARGET = 1;
+const SIGINT = 2;
 let current = null;      // {id, stdout, stderr} of the run in progress
 let queue = Promise.resolve();
 const decoders = {stdout: new TextDecoder(), stderr: new TextDecoder()};
@@ -242,6 +243,13 @@ function flush() {
 }
 
 async function run({id, code}) {
+  if (control && Atomics.load(control, TARGET) === id && Atomics.compareExchange(control, SIGNAL, SIGINT, 0) === SIGINT) {
+    // Interrupted before it began: it never starts. Left to Python, the signal would land in
+    // Pyodide's own code that sets the run up, which can leave later runs hanging.
+    post({type: "error", id, stdout: "", stderr: "", message: "KeyboardInterrupt", traceback: "KeyboardInterrupt",
+          pythonType: "KeyboardInterrupt"});
+    return;
+  }
   current = {id, stdout: "", stderr: ""};
   if (control && Atomics.load(control, TARGET) !== id) Atomics.store(control, SIGNAL, 0);  // aimed at an earlier run
   let value;
