@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import webgrad
-from conftest import DEVICES, assert_close
+from conftest import DEVICES, assert_close, need_module
 
 
 def leaf(values, dtype=webgrad.float64):
@@ -534,7 +534,7 @@ KINKS = {
 
 @pytest.mark.parametrize("name", sorted(KINKS))
 def test_gradient_at_kinks_matches_torch(name):
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     fn, values = KINKS[name]
     ours = webgrad.tensor(values, dtype=webgrad.float64, requires_grad=True)
     theirs = torch.tensor(values, dtype=torch.float64, requires_grad=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import webgrad
-from conftest import DEVICES
+from conftest import DEVICES, need_module
 
 
 def raises(exc, fn, *words):
@@ -251,7 +251,7 @@ def test_mixing_real_devices():
 
 def test_same_errors_as_torch_for_the_same_mistakes():
     """Where webgrad raises, PyTorch raises too (and the reverse) for these calls."""
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     calls = [
         lambda m, t: t(np.ones((3, 4))) @ t(np.ones((5, 2))),
         lambda m, t: t(np.ones((3, 4))) + t(np.ones(3)),

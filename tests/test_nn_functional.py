@@ -12,10 +12,10 @@ import pytest
 
 import webgrad
 import webgrad.nn.functional as F
-from conftest import DEVICES, requires_webgpu, supports_dtype
+from conftest import DEVICES, need_module, requires_webgpu, supports_dtype
 from webgrad.ops.registry import OpError
 
-torch = pytest.importorskip("torch")
+torch = need_module("torch")
 TF = torch.nn.functional
 
 # Forward atol per dtype; gradients are checked at 10x (see check_against_torch).

@@ -9,8 +9,9 @@ import pytest
 import webgrad
 from webgrad import nn
 from webgrad.ops.registry import OpError
+from conftest import need_module
 
-torch = pytest.importorskip("torch")
+torch = need_module("torch")
 
 
 def _np(t):

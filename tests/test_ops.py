@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import webgrad
-from conftest import assert_close, supports_dtype
+from conftest import assert_close, need_module, supports_dtype
 from op_cases import CASES, CREATION_CASES, GETITEM_KEYS, tolerance, torch_getitem
 
 
@@ -113,7 +113,7 @@ def test_every_op_has_a_case():
 @pytest.mark.parametrize("variant, key", GETITEM_KEYS, ids=[v for v, _ in GETITEM_KEYS])
 def test_getitem_matches_torch(variant, key):
     """x[key] follows PyTorch (not numpy) where the two disagree; so does the reference."""
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     x = np.arange(120.0).reshape(4, 5, 6)
     items = key if isinstance(key, tuple) else (key,)
     torch_key = tuple(torch.tensor(i) if isinstance(i, np.ndarray) else i for i in items)

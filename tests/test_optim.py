@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import supports_dtype
+from conftest import need_module, supports_dtype
 
 import webgrad
 from webgrad.ops.registry import OPS, OpError
 from webgrad.optim import SGD, Adam, AdamW, RMSprop, lr_scheduler
 from webgrad.optim.kernels import OPTIMIZER_OPS
 
-torch = pytest.importorskip("torch")
+torch = need_module("torch")
 
 SHAPES = [(3, 4), (5,), ()]
 STEPS = 5

@@ -9,8 +9,9 @@ import itertools
 import pytest
 
 import webgrad
+from conftest import need_module
 
-torch = pytest.importorskip("torch")
+torch = need_module("torch")
 
 DTYPES = ["float32", "float64", "int32", "int64", "bool"]
 OPERANDS = ([("tensor", d) for d in DTYPES] + [("zero_dim", d) for d in DTYPES]

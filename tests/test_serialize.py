@@ -14,6 +14,7 @@ import pytest
 
 import webgrad
 from webgrad import serialize
+from conftest import need_module
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -117,7 +118,7 @@ def test_nested_checkpoint_round_trip(tmp_path):
 
 
 def test_nested_file_is_readable_as_flat_safetensors(tmp_path):
-    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    safetensors_numpy = need_module("safetensors.numpy")
     path = tmp_path / "checkpoint.safetensors"
     webgrad.save({"model": {"fc.weight": webgrad.from_numpy(np.ones(2, np.float32))},
                   "epoch": 1}, path)
@@ -245,7 +246,7 @@ def test_save_rejects_names_that_collide_after_flattening(tmp_path):
 # ----------------------------------------------------------------------------- interop
 
 def test_our_file_loads_in_safetensors_numpy(tmp_path):
-    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    safetensors_numpy = need_module("safetensors.numpy")
     path = tmp_path / "model.safetensors"
     webgrad.save(sample_state(), path)
     loaded = safetensors_numpy.load_file(str(path))
@@ -256,7 +257,7 @@ def test_our_file_loads_in_safetensors_numpy(tmp_path):
 
 
 def test_safetensors_numpy_file_loads_here(tmp_path):
-    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    safetensors_numpy = need_module("safetensors.numpy")
     path = tmp_path / "numpy.safetensors"
     safetensors_numpy.save_file(dict(SAMPLE_ARRAYS), str(path))
     loaded = webgrad.load(path)
@@ -266,8 +267,8 @@ def test_safetensors_numpy_file_loads_here(tmp_path):
 
 
 def test_our_file_loads_in_safetensors_torch(tmp_path):
-    torch = pytest.importorskip("torch")
-    safetensors_torch = pytest.importorskip("safetensors.torch")
+    torch = need_module("torch")
+    safetensors_torch = need_module("safetensors.torch")
     path = tmp_path / "model.safetensors"
     webgrad.save(sample_state(), path)
     loaded = safetensors_torch.load_file(str(path))
@@ -278,8 +279,8 @@ def test_our_file_loads_in_safetensors_torch(tmp_path):
 
 
 def test_safetensors_torch_file_loads_here(tmp_path):
-    torch = pytest.importorskip("torch")
-    safetensors_torch = pytest.importorskip("safetensors.torch")
+    torch = need_module("torch")
+    safetensors_torch = need_module("safetensors.torch")
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
     state = {k: v.detach() for k, v in model.state_dict().items()}
     state["flags"] = torch.tensor([True, False])
@@ -452,7 +453,7 @@ def test_hand_made_legacy_torch_file_is_refused(tmp_path):
 
 @pytest.mark.parametrize("zip_format", [True, False])
 def test_torch_save_checkpoint_is_refused(tmp_path, zip_format):
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     path = tmp_path / "model.pt"
     torch.save({"weight": torch.ones(2)}, path, _use_new_zipfile_serialization=zip_format)
     expect_pickle_refused(path)

@@ -30,9 +30,9 @@ from server.api import DEFAULT_MAX_UPLOAD, max_upload_from_env
 from server.app import Settings, create_app
 from server.store import ModelStore
 from server.testing import WASM_MAGIC, make_fake_site, raw_request, running_server, safetensors_bytes
+from conftest import IN_CI
 
 REPO = Path(__file__).resolve().parent.parent
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SECRET = "webgrad-secret-sentinel-1f2e3d"
 MAX_UPLOAD = 64 * 1024
 

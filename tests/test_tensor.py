@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import webgrad
-from conftest import assert_close, supports_dtype
+from conftest import assert_close, need_module, supports_dtype
 
 
 # -- random creation ---------------------------------------------------------------------
@@ -85,7 +85,7 @@ def test_tensor_dtype_inference(data, dtype):
 
 
 def test_tensor_dtype_inference_matches_torch():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     for data in [1.0, 1, True, [1, 2.5], [True, 2], np.array([1.0]), np.array([1], dtype=np.int32), [[1.5]]]:
         assert webgrad.tensor(data).dtype.name == str(torch.tensor(data).dtype).split(".")[-1], data
 
@@ -246,7 +246,7 @@ def test_repr_suffixes():
 
 
 def test_repr_matches_torch():
-    torch = pytest.importorskip("torch")
+    torch = need_module("torch")
     rng = np.random.default_rng(0)
     samples = [
         [1.0, 2.0], [0.1, 0.2, 0.3], [-0.0, 1.0], [123456.7, 1.0], [1e10, 1.0], [[1, -20], [300, 4]],
