@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 import webgrad
-from webgrad.backends.webgpu import matmul as gpu_matmul
+from webgrad.backend.webgpu import matmul as gpu_matmul
 
 
 def best_seconds(fns: dict, rounds: int, min_time: float = 0.3) -> dict:
@@ -64,7 +64,7 @@ def main() -> None:
         raise SystemExit("webgpu: no adapter here; install wgpu and mesa-vulkan-drivers")
     gpu_matmul.VARIANT = args.variant
     info = webgrad.webgpu.adapter_info()
-    blocking = gpu_matmul.choose_blocking(webgrad.backends.webgpu.backend())
+    blocking = gpu_matmul.choose_blocking(webgrad.backend.webgpu.backend())
     print(f"adapter: {info.get('device')} ({info.get('adapter_type')}), kernel: {blocking}")
     print(f"{'N':>6} {'webgpu GFLOP/s':>15} {'numpy GFLOP/s':>14} {'webgpu/numpy':>13}")
     rng = np.random.default_rng(0)

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import webgrad
-from webgrad.backends.webgpu import reduce as gpu_reduce
+from webgrad.backend.webgpu import reduce as gpu_reduce
 
 
 def best_seconds(fn, repeats: int, min_time: float = 0.3) -> float:

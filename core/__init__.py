@@ -15,7 +15,7 @@ from .dtypes import (  # noqa: F401
 )
 from .dtypes import float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401
 from .tensor import Size, Tensor  # noqa: F401
-from .backends import default_device as get_default_device, set_default_device  # noqa: F401
+from .backend import default_device as get_default_device, set_default_device  # noqa: F401
 from .creation import (  # noqa: F401
     arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,
     ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm, tensor,
@@ -54,7 +54,7 @@ def __getattr__(name):
     # Subpackages load on first use so `import webgrad` stays fast (and light in Pyodide).
     import importlib
 
-    if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler"):
+    if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends"):
         return importlib.import_module(f"webgrad.{name}")
     if name in ("save", "load"):
         return getattr(importlib.import_module("webgrad.serialize"), name)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import dtypes
-from .backends import get_backend, normalize_device
+from .backend import get_backend, normalize_device
 from .tensor import Tensor
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import autograd, dtypes
-from .backends import get_backend, normalize_device
+from .backend import get_backend, normalize_device
 
 
 class Size(tuple):

@@ -11,7 +11,7 @@ import contextlib
 
 
 def _backend():
-    from .backends.webgpu import backend
+    from .backend.webgpu import backend
 
     return backend()
 

@@ -79,8 +79,8 @@ def fake_device():
     Running ops on it finds any op that makes a tensor on the default device instead
     of its input's (mixing devices then raises), long before a real second backend
     runs here; it also lets the mixed-device errors be tested."""
-    from webgrad import backends
-    from webgrad.backends.numpy_backend import NumpyBackend
+    from webgrad import backend as backends
+    from webgrad.backend.numpy_backend import NumpyBackend
 
     backends.register("fake", NumpyBackend())
     yield "fake"

@@ -156,7 +156,7 @@ def test_adamw_decays_before_the_adam_update():
 
 # -- the fused kernels -------------------------------------------------------------------
 def test_every_optimizer_op_is_declared_in_place_and_compared_with_torch(monkeypatch):
-    from webgrad.backends import get_backend
+    from webgrad.backend import get_backend
 
     expected = {"sgd_step": 1, "sgd_momentum_step": 2, "adam_step": 3, "adam_amsgrad_step": 4,
                 "rmsprop_step": 2, "rmsprop_centered_step": 3, "rmsprop_momentum_step": 3,
@@ -181,7 +181,7 @@ def test_every_optimizer_op_is_declared_in_place_and_compared_with_torch(monkeyp
     (RMSprop, {"centered": True, "momentum": 0.9}, "rmsprop_centered_momentum_step"),
 ])
 def test_one_fused_kernel_call_per_parameter_and_step(cls, options, op_name, monkeypatch):
-    from webgrad.backends import get_backend
+    from webgrad.backend import get_backend
 
     params, grads = problem()
     ps = [webgrad.tensor(p, requires_grad=True) for p in params]

@@ -172,7 +172,7 @@ def test_every_op_has_a_numpy_and_a_wgsl_kernel():
 
 
 def _entry_points():
-    from webgrad.backends.webgpu import source
+    from webgrad.backend.webgpu import source
 
     entries = set()
     for file in source.all_files():
@@ -184,8 +184,8 @@ def _entry_points():
 def test_every_wgsl_entry_point_compiles_and_runs():
     """Drive every kernel family once, then check every entry point of every
     .wgsl file has a compiled pipeline, so no shader is dead or broken."""
-    from webgrad.backends.webgpu import backend as make_backend
-    from webgrad.backends.webgpu import matmul as matmul_module
+    from webgrad.backend.webgpu import backend as make_backend
+    from webgrad.backend.webgpu import matmul as matmul_module
 
     dev = "webgpu"
     x = webgrad.randn(4, 5, device=dev)
@@ -261,8 +261,8 @@ def test_uncaptured_errors_are_caught_by_the_suite():
 
 
 def test_device_errors_name_the_kernel():
-    from webgrad.backends.webgpu import backend as make_backend
-    from webgrad.backends.webgpu.device import DeviceError
+    from webgrad.backend.webgpu import backend as make_backend
+    from webgrad.backend.webgpu.device import DeviceError
 
     with pytest.raises(DeviceError, match="broken.wgsl"):
         make_backend().device.pipeline(("broken",), "fn oops( {", "main", {}, "broken.wgsl:main")

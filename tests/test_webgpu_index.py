@@ -9,7 +9,7 @@ import pytest
 import webgrad
 from conftest import requires_webgpu
 import webgrad.nn.functional as F
-from webgrad.backends.webgpu import index as index_launchers
+from webgrad.backend.webgpu import index as index_launchers
 from webgrad.ops.indexing import gather, index_add, index_select, scatter_add, take
 from webgrad.optim import SGD, Adam, AdamW, RMSprop
 
@@ -138,7 +138,7 @@ def test_index_add_scan_is_bit_exact_with_numpy(monkeypatch):
 
 
 def test_scatter_scans_unless_the_scan_costs_far_more_than_atomics(monkeypatch):
-    from webgrad.backends.webgpu import backend
+    from webgrad.backend.webgpu import backend
 
     entries = []
     dispatch = type(backend()).dispatch_1d
@@ -355,7 +355,7 @@ def test_random_distributions():
 
 
 def test_dropout_mask_never_touches_the_host(monkeypatch):
-    from webgrad.backends.webgpu import backend
+    from webgrad.backend.webgpu import backend
 
     x = webgrad.ones(1000, device="webgpu")
     upload = type(backend()).from_numpy
@@ -414,7 +414,7 @@ def test_optimizer_steps_match_cpu(cls, options):
 
 
 def test_optimizer_reads_a_broadcast_gradient_and_an_offset_parameter():
-    from webgrad.backends import get_backend
+    from webgrad.backend import get_backend
     from webgrad.optim.kernels import ADAM_STEP, apply_inplace
 
     attrs = {"lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0,

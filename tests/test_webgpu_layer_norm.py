@@ -15,7 +15,7 @@ import pytest
 import webgrad
 from conftest import requires_webgpu
 import webgrad.nn.functional as F
-from webgrad.backends.webgpu import layer_norm as gpu_layer_norm
+from webgrad.backend.webgpu import layer_norm as gpu_layer_norm
 
 rng = np.random.default_rng(0)
 
@@ -150,7 +150,7 @@ def test_strided_views(view, lanes):
 
 @gpu
 def test_strided_view_with_one_row_dim_is_read_in_place(monkeypatch):
-    from webgrad.backends.webgpu.backend import WebGPUBackend
+    from webgrad.backend.webgpu.backend import WebGPUBackend
 
     copies = []
     original = WebGPUBackend.contiguous

@@ -8,7 +8,7 @@ import pytest
 
 import webgrad
 from conftest import requires_webgpu
-from webgrad.backends.webgpu import matmul as gpu_matmul
+from webgrad.backend.webgpu import matmul as gpu_matmul
 
 pytestmark = requires_webgpu
 
@@ -201,7 +201,7 @@ def test_fold_grid():
 
 def test_vector_modes_follow_strides():
     """vec4 reads are used exactly where the strides allow them."""
-    from webgrad.backends.webgpu.array import GPUArray
+    from webgrad.backend.webgpu.array import GPUArray
 
     def view(shape, strides, offset=0):
         return GPUArray(None, shape, "f32", strides, offset)

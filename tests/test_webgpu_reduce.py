@@ -12,7 +12,7 @@ import pytest
 
 import webgrad
 from conftest import requires_webgpu
-from webgrad.backends.webgpu import reduce as gpu_reduce
+from webgrad.backend.webgpu import reduce as gpu_reduce
 
 pytestmark = requires_webgpu
 
@@ -206,7 +206,7 @@ def test_strided_views(name, view):
 
 
 def test_strided_view_is_read_in_place(monkeypatch):
-    from webgrad.backends.webgpu.backend import WebGPUBackend
+    from webgrad.backend.webgpu.backend import WebGPUBackend
 
     copies = []
     original = WebGPUBackend.contiguous

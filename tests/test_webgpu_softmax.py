@@ -16,7 +16,7 @@ import pytest
 
 import webgrad
 from conftest import requires_webgpu
-from webgrad.backends.webgpu import softmax as gpu_softmax
+from webgrad.backend.webgpu import softmax as gpu_softmax
 
 pytestmark = requires_webgpu
 
@@ -90,7 +90,7 @@ def test_strided_views(name, view, lanes):
 
 
 def test_strided_view_is_read_in_place(monkeypatch):
-    from webgrad.backends.webgpu.backend import WebGPUBackend
+    from webgrad.backend.webgpu.backend import WebGPUBackend
 
     copies = []
     original = WebGPUBackend.contiguous

@@ -127,7 +127,7 @@ def _webgrad_choose_device(requested):
         return "cpu", "device='cpu' was requested"
     from webgrad import webgpu
     if not webgpu.is_available():
-        from webgrad.backends.webgpu import _state
+        from webgrad.backend.webgpu import _state
         why = _state["error"] or "unknown reason"
         if requested == "webgpu":
             return "cpu", f"device='webgpu' was requested but WebGPU is not available ({why}); using the CPU (numpy)"

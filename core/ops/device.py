@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import autograd
-from ..backends import get_backend
+from ..backend import get_backend
 from .registry import Op
 
 # Not in the op registry: it runs no kernel on any backend, it moves data between them.

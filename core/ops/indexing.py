@@ -15,7 +15,7 @@ import numpy as np
 from .. import autograd, dtypes
 from ..kernels import Kernel
 from ._helpers import broadcast_shapes, describe, normalize_dim
-from ..backends import get_backend
+from ..backend import get_backend
 from .registry import OpError, apply, apply_inplace, defop
 
 _INDEX_DTYPES = ("int64", "int32")

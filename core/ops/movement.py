@@ -12,7 +12,7 @@ import numpy as np
 
 from ..kernels import Elementwise, Kernel, View
 from ._helpers import describe, normalize_dim, normalize_dims
-from ..backends import get_backend
+from ..backend import get_backend
 from .registry import Op, OpError, apply, defop
 
 

@@ -100,5 +100,5 @@ def apply_inplace(op: Op, *tensors, **attrs):
     return tensors[0]
 
 
-from ..backends import get_backend  # noqa: E402  (imported last: backends import ops)
+from ..backend import get_backend  # noqa: E402  (imported last: backends import ops)
 from ..tensor import Tensor  # noqa: E402

@@ -1,4 +1,4 @@
-"""The browser device (core/backends/webgpu/browser.py) inside Pyodide: readback
+"""The browser device (core/backend/webgpu/browser.py) inside Pyodide: readback
 both ways, error reporting, the run_sync requirement, and a browser without WebGPU."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from .conftest import CHROMIUM, CHROMIUM_ARGS, Runtime
 def test_read_async_and_counters(webgpu_runtime):
     out = webgpu_runtime.ok("""
 import webgrad
-from webgrad.backends.webgpu import backend
+from webgrad.backend.webgpu import backend
 device = backend().device
 before = (device.dispatches, device.submits, device.reads)
 x = webgrad.arange(6, device="webgpu").float().reshape(2, 3)
@@ -26,7 +26,7 @@ after = (device.dispatches, device.submits, device.reads)
 
 def test_shader_errors_name_the_kernel(webgpu_runtime):
     out = webgpu_runtime.run("""
-from webgrad.backends.webgpu import backend
+from webgrad.backend.webgpu import backend
 device = backend().device
 device.pipeline(("test", "broken"), "@compute @workgroup_size(1) fn main() { let x: f32 = 1u; }",
                 "main", {}, "broken.wgsl:main")
@@ -42,7 +42,7 @@ def test_validation_errors_surface_at_the_next_read(webgpu_runtime):
     naming the op that was recorded, and later work is fine."""
     out = webgpu_runtime.run("""
 import struct, webgrad
-from webgrad.backends.webgpu import backend
+from webgrad.backend.webgpu import backend
 device = backend().device
 source = '''
 struct Params { n: u32 }
@@ -65,8 +65,8 @@ def test_blocking_read_needs_run_python_async(webgpu_runtime):
     out = webgpu_runtime.ok("""
 import js
 from pyodide.ffi import create_proxy
-from webgrad.backends.webgpu.browser import BrowserDevice
-from webgrad.backends.webgpu.device import DeviceError
+from webgrad.backend.webgpu.browser import BrowserDevice
+from webgrad.backend.webgpu.device import DeviceError
 
 def construct():
     try:
