@@ -47,6 +47,19 @@ def empty_cache() -> None:
     backend.pool.clear()
 
 
+def reset() -> None:
+    """Forget the current device, e.g. after it was lost; the next webgpu op makes a new one.
+
+    Tensors made on the old device cannot be used afterwards (move what you need to the
+    cpu first). In the browser, restarting the runtime does the same and more."""
+    from . import creation
+    from .backend.webgpu import reset as reset_backend
+
+    reset_backend()
+    for key in [key for key in creation._scalar_cache if key[-1] == "webgpu"]:
+        del creation._scalar_cache[key]  # cached constants lived on the old device
+
+
 @contextlib.contextmanager
 def override_limits(**limits):
     """Pretend the adapter has smaller limits (tests use this to exercise the

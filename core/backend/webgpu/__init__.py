@@ -51,6 +51,17 @@ def backend() -> WebGPUBackend:
     return made
 
 
+def reset() -> None:
+    """Drop the device (webgrad.webgpu.reset); the lazy proxy makes a new one on next use."""
+    old, _state["backend"], _state["error"] = _state["backend"], None, None
+    register("webgpu", _LazyBackend())
+    if old is not None:
+        try:
+            old.device.close()
+        except Exception:  # a lost device may refuse to be destroyed again; it is gone either way
+            pass
+
+
 class _LazyBackend:
     """Registered under "webgpu"; creates the device on first use."""
 

@@ -118,12 +118,16 @@ class BrowserDevice:
     def _device_lost(self, info):
         self._lost = f"{info.reason}: {info.message}"
 
+    def _raise_if_lost(self, where: str) -> None:
+        if self._lost is not None:
+            raise DeviceError(f"webgpu: the device was lost ({self._lost}) before {where}; call "
+                              f"webgrad.webgpu.reset() to start a new one (tensors on the lost device are gone), "
+                              f"restart the runtime, or use device='cpu'")
+
     def _check(self, where: str) -> None:
         """Raise the errors the GPU reported since the last read, naming the ops recorded since."""
         recent, self._recent = ", ".join(self._recent) or "no dispatch", []
-        if self._lost is not None:
-            raise DeviceError(f"webgpu: the device was lost ({self._lost}) during {where}; "
-                              f"reload the page (or use device='cpu')")
+        self._raise_if_lost(where)
         if self._errors:
             errors, self._errors = self._errors, []
             raise DeviceError(f"webgpu: {where}: the GPU reported {len(errors)} error(s) while running "
@@ -131,6 +135,7 @@ class BrowserDevice:
 
     # -- buffers ------------------------------------------------------------------
     def create_buffer(self, size: int, label: str):
+        self._raise_if_lost(f"allocating {label}")
         try:
             return self.device.createBuffer(self._obj({"size": size, "usage": self._usage, "label": label}))
         except Exception as err:
@@ -232,6 +237,7 @@ class BrowserDevice:
 
     def dispatch(self, pipeline, buffers, uniform: bytes, grid, label: str) -> None:
         """Record one dispatch. ``buffers`` bind to 1, 2, ...; ``uniform`` to 0."""
+        self._raise_if_lost(label)  # the lost callback ran while Python waited on the GPU
         if not self._uniforms.has_room():
             self.submit()
         offset = self._uniforms.add(uniform, label)

@@ -190,3 +190,8 @@ class NativeDevice:
         self._uniforms = UniformArena()
         self._used.clear()
         self.submits += 1
+
+    def close(self) -> None:
+        """Destroy the device (webgrad.webgpu.reset); the object is unusable afterwards."""
+        self.bind_groups.clear()
+        self.device.destroy()
