@@ -11,9 +11,11 @@ Example:
 import builtins as _builtins
 
 from .dtypes import (  # noqa: F401
-    DType, bool_ as bool, float32, float64, get_default_dtype, int32, int64, set_default_dtype,
+    DType, bfloat16, bool_ as bool, float16, float32, float64, get_default_dtype, int32, int64,
+    set_default_dtype,
 )
 from .dtypes import float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401
+from .dtypes import float16 as half  # noqa: F401
 from .tensor import Size, Tensor  # noqa: F401
 from .backend import default_device as get_default_device, set_default_device  # noqa: F401
 from .creation import (  # noqa: F401

@@ -4,6 +4,13 @@ Categories rank bool < int < float. Tensors with dimensions decide the result
 within a category; a 0-d tensor or a Python scalar only matters when it belongs
 to a higher category (then 0-d tensors keep their dtype, Python scalars give the
 default dtype of their category) — exactly torch.result_type.
+
+Half precision (cpu only): ``float16`` is stored as numpy's float16. numpy has
+no bfloat16, so a ``bfloat16`` tensor is stored as float32 whose values are
+rounded to bfloat16 (the low 16 bits are zero): numpy computes in float32 and
+every result is rounded back, as a bfloat16 kernel would. ``.numpy()`` of a
+bfloat16 tensor therefore gives float32 (exactly the bfloat16 values). The
+WebGPU device has neither; move such tensors with ``.float()`` first.
 """
 from __future__ import annotations
 
@@ -15,14 +22,18 @@ _CATEGORY_RANK = {"bool": 0, "int": 1, "float": 2}
 class DType:
     """A tensor element type, e.g. ``webgrad.float32``."""
 
-    __slots__ = ("name", "np", "itemsize", "category", "safetensors_name")
+    __slots__ = ("name", "np", "itemsize", "category", "safetensors_name", "rounding")
 
-    def __init__(self, name: str, np_dtype, category: str, safetensors_name: str):
+    def __init__(self, name: str, np_dtype, category: str, safetensors_name: str,
+                 itemsize: int | None = None, rounding=None):
         self.name = name
-        self.np = np.dtype(np_dtype)
-        self.itemsize = self.np.itemsize
+        self.np = np.dtype(np_dtype)  # the numpy dtype a cpu tensor stores
+        self.itemsize = self.np.itemsize if itemsize is None else itemsize
         self.category = category
         self.safetensors_name = safetensors_name
+        # For a dtype stored wider than it is (bfloat16 in float32): array -> array
+        # with every value rounded to this dtype. Backends apply it to each result.
+        self.rounding = rounding
 
     @property
     def is_floating_point(self) -> bool:
@@ -35,15 +46,40 @@ class DType:
         return (from_name, (self.name,))
 
 
+def bfloat16_bits(array) -> np.ndarray:
+    """float32 values -> the uint16 bit patterns of the nearest bfloat16 (ties to even)."""
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    bits = array.view(np.uint32)
+    # Adding 0x7FFF plus the lowest kept bit rounds to nearest, ties to even; a carry
+    # into the exponent correctly turns the largest values into inf.
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> 16) & 1))) >> 16
+    # NaN must stay NaN (rounding could carry it into inf): keep its top bits, set quiet.
+    rounded = np.where(np.isnan(array), (bits >> 16) | 0x0040, rounded)
+    return rounded.astype(np.uint16)
+
+
+def bfloat16_values(bits) -> np.ndarray:
+    """uint16 bfloat16 bit patterns -> float32 values (exact)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _round_to_bfloat16(array) -> np.ndarray:
+    return bfloat16_values(bfloat16_bits(array)).reshape(np.shape(array))
+
+
 float32 = DType("float32", np.float32, "float", "F32")
 float64 = DType("float64", np.float64, "float", "F64")
+float16 = DType("float16", np.float16, "float", "F16")
+bfloat16 = DType("bfloat16", np.float32, "float", "BF16", itemsize=2, rounding=_round_to_bfloat16)
 int32 = DType("int32", np.int32, "int", "I32")
 int64 = DType("int64", np.int64, "int", "I64")
 bool_ = DType("bool", np.bool_, "bool", "BOOL")
 
-ALL = (float32, float64, int32, int64, bool_)
+ALL = (float32, float64, float16, bfloat16, int32, int64, bool_)
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NUMPY = {d.np: d for d in ALL}
+_BY_NAME["half"] = float16
+# bfloat16 shares float32's storage; a float32 numpy array is float32.
+_BY_NUMPY = {d.np: d for d in ALL if d is not bfloat16}
 # Widest first within a category, so promotion is "pick the larger itemsize".
 _DEFAULT_FOR_CATEGORY = {"bool": bool_, "int": int64, "float": float32}
 
@@ -70,7 +106,7 @@ def from_name(name: str) -> DType:
 
 
 def from_numpy(np_dtype) -> DType:
-    """Map a numpy dtype to ours; narrow ints widen to int64, float16 to float32."""
+    """Map a numpy dtype to ours; narrow ints widen to int64, other floats to float32."""
     np_dtype = np.dtype(np_dtype)
     if np_dtype in _BY_NUMPY:
         return _BY_NUMPY[np_dtype]
@@ -114,6 +150,8 @@ def _promote_same_priority(dtypes) -> DType | None:
             d.category == best.category and d.itemsize > best.itemsize
         ):
             best = d
+        elif d.category == best.category == "float" and d.itemsize == best.itemsize and d is not best:
+            best = float32  # float16 with bfloat16: neither holds the other (torch gives float32)
     return best
 
 

@@ -282,6 +282,12 @@ class Tensor:
     def mul_(self, other) -> "Tensor":
         return ops.update_("mul_", self, ops.mul, other)
 
+    def half(self) -> "Tensor":
+        return self.type(dtypes.float16)
+
+    def bfloat16(self) -> "Tensor":
+        return self.type(dtypes.bfloat16)
+
     def div_(self, other) -> "Tensor":
         return ops.update_("div_", self, ops.div, other)
 

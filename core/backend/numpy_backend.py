@@ -11,6 +11,13 @@ import numpy as np
 from .. import random as wg_random
 
 
+def _stored(array: np.ndarray, dtype) -> np.ndarray:
+    """``array`` as ``dtype`` stores it (bfloat16: float32 rounded to bfloat16)."""
+    if array.dtype != dtype.np:
+        array = array.astype(dtype.np)
+    return array if dtype.rounding is None else dtype.rounding(array)
+
+
 class NumpyBackend:
     name = "numpy"
     device = "cpu"
@@ -24,6 +31,8 @@ class NumpyBackend:
             result = np.asarray(result)
         if result.dtype != dtype.np:
             result = result.astype(dtype.np)
+        if dtype.rounding is not None:  # bfloat16: computed in float32, rounded back
+            result = dtype.rounding(result)
         return result
 
     def run_inplace(self, op, tensors, attrs):
@@ -31,22 +40,22 @@ class NumpyBackend:
 
     # -- data in and out ------------------------------------------------------
     def from_numpy(self, array: np.ndarray, dtype):
-        return array if array.dtype == dtype.np else array.astype(dtype.np)
+        return _stored(array, dtype)
 
     def to_numpy(self, data) -> np.ndarray:
         return data
 
     def full(self, shape, value, dtype):
-        return np.full(shape, value, dtype=dtype.np)
+        return _stored(np.full(shape, value, dtype=dtype.np), dtype)
 
     def arange(self, start, step, count, dtype):
-        return (start + step * np.arange(count)).astype(dtype.np, copy=False)
+        return _stored((start + step * np.arange(count)).astype(dtype.np, copy=False), dtype)
 
     def uniform(self, shape, low, high, dtype):
-        return wg_random.numpy_generator().uniform(low, high, size=shape).astype(dtype.np)
+        return _stored(wg_random.numpy_generator().uniform(low, high, size=shape), dtype)
 
     def normal(self, shape, mean, std, dtype):
-        return (wg_random.numpy_generator().standard_normal(size=shape) * std + mean).astype(dtype.np)
+        return _stored(wg_random.numpy_generator().standard_normal(size=shape) * std + mean, dtype)
 
     def randint(self, shape, low, high, dtype):
         return wg_random.numpy_generator().integers(low, high, size=shape).astype(dtype.np)
