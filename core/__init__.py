@@ -38,6 +38,8 @@ from .autograd import enable_grad, no_grad, set_grad_enabled, functional_grad as
 from .autograd import is_grad_enabled  # noqa: F401
 from .random import initial_seed, manual_seed  # noqa: F401
 from . import autograd, dtypes, random  # noqa: F401
+# Eager (it is light): importing the submodule later would shadow the function of the same name.
+from .summary import summary  # noqa: F401
 
 clip = clamp
 __version__ = "0.1.0"
@@ -56,7 +58,8 @@ def __getattr__(name):
     # Subpackages load on first use so `import webgrad` stays fast (and light in Pyodide).
     import importlib
 
-    if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends"):
+    if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends",
+                "store", "datasets", "display"):
         return importlib.import_module(f"webgrad.{name}")
     if name in ("save", "load"):
         return getattr(importlib.import_module("webgrad.serialize"), name)

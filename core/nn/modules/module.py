@@ -16,6 +16,7 @@ import numpy as np
 from ... import dtypes
 from ...autograd import no_grad
 from ...tensor import Tensor
+from ..arch import record_init_args
 from ..parameter import Parameter
 
 # Named as torch's reprs it, IncompatibleKeys(missing_keys=..., unexpected_keys=...); mypy wants the names equal.
@@ -91,6 +92,12 @@ class Module:
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Remember constructor arguments, so webgrad.store can rebuild the model (see nn/arch.py).
+        if "__init__" in cls.__dict__:
+            cls.__init__ = record_init_args(cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
