@@ -15,4 +15,8 @@ from .modules import (  # noqa: F401
     Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, TransformerEncoder, TransformerEncoderLayer,
     Unflatten,
 )
-from . import functional, init, utils  # noqa: F401,E402
+from .modules import Dropout1d, Dropout2d  # noqa: F401
+from .modules import Transformer, TransformerDecoder, TransformerDecoderLayer  # noqa: F401
+from .modules import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
+from . import functional, init, parallel, utils  # noqa: F401,E402
+from .parallel import DataParallel  # noqa: F401,E402

@@ -7,12 +7,15 @@ from .activation import (  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .conv import Conv1d, Conv2d  # noqa: F401
-from .dropout import Dropout  # noqa: F401
+from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .linear import Flatten, Identity, Linear, NonDynamicallyQuantizableLinear, Unflatten  # noqa: F401
 from .loss import (  # noqa: F401
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
 )
 from .norm import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
-from .transformer import TransformerEncoder, TransformerEncoderLayer  # noqa: F401
+from .transformer import (  # noqa: F401
+    Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
+)
