@@ -17,12 +17,14 @@ from .dtypes import (  # noqa: F401
 from .dtypes import float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401
 from .dtypes import float16 as half  # noqa: F401
 from .tensor import Size, Tensor  # noqa: F401
+from .device_api import device  # noqa: F401
 from .backend import default_device as get_default_device, set_default_device  # noqa: F401
 from .creation import (  # noqa: F401
     arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones,
     ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm, tensor,
     zeros, zeros_like,
 )
+from .creation import BoolTensor, DoubleTensor, FloatTensor, IntTensor, LongTensor  # noqa: F401
 from .ops import (  # noqa: F401
     abs, add, all, amax, amin, any, argmax, argmin, bmm, cat, ceil, chunk, clamp, clone,
     concatenate, cos, div, eq, erf, exp, flatten, flip, floor, gather, ge, gt, index_put, index_select,
@@ -36,7 +38,8 @@ from .ops import (  # noqa: F401
 from .ops.registry import OpError  # noqa: F401
 from .autograd import enable_grad, no_grad, set_grad_enabled, functional_grad as grad  # noqa: F401
 from .autograd import is_grad_enabled  # noqa: F401
-from .random import initial_seed, manual_seed  # noqa: F401
+from .autograd import inference_mode, is_inference_mode_enabled  # noqa: F401
+from .random import Generator, initial_seed, manual_seed, seed  # noqa: F401
 from . import autograd, dtypes, random  # noqa: F401
 # Eager (it is light): importing the submodule later would shadow the function of the same name.
 from .summary import summary  # noqa: F401
@@ -59,7 +62,7 @@ def __getattr__(name):
     import importlib
 
     if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends",
-                "store", "datasets", "display"):
+                "cuda", "accelerator", "mps", "store", "datasets", "display"):
         return importlib.import_module(f"webgrad.{name}")
     if name in ("save", "load"):
         return getattr(importlib.import_module("webgrad.serialize"), name)

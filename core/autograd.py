@@ -78,6 +78,51 @@ class enable_grad(set_grad_enabled):
         super().__init__(True)
 
 
+class inference_mode(set_grad_enabled):  # noqa: N801  (torch's name)
+    """``with webgrad.inference_mode():`` (or as a decorator): run without recording
+    gradients, like ``no_grad`` (webgrad has no separate inference tensors).
+    ``inference_mode(False)`` leaves the current mode as it is."""
+
+    _switch_now = False
+    _depth = threading.local()
+
+    def __new__(cls, mode=True):
+        if callable(mode):  # bare @webgrad.inference_mode on a function
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: bool = True):
+        self.inference = bool(mode)
+        super().__init__(False)
+
+    def __enter__(self):
+        if self.inference:
+            inference_mode._depth.n = getattr(inference_mode._depth, "n", 0) + 1
+        else:
+            self.mode = is_grad_enabled()  # inference_mode(False) changes nothing
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        if self.inference:
+            inference_mode._depth.n -= 1
+        return super().__exit__(*exc)
+
+    def __call__(self, fn):
+        import functools
+
+        inference = self.inference
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(inference):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    return getattr(inference_mode._depth, "n", 0) > 0
+
+
 class Node:
     """One recorded op application: enough to run its vjp later.
 

@@ -229,3 +229,57 @@ def randn_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def randint_like(x, low, high=None, dtype=None, device=None) -> Tensor:
     return randint(low, high, tuple(x.shape), dtype=dtype or x.dtype, device=device or x.device)
+
+
+# -- torch.Tensor(...) and the typed constructors (FloatTensor, LongTensor, ...) ----
+def legacy_new(dtype, args, kwargs, caller="Tensor") -> Tensor:
+    """``Tensor(data)`` copies data into a tensor of ``dtype``; ``Tensor(2, 3)`` (or a
+    ``Size``) makes an uninitialized (here: zero) tensor of that shape; ``Tensor()``
+    is empty; ``Tensor(other)`` shares ``other``'s data when the dtype matches."""
+    unknown = set(kwargs) - {"device"}
+    if unknown:
+        raise TypeError(f"{caller}(): unexpected keyword {sorted(unknown)[0]!r}; only device= is accepted. "
+                        f"For another dtype use webgrad.tensor(data, dtype=...)")
+    device = kwargs.get("device")
+    if not args:
+        return zeros(0, dtype=dtype, device=device)
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args) or (
+            len(args) == 1 and type(args[0]).__name__ == "Size"):
+        return zeros(*args, dtype=dtype, device=device)
+    if len(args) > 1:
+        raise TypeError(f"{caller}(): expected sizes (ints) or one sequence of data, got {args!r}")
+    data = args[0]
+    if isinstance(data, Tensor):
+        if data.dtype is not dtype:
+            raise TypeError(f"{caller}(): expected a {dtype.name} tensor, got {data.dtype.name}; "
+                            f"convert with .to(webgrad.{dtype.name})")
+        return data.detach() if device is None else data.detach().to(device)
+    if isinstance(data, (float, bool, np.floating)):
+        raise TypeError(f"{caller}(): a single number is read as a size and must be an int, got {data!r}; "
+                        f"for a 0-d tensor use webgrad.tensor({data!r})")
+    return tensor(data, dtype=dtype, device=device)
+
+
+class _TypedTensorMeta(type):
+    """``isinstance(t, webgrad.LongTensor)`` checks the dtype, as in PyTorch."""
+
+    dtype: dtypes.DType
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype
+
+
+def _typed_tensor(name: str, dtype) -> type:
+    def __new__(cls, *args, **kwargs):
+        return legacy_new(cls.dtype, args, kwargs, name)
+
+    doc = (f"``webgrad.{name}(data)`` or ``{name}(*sizes)``: a {dtype.name} tensor (PyTorch's legacy "
+           f"constructor). Prefer ``webgrad.tensor(data, dtype=webgrad.{dtype.name})``.")
+    return _TypedTensorMeta(name, (), {"__new__": __new__, "dtype": dtype, "__doc__": doc})
+
+
+FloatTensor = _typed_tensor("FloatTensor", dtypes.float32)
+DoubleTensor = _typed_tensor("DoubleTensor", dtypes.float64)
+LongTensor = _typed_tensor("LongTensor", dtypes.int64)
+IntTensor = _typed_tensor("IntTensor", dtypes.int32)
+BoolTensor = _typed_tensor("BoolTensor", dtypes.bool_)

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import autograd, dtypes
 from .backend import get_backend, normalize_device
+from .device_api import _INTERNED as _DEVICES, as_device
 
 
 class Size(tuple):
@@ -54,7 +55,7 @@ class Tensor:
         t._data = data
         t.shape = shape if type(shape) is Size else Size(shape)
         t.dtype = dtype
-        t.device = device
+        t.device = _DEVICES.get(device) or as_device(device)  # always a webgrad.device (a str)
         t._requires_grad = requires_grad
         t.grad = None
         t._node = None
@@ -63,8 +64,31 @@ class Tensor:
         t._view_of = None  # (base, how, arg) for a view of base (see ops.movement._as_view)
         return t
 
+    def __new__(cls, *args, **kwargs):
+        """``webgrad.Tensor([1, 2])`` (float data), ``Tensor(2, 3)`` (a new tensor of that
+        shape), as PyTorch's legacy constructor; prefer ``webgrad.tensor``/``zeros``."""
+        from .creation import legacy_new
+
+        return legacy_new(dtypes.get_default_dtype(), args, kwargs)
+
     def __init__(self, *args, **kwargs):
-        raise TypeError("create tensors with webgrad.tensor(data), webgrad.zeros(shape) and friends")
+        pass  # everything happens in __new__
+
+    # -- data: the same memory without autograd history -------------------------------
+    @property
+    def data(self) -> "Tensor":
+        """The same memory as a tensor outside autograd (``p.data.add_(...)`` is not
+        recorded), as in PyTorch; in-place changes through it do not bump this tensor's version."""
+        return Tensor._make(self._data, self.shape, self.dtype, self.device)
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        """``p.data = t``: p now holds t's data (shape, dtype, device), keeping its identity,
+        ``requires_grad`` and ``.grad``."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data: expected a Tensor, got {type(value).__name__}; wrap it with webgrad.tensor(...)")
+        self._data, self.shape, self.dtype, self.device = value._data, value.shape, value.dtype, value.device
+        self._view_of = None
 
     # -- autograd -------------------------------------------------------------
     @property
@@ -209,6 +233,16 @@ class Tensor:
     def __hash__(self) -> int:
         return id(self)
 
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"`` formats the number of a one-element tensor; other tensors
+        take only an empty spec (their repr), as in PyTorch."""
+        if self.numel() == 1:
+            return format(self.item(), spec)
+        if not spec:
+            return str(self)
+        raise TypeError(f"unsupported format string {spec!r} for a tensor of shape {tuple(self.shape)}; "
+                        f"only one-element tensors take a number format (use .item() or .tolist())")
+
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d tensor")
@@ -235,8 +269,11 @@ class Tensor:
             out = self.clone()
         return out
 
-    def type(self, dtype) -> "Tensor":
-        dtype = dtypes.to_dtype(dtype)
+    def type(self, dtype=None):
+        """``t.type(webgrad.float64)`` converts; ``t.type()`` names the type, e.g. ``'webgrad.FloatTensor'``."""
+        if dtype is None:
+            return f"webgrad.{_LEGACY_NAMES.get(self.dtype.name, self.dtype.name)}"
+        dtype = dtypes.to_dtype(getattr(dtype, "dtype", dtype))  # also webgrad.LongTensor and friends
         return self if dtype is self.dtype else ops.cast(self, dtype)
 
     def float(self) -> "Tensor":
@@ -440,6 +477,23 @@ class Tensor:
     def index_select(self, dim, index): return ops.index_select(self, dim, index)
     def index_put(self, indices, values, accumulate=False): return ops.index_put(self, indices, values, accumulate)
     def nonzero(self): return ops.nonzero(self)
+    def narrow(self, dim, start, length): return ops.narrow(self, dim, start, length)
+
+    # -- new tensors like this one (same dtype and device unless given) -----------------
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        return _new_like(self, "tensor", (data,), dtype, device, requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return _new_like(self, "zeros", size, dtype, device, requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return _new_like(self, "ones", size, dtype, device, requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return _new_like(self, "empty", size, dtype, device, requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        return _new_like(self, "full", (size, fill_value), dtype, device, requires_grad)
 
     def t(self) -> "Tensor":
         """Transpose of a tensor with at most 2 dims (``torch.Tensor.t``)."""
@@ -469,5 +523,15 @@ for _name in ("neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos"
               "reciprocal", "floor", "ceil", "round", "sign"):
     setattr(Tensor, _name + "_", _inplace_unary(_name))
 
+
+def _new_like(t, name, args, dtype, device, requires_grad):
+    from . import creation
+
+    return getattr(creation, name)(*args, dtype=dtype or t.dtype, device=device or t.device,
+                                   requires_grad=requires_grad)
+
+
+_LEGACY_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "int32": "IntTensor",
+                 "bool": "BoolTensor"}
 
 from . import ops  # noqa: E402  (ops imports Tensor; methods look ops up at call time)

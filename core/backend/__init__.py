@@ -2,8 +2,10 @@
 itself when its module is imported and a device can be made."""
 from __future__ import annotations
 
+from ..device_api import as_device
+
 _BACKENDS: dict = {}
-_default_device = ["cpu"]
+_default_device: list[str] = [as_device("cpu")]
 
 
 def default_device() -> str:
@@ -39,7 +41,8 @@ def get_backend(device: str):
 
 
 def normalize_device(device) -> str:
-    """Accept 'cpu', 'webgpu', 'webgpu:0' or a device object with ``.type``."""
+    """Accept 'cpu', 'webgpu', 'webgpu:0' or a device object with ``.type``; give the
+    shared ``webgrad.device`` object that tensors hold (it equals the plain name)."""
     if device is None:
         return _default_device[0]
     name = getattr(device, "type", device)
@@ -47,8 +50,12 @@ def normalize_device(device) -> str:
         raise TypeError(f"device must be a string like 'cpu' or 'webgpu', got {device!r}")
     name = name.split(":")[0]
     if name not in _BACKENDS and name not in _LAZY:
-        raise RuntimeError(f"unknown device {device!r}; expected 'cpu' or 'webgpu'")
-    return name
+        if name in ("cuda", "mps", "xpu"):
+            raise RuntimeError(f"device {str(device)!r} is not available: webgrad has no {name} backend "
+                               f"(webgrad.{'cuda' if name == 'cuda' else 'accelerator'}.is_available() is False); "
+                               f"use 'webgpu' (webgrad.accelerator.current_accelerator()) or 'cpu'")
+        raise RuntimeError(f"unknown device {str(device)!r}; expected 'cpu' or 'webgpu'")
+    return as_device(name)
 
 
 from . import numpy_backend  # noqa: E402  (registers "cpu")

@@ -1,0 +1,84 @@
+"""``webgrad.device``: a device name as an object, like ``torch.device``.
+
+A device is a ``str`` subclass holding its name (``"cpu"``, ``"webgpu"``,
+``"webgpu:0"``), so it is equal to that string, hashes like it and works as a
+dict key everywhere webgrad used plain names before. On top it has torch's
+``type`` and ``index`` and torch's repr. Every tensor's ``.device`` is one of
+these, so ``t.device == webgrad.device("cpu")`` and ``t.device == "cpu"`` both hold.
+
+Example:
+    >>> device = webgrad.device("cuda" if webgrad.cuda.is_available() else "cpu")
+    >>> webgrad.ones(2).to(device).device
+    device(type='cpu')
+"""
+from __future__ import annotations
+
+# The device types a device object may name. Only cpu and webgpu can hold tensors;
+# the others can be named (scripts build torch.device("cuda") before checking it),
+# and moving a tensor there is an error that says what to use instead.
+KNOWN_TYPES = ("cpu", "webgpu", "cuda", "mps", "meta", "xpu")
+
+
+class device(str):  # noqa: N801  (torch's name)
+    """A device: ``webgrad.device("cpu")``, ``device("webgpu", 0)``, ``device("webgpu:0")``.
+
+    Args:
+        type: the device type (``"cpu"``, ``"webgpu"``; ``"cuda"`` and ``"mps"`` can be
+            named but hold no tensors here), optionally with ``":index"``.
+        index: the device index, an int >= 0 (default: none).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, type, index=None):  # noqa: A002  (torch's argument name)
+        if isinstance(type, device) and index is None:
+            return type
+        if not isinstance(type, str):
+            raise TypeError(f"device: expected a string like 'cpu' or 'webgpu', got {type!r}")
+        name, _, suffix = type.partition(":")
+        if name not in KNOWN_TYPES:
+            raise RuntimeError(f"device: unknown device type {name!r} in {type!r}; expected one of "
+                               f"{', '.join(KNOWN_TYPES)} (webgrad runs on 'cpu' and 'webgpu')")
+        if suffix:
+            if index is not None:
+                raise RuntimeError(f"device: type {type!r} already has an index; pass index only with a bare type")
+            if not suffix.isdigit():
+                raise RuntimeError(f"device: invalid device string {type!r}; expected e.g. 'webgpu:0'")
+            index = int(suffix)
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool) or index < 0):
+            raise RuntimeError(f"device: index must be a non-negative int, got {index!r}")
+        return str.__new__(cls, name if index is None else f"{name}:{index}")
+
+    @property
+    def type(self) -> str:
+        return str.partition(self, ":")[0]
+
+    # torch.device.index (a property), which hides str.index.
+    @property
+    def index(self) -> int | None:  # type: ignore[override]
+        suffix = str.partition(self, ":")[2]
+        return int(suffix) if suffix else None
+
+    def __repr__(self) -> str:
+        index = self.index
+        if index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={index})"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __reduce__(self):
+        return (device, (str.__str__(self),))
+
+
+_INTERNED: dict = {}
+
+
+def as_device(name) -> device:
+    """The shared device object for a backend name (any registered name, no checks):
+    what ``Tensor.device`` holds. Cached, as it runs for every new tensor."""
+    found = _INTERNED.get(name)
+    if found is None:
+        found = _INTERNED[name] = str.__new__(device, str.__str__(name))
+    return found
