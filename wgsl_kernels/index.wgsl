@@ -15,19 +15,21 @@
 //                       the rounding) changes from run to run. The launcher picks it when
 //                       the scan would be too long (big index with duplicates, e.g. the
 //                       gradient of an embedding).
-//   put                 dst[phys(positions[i])] = values[v(i)]   (x[key] = value): phys
+//   put                 dst[phys(positions[i] - 1)] = values[v(i)]   (x[key] = value): phys
 //                       unflattens a logical position with dst's shape and strides.
 //
 // `out` of the scatters already holds the base tensor (the launcher copies it in).
-// Index values are i32 (int64 tensors live as i32 on the device). take and index_add
-// wrap a negative index once (-1 -> rows - 1), as numpy does; gather and scatter_add
-// do not (PyTorch rejects negative indices there). An index outside [0, rows) never
-// touches memory out of bounds: gather writes 0 for it and sets errors[0], which the
+// Index values are i32 (int64 tensors live as i32 on the device) and must lie in
+// [0, rows): no kernel wraps a negative index (x[key] wraps its own per dim before it
+// flattens them; index_select, embedding, gather and scatter_add reject negatives, as
+// PyTorch does). An index outside [0, rows) never touches memory out of bounds: gather
+// writes 0 for it, the scatters skip it, and both set bit 1 of errors[0], which the
 // backend checks at the next readback and raises as an IndexError (the device-side
-// assert of CUDA, without stalling the queue); the scatters skip it.
+// assert of CUDA, without stalling the queue). put writes nothing while the flag is set
+// (the positions it writes come from take, which flags a bad index of this very write).
 //
 // Bindings: 0 Params, 1 index (i32), 2 values (T), 3 out (T; seen as atomic<U> bits
-// by scatter_add_atomic, U = u32 for f32 and i32 for i32), 4 errors (gather only).
+// by scatter_add_atomic, U = u32 for f32 and i32 for i32), 4 errors.
 // Operand strides are in elements over the iteration space (slot 0 index, 1 values,
 // 3 out); put's slot 3 holds dst's strides over `bound` (dst's shape) instead.
 // Grid: ceil(n / WG) workgroups, folded into (x, y) past the per-dimension limit.
@@ -36,12 +38,12 @@ struct Params {
   n: u32,                                  // threads
   rank: u32,                               // rank of the iteration space
   dim: u32,                                // scatter_add: the indexed dim
-  rows: u32,                               // size of the indexed dim (wrap and bounds)
+  rows: u32,                               // size of the indexed dim (bounds)
   offsets: vec4<u32>,                      // element offsets: index, values, -, out
   span: u32,                               // scatter_add: index length along dim; put: dst rank
   index_step: i32,                         // stride that multiplies the index value (or scan step)
   value_step: i32,                         // scatter_add: values' stride along dim
-  wrap_negative: u32,                      // 1: index -1 means rows - 1 (take, index_add)
+  pad: u32,
   shape: array<vec4<u32>, 2>,              // iteration shape
   bound: array<vec4<u32>, 2>,              // scatter_add: index shape; put: dst shape
   strides: array<array<vec4<i32>, 2>, 4>,  // per operand slot, see above
@@ -73,10 +75,6 @@ fn strided(i: u32, k: u32) -> i32 {
   return off;
 }
 
-fn wrap(j: i32) -> i32 {
-  return select(j, j + i32(p.rows), j < 0 && p.wrap_negative != 0u);
-}
-
 fn in_range(j: i32) -> bool {
   return j >= 0 && u32(j) < p.rows;
 }
@@ -85,7 +83,7 @@ fn in_range(j: i32) -> bool {
 fn gather(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = thread_index(gid, nwg);
   if (i >= p.n) { return; }
-  let j = wrap(index[u32(i32(p.offsets.x) + strided(i, 0u))]);
+  let j = index[u32(i32(p.offsets.x) + strided(i, 0u))];
   var v = T(0);
   if (in_range(j)) {
     v = values[u32(i32(p.offsets.y) + strided(i, 1u) + j * p.index_step)];
@@ -122,8 +120,11 @@ fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
   let o = p.offsets.w + i;
   var acc = out[o];
   for (var k = 0u; k < p.span; k = k + 1u) {
-    if (wrap(index[u32(index_at + i32(k) * p.index_step)]) == row) {
+    let j = index[u32(index_at + i32(k) * p.index_step)];
+    if (j == row) {
       acc = acc + values[u32(value_at + i32(k) * p.value_step)];
+    } else if (row == 0 && !in_range(j)) {
+      atomicOr(&errors[0], 1u);  // row 0 always exists: its threads report each column's bad indices
     }
   }
   out[o] = acc;
@@ -133,8 +134,11 @@ fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
 fn scatter_add_atomic(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = thread_index(gid, nwg);
   if (i >= p.n) { return; }
-  let j = wrap(index[u32(i32(p.offsets.x) + strided(i, 0u))]);
-  if (!in_range(j)) { return; }
+  let j = index[u32(i32(p.offsets.x) + strided(i, 0u))];
+  if (!in_range(j)) {
+    atomicOr(&errors[0], 1u);
+    return;
+  }
   let v = values[u32(i32(p.offsets.y) + strided(i, 1u))];
   let at = u32(i32(p.offsets.w) + strided(i, 3u) + j * p.index_step);
   var old = atomicLoad(&out_bits[at]);
@@ -149,7 +153,12 @@ fn scatter_add_atomic(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
 fn put(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = thread_index(gid, nwg);
   if (i >= p.n) { return; }
-  var rem = u32(index[u32(i32(p.offsets.x) + strided(i, 0u))]);
+  // A flagged index anywhere since the last read (take, run just before on the positions,
+  // flags this write's own) skips the whole write: x[key] = v is all or nothing, as on the cpu.
+  if (atomicLoad(&errors[0]) != 0u) { return; }
+  let position = index[u32(i32(p.offsets.x) + strided(i, 0u))];
+  if (position <= 0) { return; }  // out of range; positions are 1-based
+  var rem = u32(position - 1);
   let v = values[u32(i32(p.offsets.y) + strided(i, 1u))];
   var at = i32(p.offsets.w);
   for (var d = i32(p.span) - 1; d >= 0; d = d - 1) {

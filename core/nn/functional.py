@@ -295,8 +295,16 @@ def one_hot(tensor, num_classes=-1):
         raise OpError(f"one_hot: expected an int64 tensor of class indices, got {describe(tensor)}")
     if num_classes == -1:
         num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
-    classes = creation.arange(num_classes, device=tensor.device)
-    return (tensor.long().unsqueeze(-1) == classes).long()
+    if tensor.device == "cpu" and tensor.numel():  # checked where it is free; a GPU flags it in scatter_add
+        values = tensor._host()
+        bad = values[(values < 0) | (values >= num_classes)]
+        if bad.size:
+            raise IndexError(f"one_hot: class value {int(bad[0])} is out of range for {num_classes} classes "
+                             f"(expected 0 <= value < {num_classes})")
+    # A scatter, not a compare with arange: an out-of-range value must raise, not give a row of zeros.
+    index = tensor.long().unsqueeze(-1)
+    out = creation.zeros(tuple(tensor.shape) + (num_classes,), dtype=index.dtype, device=tensor.device)
+    return out.scatter_add(-1, index, creation.ones(index.shape, dtype=index.dtype, device=tensor.device))
 
 
 def pad(input, pad, mode="constant", value=0.0):

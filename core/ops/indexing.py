@@ -1,5 +1,6 @@
-"""Indexing. Primitives: take (rows of dim 0 by an index tensor of any shape),
-its adjoint index_add, gather and its adjoint scatter_add, the in-place
+"""Indexing. Primitives: take (rows of dim 0 by an index tensor of any shape,
+each in [0, rows): negative indices are an error, as in index_select), its
+adjoint index_add, gather and its adjoint scatter_add, the in-place
 copy/setitem and index_put (setitem's out-of-place, differentiable form).
 ``x[key]`` is composed from basic slicing and ``take`` following numpy's (and so
 PyTorch's) rules for ints, slices, None, Ellipsis, integer tensors and boolean
@@ -35,13 +36,12 @@ def _take_infer(x, index):
 
 
 def _take_kernel(x, index):
-    if index.size and (index.max() >= x.shape[0] or index.min() < -x.shape[0]):
-        bad = index.max() if index.max() >= x.shape[0] else index.min()
-        raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {x.shape[0]}")
+    _check_range("take", index, x.shape[0], 0)
     return x[index]
 
 
 def _index_add_kernel(base, index, src):
+    _check_range("index_add", index, base.shape[0], 0)
     out = np.array(base, copy=True)
     np.add.at(out, index, src)
     return out
@@ -96,10 +96,13 @@ def _full_index(index, dim):
 
 
 def _check_range(op_name, index, n, dim):
-    """numpy would wrap negative values silently; PyTorch rejects them, and so do we."""
+    """numpy would wrap negative values silently; PyTorch rejects them here (take and
+    index_add serve index_select, embedding and index_add, which reject them too;
+    x[key] wraps its negative indices itself before calling take)."""
     if index.size and (index.min() < 0 or index.max() >= n):
         bad = index.min() if index.min() < 0 else index.max()
-        raise IndexError(f"{op_name}: index {bad} is out of bounds for dimension {dim} with size {n}")
+        raise IndexError(f"{op_name}: index {bad} is out of bounds for dimension {dim} with size {n} "
+                         f"(indices must be in [0, {n}))")
 
 
 def _gather_kernel(x, index, *, dim):
@@ -214,7 +217,7 @@ def _normalize_key(x, key):
 
 def getitem(x, key):
     from ..tensor import Tensor
-    from .elementwise import where
+    from .elementwise import logical_or, where
     from .movement import permute, reshape, slice_dims
 
     items = _normalize_key(x, key)
@@ -255,12 +258,21 @@ def getitem(x, key):
     y = permute(y, *(positions + rest))
     y = reshape(y, (math.prod(n for _, _, n in adv),) + tuple(y.shape[len(adv):]))
     batch = broadcast_shapes("index", *[tuple(t.shape) for _, t, _ in adv])
-    flat, stride = None, 1
+    flat, stride, bad = None, 1, None
     for _, t, n in reversed(adv):
-        t = where(t < 0, t + n, t) if t.numel() else t
+        if t.numel():
+            t = where(t < 0, t + n, t)  # -n..-1 -> 0..n-1; anything else stays out of [0, n)
+            if len(adv) > 1 and t.device != "cpu":
+                # The cpu has checked each index already (_check_bounds). A device can't
+                # without a readback, and an out-of-range index of one dim could combine
+                # into an in-range flat index: mark those positions -1, which take flags.
+                outside = logical_or(t < 0, t >= n)
+                bad = outside if bad is None else logical_or(bad, outside)
         term = t * stride if stride != 1 else t
         flat = term if flat is None else flat + term
         stride *= n
+    if bad is not None:
+        flat = where(bad, -1, flat)
     out = take(y, flat.expand(batch) if tuple(flat.shape) != batch else flat)
     contiguous = positions == list(range(positions[0], positions[0] + len(positions)))
     if contiguous and positions[0] > 0:
@@ -275,7 +287,8 @@ def _check_bounds(index, n, dim):
     combined into one flat index, where a bad value could land in range."""
     if index.numel() == 0 or index.device != "cpu":
         # A GPU checks in its kernels and reports at the next read (reading the index
-        # back here would stall the queue on every indexing op).
+        # back here would stall the queue on every indexing op); getitem keeps a
+        # wrapped index that is still out of range out of range for take.
         return
     values = index._host()
     lo, hi = int(values.min()), int(values.max())

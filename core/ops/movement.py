@@ -224,8 +224,18 @@ def unslice(g, shape, slices):
 
 
 def narrow(x, dim, start, length):
+    """``length`` elements of ``dim`` from ``start`` (negative counts from the end), as a view."""
     d = normalize_dim("narrow", dim, x.ndim)
-    return slice_dims(x, [(0, n, 1) for n in x.shape[:d]] + [(start, start + length, 1)])
+    n = x.shape[d]
+    start, length = int(start), int(length)
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start {start} is out of range for dimension {d} of size {n} "
+                         f"(shape {tuple(x.shape)}); expected -{n} <= start <= {n}")
+    start = start + n if start < 0 else start
+    if length < 0 or start + length > n:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension {d} of size {n} "
+                           f"(shape {tuple(x.shape)}), or length is negative")
+    return slice_dims(x, [(0, m, 1) for m in x.shape[:d]] + [(start, start + length, 1)])
 
 
 # -- cat / stack / split ------------------------------------------------------------

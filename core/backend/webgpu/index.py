@@ -14,10 +14,10 @@ embedding gradient: many rows, a long index with duplicates) the launcher
 switches to one thread per index element adding through a compare-exchange
 loop, whose summation order, and so its last-bit rounding, varies between runs.
 
-Out-of-range indices never fault the GPU: take and index_add wrap a negative
-index once (as numpy; gather and scatter_add do not, as PyTorch), and an index
-still out of range reads as 0 (take, gather) or is skipped (the scatters). The
-core checks bounds on the host where it already reads the index (getitem).
+Indices must lie in [0, size) (no kernel wraps a negative one; getitem wraps
+its own). An out-of-range index never faults the GPU: it reads as 0 (take,
+gather) or is skipped (the scatters, put), and sets the backend's error flag,
+raised as an IndexError at the next read.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _check_rank(op_name, shape):
 
 
 def _pack(n, *, rank=0, dim=0, rows=0, offsets=(0, 0, 0, 0), span=0, index_step=0, value_step=0,
-          wrap_negative=False, shape=(), bound=(), strides=None) -> bytes:
+          shape=(), bound=(), strides=None) -> bytes:
     """The ``Params`` uniform of index.wgsl (60 words); ``strides`` maps slot -> list."""
     words = np.zeros(60, dtype=np.uint32)
     signed = words.view(np.int32)
@@ -56,7 +56,6 @@ def _pack(n, *, rank=0, dim=0, rows=0, offsets=(0, 0, 0, 0), span=0, index_step=
     words[4:8] = offsets
     words[8] = span
     signed[9], signed[10] = index_step, value_step
-    words[11] = int(wrap_negative)
     words[12:12 + len(shape)] = shape
     words[20:20 + len(bound)] = bound
     for slot, st in (strides or {}).items():
@@ -81,23 +80,22 @@ def _numel(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads, extra=()):
-    backend.dispatch_1d(FILE, entry, _types(kind), None, {}, [index.buffer, values.buffer, out.buffer, *extra],
-                        params, threads, f"{FILE}:{op_name}")
+def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads):
+    """Every index kernel binds the backend's error flag (4): it reports bad indices there."""
+    buffers = [index.buffer, values.buffer, out.buffer, backend.index_errors.buffer_for(op_name)]
+    backend.dispatch_1d(FILE, entry, _types(kind), None, {}, buffers, params, threads, f"{FILE}:{op_name}")
 
 
 def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows, step):
-    """out (contiguous) = x[strided(i) + index[...] * step] over out's shape (take wraps
-    negative indices like numpy; gather, like PyTorch, does not)."""
+    """out (contiguous) = x[strided(i) + index[...] * step] over out's shape."""
     n = out.numel()
     if n == 0:
         return out
     dims, (si, sx, _) = coalesce(out.shape, [index_strides, x_strides, contiguous_strides(out.shape)])
     _check_rank(op_name, dims)
     params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, x.offset, 0, out.offset),
-                   index_step=step, wrap_negative=op_name == "take", shape=dims, strides={0: si, 1: sx})
-    _dispatch(backend, "gather", op_name, x.kind, index, x, out, params, n,
-              extra=(backend.index_errors.buffer_for(op_name),))
+                   index_step=step, shape=dims, strides={0: si, 1: sx})
+    _dispatch(backend, "gather", op_name, x.kind, index, x, out, params, n)
     return out
 
 
@@ -141,8 +139,7 @@ def _scatter_into(backend, op_name, out, index, src, dim):
         index_strides[dim] = src_strides[dim] = 0
         params = _pack(out.numel(), rank=len(out.shape), dim=dim, rows=rows,
                        offsets=(index.offset, src.offset, 0, out.offset), span=span,
-                       index_step=index.strides[dim], value_step=src.strides[dim],
-                       wrap_negative=op_name == "index_add", shape=out.shape, bound=index.shape,
+                       index_step=index.strides[dim], value_step=src.strides[dim], shape=out.shape, bound=index.shape,
                        strides={0: index_strides, 1: src_strides})
         _dispatch(backend, "scatter_add", op_name, out.kind, index, src, out, params, out.numel())
         return
@@ -153,8 +150,7 @@ def _scatter_into(backend, op_name, out, index, src, dim):
     dims, (si, sv, so) = coalesce(index.shape, [list(index.strides), list(src.strides), out_strides])
     _check_rank(op_name, dims)
     params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, src.offset, 0, out.offset),
-                   index_step=step, wrap_negative=op_name == "index_add", shape=dims,
-                   strides={0: si, 1: sv, 3: so})
+                   index_step=step, shape=dims, strides={0: si, 1: sv, 3: so})
     _dispatch(backend, "scatter_add_atomic", op_name, out.kind, index, src, out, params, n)
 
 
@@ -196,15 +192,18 @@ def put(backend, dst, key, src):
     """``dst[key] = src`` for keys with index tensors or masks: the key picks logical
     positions out of an arange shaped like dst (the core's own getitem, on the
     device), then one kernel writes src, broadcast, at those positions through
-    dst's strides. With duplicate positions one of the values lands (which one is
-    unspecified, as in PyTorch)."""
+    dst's strides. A bad index sets the error flag (in getitem's take) and put
+    then writes nothing at all, so a failed write leaves dst as it was, as on the
+    cpu. Positions count from 1, 0 being what take reads for a bad index. With
+    duplicate positions one of the values lands (which one is unspecified, as in
+    PyTorch)."""
     from ... import dtypes
     from ...creation import arange
     from ...ops.indexing import getitem
 
     if dst.numel() == 0:
         return
-    positions = arange(dst.numel(), dtype=dtypes.int32, device="webgpu").reshape(tuple(dst.shape))
+    positions = arange(1, dst.numel() + 1, dtype=dtypes.int32, device="webgpu").reshape(tuple(dst.shape))
     positions = getitem(positions, key)._data
     target = positions.shape
     n = positions.numel()
