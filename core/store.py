@@ -313,7 +313,7 @@ def _prepare(model, metadata, input_size, input_data, architecture) -> tuple[byt
         state = dict(model.state_dict())
         if architecture is not False:
             try:
-                record["architecture"] = _checked_architecture(model)
+                record["architecture"] = arch.describe_checked(model)
             except arch.ArchitectureError as exc:
                 if architecture is True:
                     raise
@@ -345,52 +345,6 @@ def _prepare(model, metadata, input_size, input_data, architecture) -> tuple[byt
     return serialize.save_bytes(state), {**metadata, RECORD_KEY: record}
 
 
-def _checked_architecture(model) -> dict:
-    """Describe ``model`` and rebuild it from the record (with the live classes, then from the
-    stored source) to be sure ``pull`` will get the same structure back; raises ArchitectureError."""
-    record = arch.describe(model)
-    stored = json.loads(json.dumps(arch.public(record)))
-    live = {entry["name"]: entry["object"] for entry in record["code"] if "object" in entry}
-    with _quiet_construction():
-        for classes in ([live, None] if record["code"] else [None]):
-            try:
-                rebuilt = arch.build(stored, trust_code=True, classes=classes)
-            except arch.ArchitectureError:
-                raise
-            except Exception as exc:
-                raise arch.ArchitectureError(f"rebuilding it failed: {type(exc).__name__}: {exc}") from exc
-            _compare(model, rebuilt)
-    return stored
-
-
-def _compare(model, rebuilt) -> None:
-    if repr(rebuilt) != repr(model):
-        raise arch.ArchitectureError(
-            "the model was changed after it was constructed in a way the record does not capture "
-            f"(rebuilt as {type(rebuilt).__name__}, but its layers differ from the model's)")
-    ours = {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
-    theirs = {k: (tuple(v.shape), v.dtype) for k, v in rebuilt.state_dict().items()}
-    if ours != theirs:
-        differ = sorted(set(ours.items()) ^ set(theirs.items()))[:4]
-        raise arch.ArchitectureError(f"a model rebuilt from the record has different weights: {differ}")
-
-
-@contextlib.contextmanager
-def _quiet_construction():
-    """Build throw-away models on the CPU without moving the user's random stream."""
-    from . import random
-    from .backend import default_device, set_default_device
-
-    generator = random.numpy_generator()
-    saved_state, saved_device = generator.bit_generator.state, default_device()
-    set_default_device("cpu")
-    try:
-        yield
-    finally:
-        generator.bit_generator.state = saved_state
-        set_default_device(saved_device)
-
-
 def _forward_eval(model, example):
     from .autograd import no_grad
 
@@ -420,13 +374,21 @@ def _rebuild(architecture, state, name, trust_code, device):
     from .backend import default_device
 
     try:
-        with _quiet_construction():
+        with arch.quiet_construction():
             model = arch.build(architecture, trust_code=trust_code)
     except arch.ArchitectureError as exc:
         raise arch.ArchitectureError(f"webgrad.store.pull: model {name!r}: {exc}"
                                      + ("; or pull(..., weights_only=True) for the weights alone"
                                         if not trust_code else "")) from None
-    model.load_state_dict(state)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a record this code did not write
+        raise arch.ArchitectureError(f"webgrad.store.pull: model {name!r} has a malformed architecture record "
+                                     f"({type(exc).__name__}: {exc}); pull(..., weights_only=True) still "
+                                     "gives its weights") from None
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        raise StoreError(f"webgrad.store.pull: model {name!r}: the stored weights do not fit the model rebuilt "
+                         f"from its architecture record: {exc}") from None
     model.eval()
     return model.to(device if device is not None else default_device())
 

@@ -98,7 +98,7 @@ def load_digits(n_class: int = 10, return_X_y: bool = False):
 
 
 def tiny_text() -> str:
-    """A small public-domain English text (about 25 KB) for character-level language models.
+    """A small public-domain English text (about 23 KB: Shakespeare's sonnets and songs) for char-level models.
 
     Example:
         >>> text = webgrad.datasets.tiny_text()

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import functools
 import importlib
 import inspect
+import json
 import linecache
 import math
 import re
@@ -208,6 +210,54 @@ def _free_names(source: str) -> set[str]:
 def public(record: dict) -> dict:
     """The record without the live objects ``describe`` keeps for checking (JSON-able)."""
     return {**record, "code": [{k: v for k, v in entry.items() if k != "object"} for entry in record["code"]]}
+
+
+# ----------------------------------------------------------------------------- check
+
+def describe_checked(model) -> dict:
+    """Describe ``model`` and rebuild it from the record (with the live classes, then from the
+    stored source) to be sure ``pull`` will get the same structure back; raises ArchitectureError."""
+    record = describe(model)
+    stored = json.loads(json.dumps(public(record)))
+    live = {entry["name"]: entry["object"] for entry in record["code"] if "object" in entry}
+    with quiet_construction():
+        for classes in ([live, None] if record["code"] else [None]):
+            try:
+                rebuilt = build(stored, trust_code=True, classes=classes)
+            except ArchitectureError:
+                raise
+            except Exception as exc:
+                raise ArchitectureError(f"rebuilding it failed: {type(exc).__name__}: {exc}") from exc
+            _compare(model, rebuilt)
+    return stored
+
+
+def _compare(model, rebuilt) -> None:
+    if repr(rebuilt) != repr(model):
+        raise ArchitectureError(
+            "the model was changed after it was constructed in a way the record does not capture "
+            f"(rebuilt as {type(rebuilt).__name__}, but its layers differ from the model's)")
+    ours = {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
+    theirs = {k: (tuple(v.shape), v.dtype) for k, v in rebuilt.state_dict().items()}
+    if ours != theirs:
+        differ = sorted(set(ours.items()) ^ set(theirs.items()), key=lambda item: item[0])[:4]
+        raise ArchitectureError(f"a model rebuilt from the record has different weights: {differ}")
+
+
+@contextlib.contextmanager
+def quiet_construction():
+    """Build throw-away models on the CPU without moving the user's random stream."""
+    from .. import random
+    from ..backend import default_device, set_default_device
+
+    generator = random.numpy_generator()
+    saved_state, saved_device = generator.bit_generator.state, default_device()
+    set_default_device("cpu")
+    try:
+        yield
+    finally:
+        generator.bit_generator.state = saved_state
+        set_default_device(saved_device)
 
 
 # ----------------------------------------------------------------------------- build

@@ -1,0 +1,327 @@
+"""webgrad.store against a real server on loopback: push, pull, list, delete, info,
+architecture records (rebuild without the model's code), trust_code, and the errors."""
+from __future__ import annotations
+
+import asyncio
+import json
+import linecache
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import webgrad
+from webgrad import nn
+from webgrad import store
+from webgrad.nn import arch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `server` is not installed
+
+from conftest import assert_close, need_module, to_numpy  # noqa: E402
+
+HIDDEN = 12  # used by the classes below: their recorded source must carry it along
+
+
+def relu_twice(x):
+    return nn.functional.relu(x) * 2
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return relu_twice(self.fc(x))
+
+
+class Net(nn.Module):
+    """A user-defined model: rebuilt from its recorded source only with trust_code=True."""
+
+    def __init__(self, n_in, n_out=3):
+        super().__init__()
+        self.inp = nn.Linear(n_in, HIDDEN)
+        self.block = Block(HIDDEN)
+        self.out = nn.Linear(HIDDEN, n_out)
+
+    def forward(self, x):
+        return self.out(self.block(self.inp(x)))
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    need_module("starlette")
+    need_module("uvicorn")
+    from server.app import Settings, create_app
+    from server.testing import running_server
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("store-data"))
+    with running_server(create_app(settings)) as url:
+        yield url
+
+
+@pytest.fixture
+def fresh(base):
+    """The base URL with no models stored."""
+    for record in store.list(url=base):
+        store.delete(record["name"], url=base)
+    return base
+
+
+def predictions(model, x):
+    with webgrad.no_grad():
+        return to_numpy(model.eval()(x))
+
+
+def test_push_pull_list_delete_round_trip(fresh, device):
+    webgrad.manual_seed(1)
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)).to(device)
+    labels = list("0123456789")
+    info = store.push(model, "digits-mlp", {"labels": labels, "author": "test"}, url=fresh, input_size=(1, 64))
+    assert info["name"] == "digits-mlp" and info["revision"] == 1
+    assert info["input_shape"] == [1, 64] and info["output_shape"] == [1, 10]
+    assert info["labels"] == labels and info["metadata"] == {"labels": labels, "author": "test"}
+    assert info["has_architecture"] and info["code"] == []
+    assert info["url"] == f"{fresh}/api/models/digits-mlp"
+
+    pulled = store.pull("digits-mlp", url=fresh, device=device)
+    assert isinstance(pulled, nn.Sequential) and not pulled.training
+    assert repr(pulled) == repr(model)
+    x = webgrad.randn(5, 64, device=device)
+    np.testing.assert_array_equal(predictions(pulled, x), predictions(model, x))
+    assert all(p.device == model[0].weight.device for p in pulled.parameters())
+
+    assert [r["name"] for r in store.list(url=fresh)] == ["digits-mlp"]
+    assert store.info("digits-mlp", url=fresh)["output_shape"] == [1, 10]
+    store.push(model, "digits-mlp", url=fresh)
+    assert store.info("digits-mlp", url=fresh)["revision"] == 2
+    store.delete("digits-mlp", url=fresh)
+    assert store.list(url=fresh) == []
+
+
+def test_cnn_and_transformer_rebuild_give_identical_predictions(fresh):
+    cnn = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Flatten(), nn.Dropout(0.2), nn.Linear(64, 10))
+    cnn.train()
+    cnn(webgrad.randn(8, 1, 8, 8))  # moves BatchNorm's running statistics: buffers must travel too
+    info = store.push(cnn, "cnn", url=fresh, input_size=(1, 1, 8, 8))
+    assert info["input_shape"] == [1, 1, 8, 8] and info["output_shape"] == [1, 10]
+    assert cnn.training, "push must leave the model's training flag alone"
+    x = webgrad.randn(3, 1, 8, 8)
+    np.testing.assert_array_equal(predictions(store.pull("cnn", url=fresh), x), predictions(cnn, x))
+
+    lm = nn.Sequential(nn.Embedding(20, 16),
+                       nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True), 2),
+                       nn.Linear(16, 20))
+    tokens = webgrad.tensor([[1, 5, 7, 2]])
+    info = store.push(lm, "lm", url=fresh, input_data=tokens)
+    assert info["input_shape"] == [1, 4] and info["input_dtype"] == "int64" and info["output_shape"] == [1, 4, 20]
+    assert_close(store.pull("lm", url=fresh)(tokens), predictions(lm, tokens), rtol=1e-6, atol=1e-6)
+
+
+def test_pull_by_model_url_and_weights_url(fresh):
+    model = nn.Linear(3, 2)
+    store.push(model, "by-url", url=fresh)
+    x = webgrad.randn(4, 3)
+    for given in (f"{fresh}/api/models/by-url", f"{fresh}/api/models/by-url/weights", f"{fresh}/api/models/by-url/"):
+        np.testing.assert_array_equal(predictions(store.pull(given), x), predictions(model, x))
+    assert store.info(f"{fresh}/api/models/by-url")["input_shape"] == [1, 3]  # guessed from the first Linear
+    with pytest.raises(ValueError, match="not a model URL"):
+        store.pull(f"{fresh}/models/by-url")
+
+
+def test_state_dict_push_gives_a_state_dict_back(fresh):
+    state = {"weight": webgrad.randn(4, 3), "bias": webgrad.zeros(4)}
+    info = store.push(state, "weights-only", url=fresh, input_size=(1, 3))
+    assert not info["has_architecture"] and info["input_shape"] == [1, 3]
+    pulled = store.pull("weights-only", url=fresh)
+    assert sorted(pulled) == ["bias", "weight"]
+    assert_close(pulled["weight"], to_numpy(state["weight"]))
+    model = nn.Sequential(nn.Linear(3, 3))
+    store.push(model, "mod", url=fresh)
+    assert sorted(store.pull("mod", url=fresh, weights_only=True)) == ["0.bias", "0.weight"]
+
+
+def test_user_class_needs_trust_code(fresh):
+    model = Net(5, n_out=2)
+    info = store.push(model, "net", url=fresh, input_size=(2, 5))
+    assert info["code"] == ["Block", "Net"] and info["output_shape"] == [2, 2]
+    with pytest.raises(arch.ArchitectureError, match="trust_code=True") as caught:
+        store.pull("net", url=fresh)
+    assert "Net" in str(caught.value) and "weights_only=True" in str(caught.value)
+    pulled = store.pull("net", url=fresh, trust_code=True)
+    assert type(pulled).__name__ == "Net" and type(pulled) is not Net  # built from the stored source
+    x = webgrad.randn(3, 5)
+    np.testing.assert_array_equal(predictions(pulled, x), predictions(model, x))
+    # A pulled model can be pushed again (its source is found in linecache) and pulled once more.
+    store.push(pulled, "net-again", url=fresh)
+    np.testing.assert_array_equal(predictions(store.pull("net-again", url=fresh, trust_code=True), x),
+                                  predictions(model, x))
+
+
+def test_class_defined_from_a_string_is_recorded_through_linecache(fresh):
+    source = ("import webgrad\nclass Tiny(webgrad.nn.Module):\n    def __init__(self, k):\n"
+              "        super().__init__()\n        self.lin = webgrad.nn.Linear(k, 1)\n"
+              "    def forward(self, x):\n        return self.lin(x).tanh()\n")
+    filename = "<playground-test>"
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(source, filename, "exec"), namespace)
+    model = namespace["Tiny"](4)
+    with pytest.warns(UserWarning, match="source of class Tiny is not available"):
+        info = store.push(model, "tiny", url=fresh)
+    assert not info["has_architecture"]  # the weights still went up
+    with pytest.raises(arch.ArchitectureError, match="source of class Tiny"):
+        store.push(model, "tiny", url=fresh, architecture=True)
+
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # as the playground does
+    try:
+        assert store.push(model, "tiny", url=fresh, architecture=True)["code"] == ["Tiny"]
+    finally:
+        del linecache.cache[filename]
+    x = webgrad.randn(2, 4)
+    np.testing.assert_array_equal(predictions(store.pull("tiny", url=fresh, trust_code=True), x),
+                                  predictions(model, x))
+
+
+def test_changes_after_construction(fresh):
+    grown = nn.Sequential(nn.Linear(4, 8))
+    grown.append(nn.ReLU())
+    grown.append(nn.Linear(8, 2))
+    grown[1] = nn.Tanh()
+    store.push(grown, "grown", url=fresh, architecture=True)  # containers are recorded by their children
+    assert repr(store.pull("grown", url=fresh)) == repr(grown)
+
+    swapped = Net(5)
+    swapped.out = nn.Linear(HIDDEN, 7)  # not what Net(5) builds: the record would rebuild the wrong model
+    with pytest.warns(UserWarning, match="pushing the weights only"):
+        store.push(swapped, "swapped", url=fresh)
+    assert isinstance(store.pull("swapped", url=fresh), dict)
+    with pytest.raises(arch.ArchitectureError, match="changed after it was constructed"):
+        store.push(swapped, "swapped", url=fresh, architecture=True)
+
+
+def test_unrecordable_constructor_argument(fresh):
+    class Scaled(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+            self.lin = nn.Linear(2, 2)
+
+    with pytest.raises(arch.ArchitectureError, match="argument 0 of Scaled.*ndarray"):
+        store.push(Scaled(np.ones(2)), "scaled", url=fresh, architecture=True)
+
+
+def test_push_leaves_the_random_stream_alone(fresh):
+    model = Net(5)
+    webgrad.manual_seed(7)
+    expected = to_numpy(webgrad.randn(3))
+    webgrad.manual_seed(7)
+    store.push(model, "rng", url=fresh, input_size=(1, 5))
+    webgrad.summary(model, input_size=(1, 5))
+    np.testing.assert_array_equal(to_numpy(webgrad.randn(3)), expected)
+
+
+def test_default_url_from_environment(fresh, monkeypatch):
+    store.push(nn.Linear(1, 1), "env", url=fresh)
+    monkeypatch.setenv("WEBGRAD_STORE", fresh + "/")
+    assert store.default_url() == fresh
+    assert [r["name"] for r in store.list()] == ["env"]
+    monkeypatch.delenv("WEBGRAD_STORE")
+    assert store.default_url() == "http://127.0.0.1:8000"
+
+
+def test_async_twins(fresh):
+    model = nn.Linear(3, 2)
+
+    async def scenario():
+        await store.push_async(model, "async", url=fresh)
+        names = [r["name"] for r in await store.list_async(fresh)]
+        pulled = await store.pull_async("async", fresh)
+        info = await store.info_async("async", fresh)
+        await store.delete_async("async", fresh)
+        return names, pulled, info
+
+    names, pulled, info = asyncio.run(scenario())
+    assert names == ["async"] and info["name"] == "async" and repr(pulled) == repr(model)
+    assert store.list(url=fresh) == []
+
+
+# ----------------------------------------------------------------------------- errors
+
+def test_unreachable_server_names_the_url_and_the_fix():
+    from server.testing import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    for call in (lambda: store.list(url=url), lambda: store.pull("x", url=url),
+                 lambda: store.push(nn.Linear(1, 1), "x", url=url)):
+        with pytest.raises(store.StoreConnectionError, match="make serve") as caught:
+            call()
+        assert url in str(caught.value) and "WEBGRAD_STORE" in str(caught.value)
+
+
+def test_missing_model_is_named(fresh):
+    for call in (store.pull, store.info, store.delete):
+        with pytest.raises(store.ModelNotFoundError, match="no model named 'ghost'"):
+            call("ghost", url=fresh)
+
+
+def test_server_messages_pass_through(fresh):
+    with pytest.raises(store.StoreError, match="HTTP 400.*invalid model name"):
+        store.push(nn.Linear(1, 1), "bad name!", url=fresh)
+
+
+def test_bad_arguments(fresh):
+    with pytest.raises(ValueError, match="reserved"):
+        store.push(nn.Linear(1, 1), "m", {"webgrad": 1}, url=fresh)
+    with pytest.raises(TypeError, match="labels"):
+        store.push(nn.Linear(1, 1), "m", {"labels": "0123"}, url=fresh)
+    with pytest.raises(TypeError, match="nn.Module or a state dict"):
+        store.push([1, 2], "m", url=fresh)
+    with pytest.raises(TypeError, match="maps str to Tensor"):
+        store.push({"w": np.ones(2)}, "m", url=fresh)
+    with pytest.raises(ValueError, match="architecture must be"):
+        store.push(nn.Linear(1, 1), "m", url=fresh, architecture="yes")
+    with pytest.raises(TypeError, match="name must be"):
+        store.pull("", url=fresh)
+    assert store.list(url=fresh) == []  # nothing was written by a refused call
+
+
+def upload(base, name, metadata):
+    import httpx
+
+    from server.testing import safetensors_bytes
+
+    files = {"weights": ("m.safetensors", safetensors_bytes(), "application/octet-stream")}
+    answer = httpx.put(f"{base}/api/models/{name}", files=files, data={"metadata": json.dumps(metadata)},
+                       headers={"X-Webgrad-Client": "1"})
+    assert answer.status_code in (200, 201), answer.text
+
+
+@pytest.mark.parametrize("module, message", [
+    ({"class": "os:system", "args": ["true"], "kwargs": {}}, "outside webgrad"),
+    ({"class": "nn.Linear", "args": [{"function": "os.system"}], "kwargs": {}}, "outside webgrad"),
+    ({"class": "nn.NoSuchLayer", "args": [], "kwargs": {}}, "unknown class"),
+    ({"class": "nn.Linear", "args": [1], "kwargs": {}}, "constructing Linear failed"),
+    ({"class": "nn.Linear"}, "weights"),  # builds, but the stored weights do not fit
+    ({"clas": "nn.Linear"}, "malformed"),
+    ("not a node", "malformed"),
+])
+def test_malformed_or_hostile_architecture_is_refused(fresh, module, message):
+    record = {"format": arch.FORMAT, "version": arch.VERSION, "module": module, "code": [], "imports": {}}
+    upload(fresh, "hostile", {"webgrad": {"version": 1, "architecture": record}})
+    with pytest.raises((arch.ArchitectureError, RuntimeError), match=message):
+        store.pull("hostile", url=fresh)
+
+
+def test_architecture_record_is_json_and_versioned():
+    record = arch.public(arch.describe(nn.Sequential(nn.Conv2d(1, 2, (3, 3)), nn.GELU(approximate="tanh"))))
+    text = json.dumps(record)
+    assert json.loads(text)["module"]["children"][0][1] == {"class": "nn.Conv2d", "args": [1, 2, {"tuple": [3, 3]}],
+                                                            "kwargs": {}}
+    with pytest.raises(arch.ArchitectureError, match="version 99"):
+        arch.build({**record, "version": 99})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert repr(arch.build(json.loads(text))) == repr(arch.build(record))
