@@ -15,6 +15,7 @@ serve: install
 lint:
 	$(PYTHON) -m ruff check core tests demos bench server
 	$(PYTHON) -m mypy core
+	node_modules/.bin/tsc -p web/jsconfig.json  # type-checks the page-side JavaScript (checkJs)
 
 test: install lint
 	$(PYTHON) -m pytest tests

@@ -11,6 +11,10 @@ What ends up where (all of it gitignored, all of it served by ``server/app.py``)
     server/assets/wheels/          webgrad-<version>-py3-none-any.whl from the working
                                    tree, and latest.json naming it
     server/assets/vendor/tfjs/     TensorFlow.js 4.22 bundles (the benchmark peer)
+    web/build/                     the page bundles (URL /build/): every web/<name>/main.js
+                                   bundled by esbuild, with the npm packages it imports
+                                   (CodeMirror, uPlot), into build/<name>.js, plus
+                                   build/<name>.css when it imports CSS
 
 Where things come from:
 
@@ -22,6 +26,9 @@ Where things come from:
   the same files (``pip download`` into ``$WEBGRAD_CACHE``, default
   ``~/.cache/webgrad``, so it is fetched once per machine). Either way a file
   whose sha256 differs from pyodide-lock.json is deleted and the step fails.
+- The page bundles: ``node_modules/.bin/esbuild`` (pinned in package-lock.json),
+  offline, whenever a file under ``web/`` (outside ``web/build/``) or the lock file
+  is newer than the last build.
 - The pytest wheels: ``pip download --no-deps --only-binary :all:`` for Python
   3.12, each checked against the sha256 pinned below.
 
@@ -287,6 +294,56 @@ def ensure_tfjs(target: Path, modules: Path = NODE_MODULES) -> int:
     return changed
 
 
+# ----------------------------------------------------------------------------- page bundles
+
+BUILD_STAMP = ".webgrad-build-stamp"
+
+
+def bundle_entries(web: Path) -> list[Path]:
+    """The page entry points: ``web/<name>/main.js`` (bundled to ``web/build/<name>.js``)."""
+    return sorted(path for path in web.glob("*/main.js") if path.parent.name != "build")
+
+
+def _web_sources(web: Path):
+    for directory, subdirs, files in os.walk(web):
+        subdirs[:] = [d for d in subdirs if not d.startswith(".") and not (directory == str(web) and d == "build")]
+        for file in files:
+            if file.endswith((".js", ".mjs", ".css", ".json")):
+                yield Path(directory, file)
+
+
+def bundles_current(web: Path, repo: Path = REPO) -> bool:
+    entries = bundle_entries(web)
+    stamp = web / "build" / BUILD_STAMP
+    try:
+        built_at = stamp.stat().st_mtime
+        if stamp.read_text().split() != [str(e.relative_to(web)) for e in entries]:
+            return False
+    except OSError:
+        return False
+    inputs = [*_web_sources(web), repo / "package-lock.json"]
+    return all(path.stat().st_mtime <= built_at for path in inputs)
+
+
+def ensure_bundles(web: Path, repo: Path = REPO) -> bool:
+    """Bundle the page entry points with esbuild (offline) unless the bundles are current."""
+    if bundles_current(web, repo):
+        return False
+    entries = bundle_entries(web)
+    out = web / "build"
+    if out.exists():
+        shutil.rmtree(out)  # no stale bundle of a removed entry point stays served
+    out.mkdir(parents=True)
+    if entries:
+        esbuild = repo / "node_modules" / ".bin" / "esbuild"
+        _run([str(esbuild), *[str(e.relative_to(repo)) for e in entries], "--bundle", "--format=esm",
+              "--target=es2022", "--minify", "--sourcemap", "--log-level=warning", "--legal-comments=linked",
+              f"--outbase={web.relative_to(repo)}", f"--outdir={out.relative_to(repo)}", "--entry-names=[dir]"],
+             "esbuild (page bundles)", cwd=repo)
+    (out / BUILD_STAMP).write_text("\n".join(str(e.relative_to(web)) for e in entries) + "\n")
+    return True
+
+
 # ----------------------------------------------------------------------------- all
 
 def ensure_assets(assets: Path = ASSETS, repo: Path = REPO) -> int:
@@ -300,6 +357,7 @@ def ensure_assets(assets: Path = ASSETS, repo: Path = REPO) -> int:
     changed += ensure_lock_packages(assets / "pyodide", lock)
     changed += ensure_extra_wheels(assets / "pyodide-extra")
     changed += ensure_tfjs(assets / "vendor" / "tfjs", modules)
+    changed += ensure_bundles(repo / "web", repo)
     wheels = assets / "wheels"
     if wheel_builder.is_stale(wheels, repo):
         wheel_builder.build_wheel(wheels, repo, log=log)
@@ -312,6 +370,8 @@ def assets_ready(assets: Path = ASSETS, repo: Path = REPO) -> list[str]:
     problems = []
     if not node_modules_current(repo):
         problems.append("node_modules missing or stale")
+    if not bundles_current(repo / "web", repo):
+        problems.append("web/build/ missing or older than web/ (the page bundles)")
     for path in ("pyodide/pyodide.js", "pyodide/pyodide.asm.wasm", "pyodide/pyodide-lock.json",
                  "pyodide-extra/index.json", "wheels/latest.json", "vendor/tfjs/tf.min.js"):
         if not (assets / path).exists():

@@ -151,16 +151,22 @@ class WheelKeeper:
         self._lock = threading.Lock()
         self._checked_at = 0.0
         self._latest: dict | None = None
+        self._latest_mtime = 0
 
     def latest(self) -> dict:
-        """Return latest.json's content, rebuilding first if the sources changed."""
+        """Return latest.json's content, rebuilding first if the sources changed.
+
+        latest.json is re-read whenever its mtime changes: another process (the asset
+        step, a test fixture) may rebuild the wheel while this server runs.
+        """
         with self._lock:
             now = time.monotonic()
             if self._latest is None or now - self._checked_at >= self.interval_s:
                 if is_stale(self.out_dir, self.repo):
                     build_wheel(self.out_dir, self.repo, self.log)
-                    self._latest = None
-                if self._latest is None:
+                mtime = (self.out_dir / "latest.json").stat().st_mtime_ns
+                if self._latest is None or mtime != self._latest_mtime:
                     self._latest = json.loads((self.out_dir / "latest.json").read_text())
+                    self._latest_mtime = mtime
                 self._checked_at = now
             return dict(self._latest)

@@ -123,7 +123,7 @@ class Runtime:
     def boot(self, url: str) -> dict:
         self.page.goto(url)
         try:
-            self.page.wait_for_function(f"window.{self.name} || window.webgradBootError",
+            self.page.wait_for_function(f"() => window.{self.name} || window.webgradBootError",
                                         timeout=BOOT_TIMEOUT_MS)
         except Exception as err:
             raise AssertionError(f"boot did not finish: {err}\nconsole:\n" + "\n".join(self.console[-30:])) from err

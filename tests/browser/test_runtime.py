@@ -1,4 +1,4 @@
-"""The browser runtime (web/webgrad.js + web/worker.js) in headless Chromium:
+"""The browser runtime (web/runtime/: webgrad.js, worker.js, protocol.js) in headless Chromium:
 boot and device choice, results, output, errors, interrupts, progress events,
 and embedding from a page on another origin without COOP/COEP headers."""
 from __future__ import annotations
@@ -231,7 +231,7 @@ def test_cross_origin_page_without_coop_coep(browser, host_url):
         assert info["interruptMode"] == "restart"
         assert info["device"] == "cpu" and "requested" in info["deviceReason"]
         out = runtime.ok("import webgrad\nprint('hi')\n(webgrad.ones(2) + 1).tolist()")
-        assert out == {"stdout": "hi\n", "stderr": "", "result": [2.0, 2.0]}
+        assert out == {"stdout": "hi\n", "stderr": "", "result": [2.0, 2.0], "display": {"text/plain": "[2.0, 2.0]"}}
         outcome = runtime.evaluate("""async () => {
             const running = window.hosted.run("while True: pass").then(() => null, (err) => err);
             await new Promise((resolve) => setTimeout(resolve, 300));

@@ -1,0 +1,253 @@
+"""What the browser worker runs in Python: boot, one cell per run, files, input().
+
+``web/runtime/worker.js`` calls, through Pyodide:
+
+- ``boot(requested_device, hooks, base_url)`` once, after the wheel is installed:
+  sets up ``webgrad_progress``, ``input()``, line-buffered output and the device,
+  and returns what the page shows (device, reason, adapter, versions).
+- ``run_cell(code, filename)`` for each run: runs the code in ``__main__`` (top-level
+  ``await`` allowed), its source registered in ``linecache`` so tracebacks show lines
+  and ``inspect.getsource`` finds classes defined in it; returns
+  ``{"ok": True, "result": <JSON-able>, "display": <mime bundle or None>}`` or
+  ``{"ok": False, "type", "message", "traceback", "line"}`` with the traceback
+  trimmed to the user's frames (Pyodide's own frames dropped, webgrad's kept).
+- ``list_files()``: the files the code wrote under the working directory.
+
+``hooks`` is a JS object: ``post_progress(obj)``, ``ask_input(prompt) -> str | None``
+(None: cancelled) and ``input_mode`` ("prompt" where the page can answer, else "none").
+"""
+from __future__ import annotations
+
+import builtins
+import importlib
+import json
+import linecache
+import os
+import sys
+import traceback
+import types
+from typing import Any
+
+CELL = "<playground>"
+MAX_TEXT = 200_000  # characters of a result's repr/HTML sent to the page
+# Frames from these files are Pyodide's machinery (or this module): not the user's business.
+_MACHINERY = ("/_pyodide/", "/pyodide/", "/asyncio/")
+
+_hooks: Any = None
+
+
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """``value`` as plain JSON-able Python (dict/list/str/float/int/bool/None); tensors become lists."""
+    import numpy as np
+
+    from ..tensor import Tensor
+
+    if _depth > 50:
+        return repr(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v, _depth + 1) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return list(value)
+    return repr(value)
+
+
+def progress(data: Any = None, /, **fields: Any) -> None:
+    """Send a progress event to the page, e.g. ``webgrad_progress({"step": 3, "total": 10, "loss": loss})``.
+
+    Values may be tensors or numpy values; the page receives plain JSON-able data.
+    Natively (no page) it does nothing.
+    """
+    if isinstance(data, dict) or data is None:
+        merged = dict(data or {}, **fields)
+    else:
+        merged = {"value": data, **fields}
+    if _hooks is None:
+        return
+    from pyodide.ffi import to_js
+
+    import js
+
+    _hooks.post_progress(to_js(jsonable(merged), dict_converter=js.Object.fromEntries, create_pyproxies=False))
+
+
+def _input(prompt: object = "") -> str:
+    """``input()`` in the page: asks through the page's prompt box where the page can answer."""
+    text = str(prompt)
+    if _hooks is None or str(_hooks.input_mode) != "prompt":
+        raise EOFError(f"input({text!r}): this page cannot answer input() (it needs a cross-origin isolated "
+                       "page, one served with COOP/COEP headers as the webgrad server does, so the worker "
+                       "can wait for the answer); set the value in the code instead, e.g. answer = '42'")
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    answer = _hooks.ask_input(text)
+    if answer is None:
+        sys.stdout.write("\n")
+        raise EOFError(f"input({text!r}): the prompt was cancelled")
+    sys.stdout.write(str(answer) + "\n")
+    return str(answer)
+
+
+def choose_device(requested: str) -> tuple[str, str]:
+    """The device for ``requested`` ("auto", "webgpu" or "cpu") and why."""
+    if requested == "cpu":
+        return "cpu", "device='cpu' was requested"
+    from .. import webgpu
+
+    if not webgpu.is_available():
+        from ..backend.webgpu import _state
+
+        why = _state["error"] or "unknown reason"
+        if requested == "webgpu":
+            return "cpu", f"device='webgpu' was requested but WebGPU is not available ({why}); using the CPU (numpy)"
+        return "cpu", f"WebGPU is not available ({why}); using the CPU (numpy)"
+    info = webgpu.adapter_info()
+    name = " ".join(v for v in (info.get("vendor"), info.get("architecture"), info.get("device")) if v) or "unnamed"
+    if requested == "webgpu":
+        return "webgpu", f"device='webgpu' was requested (adapter: {name})"
+    if info.get("adapter_type") == "CPU":
+        return "cpu", (f"the WebGPU adapter ({name}) is a CPU emulation, where numpy in WebAssembly is "
+                       f"faster; pass device='webgpu' to use it anyway")
+    return "webgpu", f"WebGPU adapter {name} is a real GPU"
+
+
+def boot(requested_device: str, hooks: Any, base_url: str) -> dict:
+    """Set the interpreter up for the page; returns {device, reason, adapter, versions}."""
+    global _hooks
+    import __main__
+
+    import numpy
+
+    from .. import __version__, set_default_device, webgpu
+
+    _hooks = hooks
+    for stream in (sys.stdout, sys.stderr):  # stream output line by line, as a terminal does
+        try:
+            stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass
+    module = types.ModuleType("webgrad_runtime", "The browser runtime's hooks: progress(dict) reaches the page.")
+    module.progress = progress  # type: ignore[attr-defined]
+    sys.modules["webgrad_runtime"] = module
+    builtins.input = _input
+    device, reason = choose_device(str(requested_device))
+    set_default_device(device)
+    adapter = None
+    if device == "webgpu" or requested_device != "cpu":
+        try:
+            adapter = webgpu.adapter_info()
+        except Exception:  # no adapter: the reason already says so
+            adapter = None
+    __main__.__dict__.update(webgrad_progress=progress, WEBGRAD_DEVICE=device, WEBGRAD_BASE_URL=str(base_url))
+    return {"device": device, "reason": reason, "adapter": adapter,
+            "versions": {"python": sys.version.split()[0], "webgrad": __version__,
+                         "numpy": numpy.__version__}}
+
+
+def _machinery(filename: str) -> bool:
+    return filename == __file__ or any(part in filename for part in _MACHINERY)
+
+
+def _trim(summary: traceback.TracebackException) -> None:
+    """Drop the runtime's own frames from ``summary`` and every exception chained to it."""
+    seen: set[int] = set()
+    todo = [summary]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        frames = [frame for frame in current.stack if not _machinery(frame.filename)]
+        current.stack = traceback.StackSummary.from_list(frames)
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        todo += list(getattr(current, "exceptions", None) or [])
+
+
+def describe_error(error: BaseException, filename: str = CELL) -> dict:
+    """{ok: False, type, message, traceback, line}: the traceback trimmed to the user's frames,
+    ``line`` the last line of ``filename`` it passed through (None if none)."""
+    summary = traceback.TracebackException.from_exception(error)
+    _trim(summary)
+    line = None
+    for frame in summary.stack:
+        if frame.filename == filename:
+            line = frame.lineno
+    if isinstance(error, SyntaxError) and error.filename == filename:
+        line = error.lineno
+    text = "".join(summary.format())
+    message = "".join(summary.format_exception_only()).strip()
+    return {"ok": False, "type": type(error).__name__, "message": message, "traceback": text, "line": line}
+
+
+def display(value: Any) -> dict:
+    """The mime bundle the page shows for a cell's value: text/plain (repr) and maybe text/html."""
+    bundle: dict = {}
+    try:
+        rich = importlib.import_module("webgrad.display")  # the rich display, where it exists
+
+        bundle = dict(rich.rich_repr(value) or {})
+    except (ImportError, AttributeError):
+        html = getattr(value, "_repr_html_", None)
+        if callable(html) and not isinstance(value, type):
+            rendered = html()
+            if isinstance(rendered, str):
+                bundle["text/html"] = rendered
+    if "text/plain" not in bundle:
+        bundle["text/plain"] = repr(value)
+    return {key: text[:MAX_TEXT] if isinstance(text, str) else text for key, text in bundle.items()}
+
+
+def register_source(code: str, filename: str) -> None:
+    """Make ``filename`` a source file as far as linecache and inspect know (tracebacks, getsource)."""
+    import __main__
+
+    lines = code.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    linecache.cache[filename] = (len(code), None, lines, filename)
+    __main__.__file__ = filename  # inspect.getfile(cls) of a class defined in the cell
+
+
+async def run_cell(code: str, filename: str = CELL) -> dict:
+    """Run ``code`` in ``__main__``; the value of its last expression comes back as result and display."""
+    import __main__
+
+    from pyodide.code import eval_code_async
+
+    code = str(code)
+    filename = str(filename)
+    register_source(code, filename)
+    try:
+        value = await eval_code_async(code, __main__.__dict__, filename=filename)
+        if value is None:
+            return {"ok": True, "result": None, "display": None}
+        return {"ok": True, "result": jsonable(value), "display": display(value)}
+    except BaseException as error:  # noqa: B036 (KeyboardInterrupt and SystemExit are reported too)
+        return describe_error(error, filename)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+
+
+def list_files(root: str | None = None) -> str:
+    """JSON list of {path, size, mtime} for the files under ``root`` (default: the working directory)."""
+    root = root or os.getcwd()
+    found = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = os.path.join(directory, name)
+            info = os.stat(path)
+            found.append({"path": os.path.relpath(path, root), "size": info.st_size, "mtime": info.st_mtime})
+    return json.dumps(found)

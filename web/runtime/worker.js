@@ -1,0 +1,293 @@
+// worker.js: Pyodide + numpy + the webgrad wheel in a module Web Worker, so the page never
+// freezes while Python runs. Started by runtime/webgrad.js; the messages are in protocol.js.
+// The Python half (boot, run a cell, trim tracebacks, input(), files) is the wheel's
+// webgrad.web.worker module.
+//
+// Runs execute one after another in the order sent, always entered through
+// callPromising: pyodide.ffi.run_sync (WebGPU readback) only works when entered so.
+// Interrupts: the page writes the run id into control[TARGET], then SIGINT into
+// control[SIGNAL] (Pyodide's interrupt buffer); a signal aimed at a run that already
+// ended is dropped, and a run whose signal came before it started never starts.
+import {BOOT_CAUSES, CONTROL, INPUT, MSG} from "./protocol.js";
+
+let pyodide = null;
+let python = null;       // the webgrad.web.worker module (a PyProxy)
+let control = null;      // interrupt control block, or null
+let inputBuffer = null;  // SharedArrayBuffer for input() answers, or null
+let current = null;      // {id, stdout, stderr} of the run in progress
+let queue = Promise.resolve();
+const decoders = {stdout: new TextDecoder(), stderr: new TextDecoder()};
+
+const post = (message) => self.postMessage(message);
+
+/** A boot failure that knows its cause and fix (see protocol.js BOOT_CAUSES). */
+class BootFailure extends Error {
+  constructor(cause, message, fix) {
+    super(message);
+    this.cause = cause;
+    this.fix = fix;
+  }
+}
+
+function stage(name, message, fraction) {
+  post({type: MSG.BOOT, stage: name, message, fraction});
+}
+
+// Python's sys.stdout/sys.stderr: keep the text of the current run, and stream it.
+function writer(stream) {
+  return {
+    write(bytes) {
+      const text = decoders[stream].decode(bytes, {stream: true});
+      if (text) {
+        if (current) current[stream] += text;
+        post({type: stream, id: current ? current.id : null, text});
+      }
+      return bytes.length;
+    },
+  };
+}
+
+// Called by Python's input() (webgrad.web.worker._input): blocks until the page answers.
+function askInput(prompt) {
+  const state = new Int32Array(inputBuffer, 0, 2);
+  Atomics.store(state, INPUT.STATE, INPUT.WAITING);
+  post({type: MSG.INPUT, id: current ? current.id : null, prompt});
+  Atomics.wait(state, INPUT.STATE, INPUT.WAITING);
+  if (Atomics.load(state, INPUT.STATE) !== INPUT.ANSWERED) return null;
+  const length = Atomics.load(state, INPUT.LENGTH);
+  // TextDecoder refuses views of shared memory: copy the bytes out first.
+  return new TextDecoder().decode(new Uint8Array(inputBuffer, INPUT.DATA_OFFSET, length).slice());
+}
+
+// WebAssembly refused by the CSP fails here in milliseconds; inside Pyodide it would leave boot hanging.
+async function checkWebAssembly() {
+  const empty = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]);  // "\0asm", version 1
+  try {
+    await WebAssembly.compile(empty);
+  } catch (err) {
+    const text = String(err && err.message || err);
+    if (/content security policy|unsafe-eval|CSP/i.test(text) || (err && err.name === "EvalError")) {
+      throw new BootFailure(BOOT_CAUSES.CSP,
+        `WebAssembly is blocked by this page's Content-Security-Policy (${text})`,
+        "add 'wasm-unsafe-eval' to the page's script-src (Pyodide compiles WebAssembly)");
+    }
+    throw new BootFailure(BOOT_CAUSES.WORKER, `WebAssembly does not work in this browser's worker (${text})`,
+                          "use a browser with WebAssembly enabled");
+  }
+}
+
+// A fetch that names the URL, its status and the fix when it fails.
+async function fetchAsset(url, options) {
+  let response;
+  try {
+    response = await fetch(url, options);
+  } catch (err) {
+    throw new BootFailure(BOOT_CAUSES.ASSET, `could not fetch ${url} (${err.message || err})`,
+                          "check that the webgrad server is running and reachable (connect-src of the page's CSP)");
+  }
+  if (!response.ok) {
+    throw new BootFailure(BOOT_CAUSES.ASSET, `${url} answered ${response.status}`,
+                          "run `python -m server.assets` on the server (it builds the browser assets)");
+  }
+  return response;
+}
+
+async function importPyodide(indexURL) {
+  const url = indexURL + "pyodide.mjs";
+  try {
+    return await import(url);
+  } catch (err) {
+    await fetchAsset(url, {method: "HEAD"});  // names a 404 precisely
+    throw new BootFailure(BOOT_CAUSES.ASSET, `could not load ${url} (${err.message || err})`,
+                          "run `python -m server.assets` on the server");
+  }
+}
+
+async function fetchWheelOnce(baseUrl) {
+  const latestUrl = new URL("wheels/latest.json", baseUrl);
+  const latest = await (await fetchAsset(latestUrl, {cache: "no-cache"})).json();
+  const name = latest.file || latest.wheel || latest.filename;
+  const url = new URL(latest.url || name, latestUrl);
+  const bytes = await (await fetchAsset(url)).arrayBuffer();
+  if (latest.sha256 && self.crypto && self.crypto.subtle) {
+    const digest = new Uint8Array(await self.crypto.subtle.digest("SHA-256", bytes));
+    const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+    if (hex !== latest.sha256) {
+      throw new BootFailure(BOOT_CAUSES.ASSET, `${url} has sha256 ${hex}, but latest.json says ${latest.sha256}`,
+                            "reload the page (a build replaced the wheel mid-download)");
+    }
+  }
+  return {name: name || url.pathname.split("/").pop(), bytes};
+}
+
+// The server rebuilds the wheel when core/ changes; a build landing between latest.json and
+// the download gives a 404 (the pinned URL moved on) or a digest mismatch: ask again.
+async function fetchWheel(baseUrl) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fetchWheelOnce(baseUrl);
+    } catch (err) {
+      if (attempt >= 3 || !(err instanceof BootFailure) || err.cause !== BOOT_CAUSES.ASSET) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
+    }
+  }
+}
+
+async function boot({baseUrl, device, control: controlBlock, input}) {
+  const started = performance.now();
+  const timings = {};
+  const mark = (name) => { timings[name] = Math.round(performance.now() - started); };
+  stage("pyodide", "loading Python (Pyodide)", 0.05);
+  await checkWebAssembly();
+  const indexURL = new URL("pyodide/", baseUrl).href;
+  const {loadPyodide} = await importPyodide(indexURL);
+  // Start fetching the wheel while Pyodide and numpy load (the catch only keeps an
+  // early failure from being reported as unhandled; it is awaited below).
+  const wheel = fetchWheel(baseUrl);
+  wheel.catch(() => {});
+  pyodide = await loadPyodide({indexURL, stdout: () => {}, stderr: () => {}});
+  mark("pyodide");
+  pyodide.setStdout(writer("stdout"));
+  pyodide.setStderr(writer("stderr"));
+  if (controlBlock) {
+    control = controlBlock;
+    pyodide.setInterruptBuffer(control.subarray(CONTROL.SIGNAL, CONTROL.SIGNAL + 1));
+  }
+  inputBuffer = input || null;
+  stage("numpy", "loading numpy", 0.6);
+  const failed = [];
+  await pyodide.loadPackage(["numpy"], {messageCallback: () => {}, errorCallback: (m) => failed.push(m)});
+  if (failed.length) {
+    throw new BootFailure(BOOT_CAUSES.ASSET, `loading numpy failed: ${failed.join("; ")}`,
+                          "run `python -m server.assets` on the server");
+  }
+  mark("numpy");
+  stage("webgrad", "installing webgrad", 0.8);
+  const {name, bytes} = await wheel;
+  const sitePackages = pyodide.runPython("import sysconfig\nsysconfig.get_paths()['purelib']");
+  pyodide.unpackArchive(bytes, "wheel", {extractDir: sitePackages});
+  python = pyodide.pyimport("webgrad.web.worker");
+  mark("webgrad");
+  stage("device", "choosing the device", 0.9);
+  const hooks = {
+    post_progress: (data) => post({type: MSG.PROGRESS, id: current ? current.id : null, data}),
+    ask_input: askInput,
+    input_mode: inputBuffer ? "prompt" : "none",
+  };
+  let chosen;
+  try {
+    const info = await python.boot.callPromising(device || "auto", hooks, baseUrl);
+    chosen = info.toJs({dict_converter: Object.fromEntries, create_pyproxies: false});
+    info.destroy();
+  } catch (err) {
+    throw new BootFailure(BOOT_CAUSES.PYTHON, `setting webgrad up failed: ${err.message || err}`,
+                          "report this as a bug, with the message");
+  }
+  mark("device");
+  stage("ready", `ready (${chosen.device})`, 1);
+  return {
+    device: chosen.device, deviceReason: chosen.reason, adapter: chosen.adapter,
+    versions: {...chosen.versions, pyodide: pyodide.version, wheel: name},
+    timings, interrupt: control ? "sharedarraybuffer" : "restart", input: inputBuffer ? "prompt" : "none",
+  };
+}
+
+// An error thrown by Pyodide itself (not from the user's code, which run_cell reports).
+function describeError(err) {
+  const traceback = String((err && err.message) || err);
+  const pythonType = (err && err.type) || null;
+  const lines = traceback.trimEnd().split("\n");
+  return {message: lines[lines.length - 1] || traceback, traceback, pythonType, line: null};
+}
+
+function clearSignal(id) {
+  if (control && Atomics.load(control, CONTROL.TARGET) === id) Atomics.store(control, CONTROL.SIGNAL, 0);
+}
+
+async function run({id, code, filename}) {
+  if (control && Atomics.load(control, CONTROL.TARGET) === id &&
+      Atomics.compareExchange(control, CONTROL.SIGNAL, CONTROL.SIGINT, 0) === CONTROL.SIGINT) {
+    // Interrupted before it began: it never starts. Left to Python, the signal would land in
+    // Pyodide's own code that sets the run up, which can leave later runs hanging.
+    post({type: MSG.ERROR, id, stdout: "", stderr: "", message: "KeyboardInterrupt", traceback: "KeyboardInterrupt",
+          pythonType: "KeyboardInterrupt", line: null});
+    return;
+  }
+  current = {id, stdout: "", stderr: ""};
+  if (control && Atomics.load(control, CONTROL.TARGET) !== id) Atomics.store(control, CONTROL.SIGNAL, 0);
+  let out = null;
+  try {
+    let value = await python.run_cell.callPromising(String(code), filename || "<playground>");
+    clearSignal(id);  // a signal that lands after the cell ended belongs to no one
+    if (value instanceof pyodide.ffi.PyProxy) {
+      out = value;
+      value = value.toJs({dict_converter: Object.fromEntries, create_pyproxies: false});
+    }
+    const {stdout, stderr} = current;
+    if (value.ok) {
+      post({type: MSG.RESULT, id, stdout, stderr, result: value.result ?? null, display: value.display ?? null});
+    } else {
+      post({type: MSG.ERROR, id, stdout, stderr, message: value.message, traceback: value.traceback,
+            pythonType: value.type, line: value.line ?? null});
+    }
+  } catch (err) {
+    post({type: MSG.ERROR, id, stdout: current.stdout, stderr: current.stderr, ...describeError(err)});
+  } finally {
+    if (out) out.destroy();
+    clearSignal(id);
+    current = null;
+  }
+}
+
+// Working-directory files, for the page's Files panel. Paths are relative to Python's cwd.
+function filePath(path) {
+  const parts = String(path).split("/");
+  if (!path || parts.some((p) => p === "" || p === "." || p === "..")) {
+    throw new Error(`files: ${JSON.stringify(path)} is not a relative path inside the working directory`);
+  }
+  return pyodide.FS.cwd() + "/" + parts.join("/");
+}
+
+function files({id, op, path, data}) {
+  try {
+    if (!pyodide) throw new Error("files: the runtime did not boot");
+    let value = null;
+    if (op === "list") {
+      value = JSON.parse(python.list_files());
+    } else if (op === "read") {
+      value = pyodide.FS.readFile(filePath(path));
+    } else if (op === "write") {
+      const full = filePath(path);
+      pyodide.FS.mkdirTree(full.slice(0, full.lastIndexOf("/")));
+      pyodide.FS.writeFile(full, new Uint8Array(data));
+    } else if (op === "delete") {
+      pyodide.FS.unlink(filePath(path));
+    } else {
+      throw new Error(`files: unknown op ${JSON.stringify(op)}`);
+    }
+    post({type: MSG.FILES, id, ok: true, value});
+  } catch (err) {
+    const message = err && err.errno !== undefined ? `files: ${op} ${path}: no such file or not allowed`
+      : String(err && err.message || err);
+    post({type: MSG.FILES, id, ok: false, message});
+  }
+}
+
+self.onmessage = (event) => {
+  const message = event.data;
+  if (message.type === MSG.BOOT) {
+    queue = queue.then(() => boot(message)).then(
+      (ready) => post({type: MSG.READY, ...ready}),
+      (err) => post({type: MSG.BOOTFAIL, message: String(err && err.message || err),
+                     cause: (err instanceof BootFailure && err.cause) || BOOT_CAUSES.PYTHON,
+                     fix: (err instanceof BootFailure && err.fix) || ""}));
+  } else if (message.type === MSG.RUN) {
+    queue = queue.then(() => (python ? run(message) :
+      post({type: MSG.ERROR, id: message.id, stdout: "", stderr: "", message: "webgrad: the runtime did not boot",
+            traceback: "", pythonType: null, line: null})));
+  } else if (message.type === MSG.FILES) {
+    files(message);
+  }
+};
+
+post({type: MSG.ALIVE});
