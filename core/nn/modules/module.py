@@ -58,6 +58,36 @@ def _swap_data(t: Tensor, new: Tensor) -> None:
     t._bump_version()
 
 
+def _prepare_value(key: str, value, target: Tensor, assign: bool):
+    """``(converted value, None)`` ready to write into ``target``, or ``(None, problem)``."""
+    if isinstance(value, np.ndarray):
+        from ...creation import tensor
+        try:
+            value = tensor(value)
+        except (TypeError, ValueError) as error:
+            return None, f'While copying the parameter named "{key}", could not convert the numpy array: {error}'
+    if not isinstance(value, Tensor):
+        return None, (f'While copying the parameter named "{key}", expected a Tensor '
+                      f"but got {type(value).__name__}.")
+    if tuple(value.shape) != tuple(target.shape):
+        return None, (f"size mismatch for {key}: copying a param with shape {tuple(value.shape)} "
+                      f"from checkpoint, the shape in current model is {tuple(target.shape)}.")
+    try:
+        value = value.detach()
+        if value.device != target.device:
+            value = value.to("cpu")  # convert where every dtype exists, then move
+        if not assign:
+            value = value.to(target.dtype)
+        value = value.to(target.device)
+        # A copy, so the value is the module's alone (and a later write cannot change it).
+        return (value.clone() if assign else value), None
+    except (TypeError, ValueError, OverflowError, RuntimeError) as error:
+        return None, (f'While copying the parameter named "{key}", whose dimensions in the model are '
+                      f"{tuple(target.shape)} ({target.dtype.name} on {target.device}) and whose dimensions "
+                      f"in the checkpoint are {tuple(value.shape)} ({value.dtype.name}), an exception "
+                      f"occurred: {error}")
+
+
 class Module:
     """Base class for all neural network layers; subclasses define ``forward``.
 
@@ -431,10 +461,16 @@ class Module:
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Copy values from ``state_dict`` into this module's parameters and buffers.
 
-        Everything is checked before anything is written: missing keys, unexpected
-        keys (both only when ``strict``) and shape mismatches raise one RuntimeError
-        that lists them all, leaving the model untouched. Returns
-        ``(missing_keys, unexpected_keys)``.
+        Each value is converted as PyTorch's ``copy_`` converts: to the dtype and
+        device of the parameter it replaces (a float64 or float16 checkpoint loads
+        into a float32 model on any device). Everything is checked and converted
+        before anything is written: missing and unexpected keys (both only when
+        ``strict``), values that are not tensors, shape mismatches and values that
+        cannot be converted (an int64 counter beyond 32 bits on WebGPU) raise one
+        RuntimeError listing them all, and every parameter and buffer stays as it
+        was. With ``assign=True`` the module takes the values' dtype (moved to the
+        parameter's device) instead of copying into its own tensors.
+        Returns ``(missing_keys, unexpected_keys)``.
 
         Example:
             >>> other.load_state_dict(model.state_dict())
@@ -446,22 +482,14 @@ class Module:
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict.keys() if k not in own]
         problems, plan = [], []
-        for key, target in own.items():
-            if key not in state_dict:
-                continue
-            value = state_dict[key]
-            if isinstance(value, np.ndarray):
-                from ...creation import tensor
-                value = tensor(value)
-            if not isinstance(value, Tensor):
-                problems.append(f'While copying the parameter named "{key}", expected a Tensor '
-                                f"but got {type(value).__name__}.")
-                continue
-            if tuple(value.shape) != tuple(target.shape):
-                problems.append(f"size mismatch for {key}: copying a param with shape {tuple(value.shape)} "
-                                f"from checkpoint, the shape in current model is {tuple(target.shape)}.")
-                continue
-            plan.append((target, value))
+        with no_grad():
+            for key, target in own.items():
+                if key in state_dict:
+                    value, problem = _prepare_value(key, state_dict[key], target, assign)
+                    if problem is None:
+                        plan.append((target, value))
+                    else:
+                        problems.append(problem)
         errors = []
         if strict and unexpected:
             errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
@@ -470,10 +498,11 @@ class Module:
         errors += problems
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t" + "\n\t".join(errors))
+        # Only now write: every value already has its target's shape, dtype and device.
         with no_grad():
             for target, value in plan:
                 if assign:
-                    _swap_data(target, value.to(device=target.device).detach().clone())
+                    _swap_data(target, value)
                 else:
                     target.copy_(value)
         return _IncompatibleKeys(missing, unexpected)
