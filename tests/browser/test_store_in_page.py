@@ -1,0 +1,59 @@
+"""webgrad.store inside the page (Pyodide in the worker, fetch + run_sync): push, pull, list,
+delete and the async twins against the page's own server; native Python pulls the same model."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import webgrad
+
+PAGE_CODE = """
+import json
+import webgrad
+from webgrad import nn
+
+webgrad.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+info = webgrad.store.push(model, "page-model", {"labels": ["a", "b", "c"]}, input_size=(1, 4))
+x = webgrad.tensor([[0.1, -0.2, 0.3, 0.4]])
+pulled = webgrad.store.pull("page-model")
+by_url = webgrad.store.pull(info["url"])
+listed = [r["name"] for r in await webgrad.store.list_async()]
+json.dumps({"info": info, "default": webgrad.store.default_url(), "listed": listed,
+            "device": str(model[0].weight.device), "pulled_device": str(pulled[0].weight.device),
+            "expected": model.eval()(x).detach().numpy().tolist(),
+            "pulled": pulled(x).detach().numpy().tolist(), "by_url": by_url(x).detach().numpy().tolist()})
+"""
+
+CLEANUP_CODE = """
+import webgrad
+webgrad.store.delete("page-model")
+try:
+    webgrad.store.pull("page-model")
+    message = "no error"
+except webgrad.store.ModelNotFoundError as exc:
+    message = str(exc)
+message
+"""
+
+
+def test_store_push_pull_in_the_page(webgpu_runtime, server_url):
+    out = json.loads(webgpu_runtime.ok(PAGE_CODE, timeout_s=180)["result"])
+    origin = server_url.rstrip("/")
+    assert out["default"] == origin  # no url given: the page's own server
+    assert out["info"]["url"] == f"{origin}/api/models/page-model"
+    assert out["info"]["input_shape"] == [1, 4] and out["info"]["output_shape"] == [1, 3]
+    assert out["info"]["labels"] == ["a", "b", "c"] and out["info"]["has_architecture"]
+    assert "page-model" in out["listed"]
+    assert out["pulled_device"] == out["device"]
+    np.testing.assert_allclose(out["pulled"], out["expected"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(out["by_url"], out["expected"], rtol=1e-6, atol=1e-7)
+
+    # The model the page pushed, pulled natively, predicts the same.
+    native = webgrad.store.pull("page-model", url=origin)
+    x = webgrad.tensor([[0.1, -0.2, 0.3, 0.4]])
+    np.testing.assert_allclose(native(x).detach().numpy(), out["expected"], rtol=1e-5, atol=1e-6)
+
+    message = webgpu_runtime.ok(CLEANUP_CODE)["result"]
+    assert "no model named 'page-model'" in message and origin in message
