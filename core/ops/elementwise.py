@@ -122,12 +122,23 @@ def _min_vjp(g, x, y, *, out):
     return g * wx, g * (1 - wx)
 
 
+def _check_divisor(op_name, x, y):
+    """Integer division by zero is an error, as in PyTorch (float division gives inf/nan).
+    The WebGPU kernels flag it on the device (wg_check_divisor), raised at the next read."""
+    if x.dtype.kind != "f" and np.any(np.asarray(y) == 0):
+        raise RuntimeError(f"ZeroDivisionError: {op_name}: integer division by zero ({x.dtype} tensors of "
+                           f"shapes {np.shape(x)} and {np.shape(y)}); mask zero divisors first "
+                           f"(where(y == 0, 1, y)) or divide float tensors")
+
+
 def _remainder(x, y):
-    return np.remainder(x, y) if x.dtype.kind == "f" else np.remainder(x, np.where(y == 0, 1, y))
+    _check_divisor("remainder", x, y)
+    return np.remainder(x, y)
 
 
 def _floor_divide(x, y):
-    return np.floor_divide(x, y) if x.dtype.kind == "f" else np.floor_divide(x, np.where(y == 0, 1, y))
+    _check_divisor("floor_divide", x, y)
+    return np.floor_divide(x, y)
 
 
 ADD = defop("add", wgsl=E({"u32": "a | b", "*": "a + b"}),
@@ -145,10 +156,10 @@ MAXIMUM = defop("maximum", wgsl=E({"f32": "wg_max(a, b)", "*": "max(a, b)"}), in
                 numpy=np.maximum, vjp=_max_vjp)
 MINIMUM = defop("minimum", wgsl=E({"f32": "wg_min(a, b)", "*": "min(a, b)"}), infer=broadcast_infer("minimum"),
                 numpy=np.minimum, vjp=_min_vjp)
-REMAINDER = defop("remainder", wgsl=E({"f32": "a - b * floor(a / b)", "i32": "wg_imod(a, b)"}),
+REMAINDER = defop("remainder", wgsl=E({"f32": "a - b * floor(a / b)", "i32": "wg_imod(a, wg_check_divisor(b))"}),
                   infer=broadcast_infer("remainder"), numpy=_remainder,
                   vjp=lambda g, x, y, *, out: (g, -g * floor(x / y)))
-FLOOR_DIVIDE = defop("floor_divide", wgsl=E({"f32": "floor(a / b)", "i32": "wg_ifloordiv(a, b)"}),
+FLOOR_DIVIDE = defop("floor_divide", wgsl=E({"f32": "floor(a / b)", "i32": "wg_ifloordiv(a, wg_check_divisor(b))"}),
                      infer=broadcast_infer("floor_divide"), numpy=_floor_divide)
 EQ = defop("eq", wgsl=E("u32(a == b)"), infer=compare_infer("eq"), numpy=np.equal)
 NE = defop("ne", wgsl=E("u32(a != b)"), infer=compare_infer("ne"), numpy=np.not_equal)
@@ -232,8 +243,17 @@ def div(x, y): return _binary(DIV, x, y, float_result=True)
 def true_divide(x, y): return div(x, y)
 def maximum(x, y): return _binary(MAXIMUM, x, y)
 def minimum(x, y): return _binary(MINIMUM, x, y)
-def remainder(x, y): return _binary(REMAINDER, x, y)
-def floor_divide(x, y): return _binary(FLOOR_DIVIDE, x, y)
+def remainder(x, y): return _binary(REMAINDER, x, _nonzero_scalar("remainder", x, y))
+def floor_divide(x, y): return _binary(FLOOR_DIVIDE, x, _nonzero_scalar("floor_divide", x, y))
+
+
+def _nonzero_scalar(op_name, x, y):
+    """An integer tensor divided by a Python 0 fails at once on every device (a zero in a
+    tensor divisor fails in the kernel: at once on the cpu, at the next read on webgpu)."""
+    if isinstance(x, Tensor) and x.dtype.category != "float" and type(y) in (int, bool) and y == 0:
+        raise RuntimeError(f"ZeroDivisionError: {op_name}: integer division by zero ({describe(x)} by 0); "
+                           f"divide by a non-zero number, or a float")
+    return y
 def eq(x, y): return _binary(EQ, x, y)
 def ne(x, y): return _binary(NE, x, y)
 def lt(x, y): return _binary(LT, x, y)

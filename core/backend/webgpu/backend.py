@@ -38,11 +38,16 @@ def kind_of(dtype) -> str:
                         f"convert with .float() (or keep the tensor on 'cpu')") from None
 
 
+INDEX_OUT_OF_RANGE = 1  # bits of the error flag (index.wgsl, softmax.wgsl, binary.wgsl)
+INTEGER_DIVISION_BY_ZERO = 2
+
+
 class IndexErrors:
-    """A one-word flag that indexing kernels set when an index is out of range.
-    Checking it on the host at every op would stall the queue, so it is read with
-    the next readback (only when an indexing kernel ran since the last check) and
-    raised there as an IndexError, like CUDA's device-side asserts."""
+    """A one-word flag that kernels set when an index is out of range (bit 1) or an
+    integer is divided by zero (bit 2). Checking it on the host at every op would
+    stall the queue, so it is read with the next readback (only when such a kernel
+    ran since the last check) and raised there as an IndexError (or RuntimeError,
+    as PyTorch's ZeroDivisionError), like CUDA's device-side asserts."""
 
     def __init__(self, backend):
         self.backend = backend
@@ -58,10 +63,15 @@ class IndexErrors:
 
     def raise_if_set(self, raw) -> None:
         ops, self.pending = sorted(set(self.pending)), []
-        if np.frombuffer(raw, dtype=np.uint32)[0]:
-            self.backend.fill(self.flag, 0)
+        bits = int(np.frombuffer(raw, dtype=np.uint32)[0])
+        if not bits:
+            return
+        self.backend.fill(self.flag, 0)
+        if bits & INDEX_OUT_OF_RANGE:
             raise IndexError(f"webgpu: an index was out of bounds in {', '.join(ops)} since the last read "
-                             f"(those elements read as 0); check the index tensors")
+                             f"(those elements read as 0, writes with them were skipped); check the index tensors")
+        raise RuntimeError(f"ZeroDivisionError: webgpu: integer division by zero in {', '.join(ops)} since the "
+                           f"last read (those elements are 0); mask zero divisors first, or divide floats")
 
     def check(self) -> None:
         if self.pending:

@@ -9,6 +9,7 @@ FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.
 SLOT_NAMES = ("A_CONTIGUOUS", "B_CONTIGUOUS", "C_CONTIGUOUS")
 MAX_RANK = 8
 WORKGROUP = 256  # threads per workgroup, one thread per element
+CHECKED_CALL = "wg_check_divisor("  # binary.wgsl's check; an expression calling it binds the error flag
 
 
 def broadcast_strides(array, shape) -> list:
@@ -73,8 +74,10 @@ def launch(backend, op_name, record, arrays, shape, out_kind, out=None):
     if plan is None:  # nothing to compute
         return out
     file, entry, types, constants, params, groups, label = plan
-    backend.dispatch(file, entry, types, expr, constants, [a.buffer for a in arrays] + [out.buffer], params,
-                     backend.grid(groups, label), label)
+    buffers = [a.buffer for a in arrays] + [out.buffer]
+    if CHECKED_CALL in expr:  # the expression reports bad values in the backend's error flag
+        buffers.append(backend.index_errors.buffer_for(op_name))
+    backend.dispatch(file, entry, types, expr, constants, buffers, params, backend.grid(groups, label), label)
     return out
 
 
