@@ -185,6 +185,29 @@ def test_class_defined_from_a_string_is_recorded_through_linecache(fresh):
                                   predictions(model, x))
 
 
+def test_class_from_an_earlier_playground_run(fresh):
+    """The playground registers each run's code under one file name: a class defined in
+    run 1 and pushed in run 2 keeps the source it was defined with."""
+    filename = "<playground-runs>"
+    first = ("import webgrad\nclass Earlier(webgrad.nn.Module):\n    def __init__(self):\n"
+             "        super().__init__()\n        self.lin = webgrad.nn.Linear(3, 2)\n"
+             "    def forward(self, x):\n        return self.lin(x) * 3\n")
+    second = "class Earlier:\n    pass\nmodel = Earlier()\n"
+    namespace: dict = {"__name__": "__main__"}
+    try:
+        for source in (first, second):
+            linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            if source is first:
+                exec(compile(source, filename, "exec"), namespace)
+                model = namespace["Earlier"]()
+        assert store.push(model, "earlier", url=fresh, architecture=True)["code"] == ["Earlier"]
+    finally:
+        del linecache.cache[filename]
+    x = webgrad.randn(2, 3)
+    np.testing.assert_array_equal(predictions(store.pull("earlier", url=fresh, trust_code=True), x),
+                                  predictions(model, x))
+
+
 def test_changes_after_construction(fresh):
     grown = nn.Sequential(nn.Linear(4, 8))
     grown.append(nn.ReLU())

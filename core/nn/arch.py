@@ -56,6 +56,19 @@ def record_init_args(init):
     return __init__
 
 
+def on_subclass(cls) -> None:
+    """Called by ``Module.__init_subclass__``: record constructor arguments, and keep the lines of a
+    class defined from a string (the playground) while they are still in ``linecache`` (the next
+    run of the playground replaces them)."""
+    if "__init__" in cls.__dict__:
+        cls.__init__ = record_init_args(cls.__dict__["__init__"])
+    for function in _functions(cls):
+        filename = function.__code__.co_filename
+        if filename.startswith("<") and filename in linecache.cache:
+            cls._webgrad_source_lines = linecache.cache[filename][2]
+        break
+
+
 # ----------------------------------------------------------------------------- describe
 
 def describe(model) -> dict:
@@ -143,7 +156,7 @@ def class_source(cls) -> str:
         pass
     for function in _functions(cls):
         code = function.__code__
-        lines = linecache.getlines(code.co_filename)
+        lines = cls.__dict__.get("_webgrad_source_lines") or linecache.getlines(code.co_filename)
         pattern = re.compile(rf"\s*class\s+{re.escape(cls.__name__)}\b")
         for start in range(min(code.co_firstlineno, len(lines)) - 1, -1, -1):
             if pattern.match(lines[start]):

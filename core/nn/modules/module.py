@@ -16,7 +16,7 @@ import numpy as np
 from ... import dtypes
 from ...autograd import no_grad
 from ...tensor import Tensor
-from ..arch import record_init_args
+from ..arch import on_subclass
 from ..parameter import Parameter
 
 # Named as torch's reprs it, IncompatibleKeys(missing_keys=..., unexpected_keys=...); mypy wants the names equal.
@@ -125,9 +125,7 @@ class Module:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        # Remember constructor arguments, so webgrad.store can rebuild the model (see nn/arch.py).
-        if "__init__" in cls.__dict__:
-            cls.__init__ = record_init_args(cls.__dict__["__init__"])  # type: ignore[method-assign]
+        on_subclass(cls)  # remember constructor arguments (and source), so webgrad.store can rebuild models
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
