@@ -65,7 +65,7 @@ def on_subclass(cls) -> None:
     for function in _functions(cls):
         filename = function.__code__.co_filename
         if filename.startswith("<") and filename in linecache.cache:
-            cls._webgrad_source_lines = linecache.cache[filename][2]
+            cls._webgrad_source_lines = linecache.getlines(filename)
         break
 
 
