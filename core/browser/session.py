@@ -1,0 +1,381 @@
+"""The pieces behind ``python -m webgrad.browser``: the site, Chromium, the runtime in a page.
+
+- ``Site``: the webgrad site at ``url`` (a running ``make serve``), or, without one, a
+  server started from this webgrad checkout on a free loopback port. The server and the
+  browser assets (Pyodide, the wheel) are part of a checkout, not of the wheel.
+- ``find_chromium``: ``--chromium``, then ``$WEBGRAD_CHROMIUM``, then a Playwright-installed
+  Chromium, then one on ``PATH``. Nothing is downloaded.
+- ``BrowserSession``: headless Chromium (through Playwright) on ``/runner.html``, which
+  boots the runtime; stdout, stderr and ``webgrad_progress`` events reach ``on_output``
+  as they happen; ``run(code)`` runs Python in the page; files go in and out as zips.
+"""
+from __future__ import annotations
+
+import base64
+import glob
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+CHROMIUM_ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+BOOT_TIMEOUT_S = 120
+WORKDIR = "/home/pyodide/work"
+
+
+class BrowserError(RuntimeError):
+    """The browser side could not be set up: no Chromium, no site, no WebGPU, no boot."""
+
+
+def checkout_root() -> Path | None:
+    """The webgrad checkout this package runs from (editable install), if it is one."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "server" / "app.py").is_file() and (root / "core").is_dir() else None
+
+
+def find_chromium(explicit: str | None = None) -> str:
+    for given in (explicit, os.environ.get("WEBGRAD_CHROMIUM")):
+        if given:
+            if not os.path.exists(given):
+                raise BrowserError(f"no Chromium at {given} (from --chromium or WEBGRAD_CHROMIUM)")
+            return given
+    cache = os.environ.get("PLAYWRIGHT_BROWSERS_PATH", os.path.expanduser("~/.cache/ms-playwright"))
+    installed = sorted(glob.glob(os.path.join(cache, "chromium-*", "chrome-linux*", "chrome")))
+    if installed:
+        return installed[-1]
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise BrowserError("no Chromium found: install one (Debian/Ubuntu: `apt-get install chromium`; or "
+                       "`playwright install chromium` where downloads work), or name it with --chromium PATH "
+                       "or WEBGRAD_CHROMIUM")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+    try:  # generous: the server may be rebuilding the webgrad wheel for this request
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+class Site:
+    """The webgrad site: ``url`` if given, else a fresh server from this checkout (``close()`` stops it)."""
+
+    def __init__(self, url: str | None = None):
+        self.url = url.rstrip("/") + "/" if url else None
+        self._process: subprocess.Popen | None = None
+        self._data: tempfile.TemporaryDirectory | None = None
+        self._log = None
+
+    def __enter__(self) -> "Site":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> "Site":
+        if self.url:
+            if not _answers(self.url + "wheels/latest.json"):
+                raise BrowserError(f"no webgrad site answers at {self.url} (is `make serve` running there?)")
+            return self
+        repo = checkout_root()
+        if repo is None:
+            raise BrowserError("no site to run in: pass --url http://HOST:PORT/ of a running webgrad site "
+                               "(`make serve` in a webgrad checkout); the server is not part of the wheel")
+        assets = subprocess.run([sys.executable, "-m", "server.assets"], cwd=repo, capture_output=True, text=True)
+        if assets.returncode != 0:
+            raise BrowserError("the browser assets could not be prepared (`python -m server.assets`):\n"
+                               + (assets.stdout + assets.stderr)[-3000:])
+        port = _free_port()
+        self._data = tempfile.TemporaryDirectory(prefix="webgrad-browser-")
+        self._log = tempfile.TemporaryFile()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "server", "--port", str(port), "--data", self._data.name,
+             "--log-level", "warning"], cwd=repo, stdout=self._log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{port}/"
+        deadline = time.monotonic() + 60
+        while not _answers(self.url + "wheels/latest.json"):
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self._log.seek(0)
+                output = self._log.read().decode(errors="replace")[-3000:]
+                self.close()
+                raise BrowserError(f"the webgrad server did not start:\n{output}")
+            time.sleep(0.2)
+        return self
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+            self._process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._data is not None:
+            self._data.cleanup()
+            self._data = None
+
+
+def _write_stream(kind: str, text: str) -> None:
+    if kind == "progress":
+        sys.stderr.write(f"webgrad_progress: {text}\n")
+        sys.stderr.flush()
+        return
+    stream = sys.stderr if kind == "stderr" else sys.stdout
+    stream.write(text)
+    stream.flush()
+
+
+def zip_files(files: dict[str, bytes]) -> str:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in sorted(files.items()):
+            archive.writestr(name, data)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def unzip_files(encoded: str) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(encoded))) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def collect(paths, base: Path | None = None) -> dict[str, bytes]:
+    """Files under ``paths`` (files or folders), keyed by their path relative to ``base``
+    (the current folder) when inside it, else by their name; caches and hidden names skipped."""
+    base = (base or Path.cwd()).resolve()
+    found: dict[str, bytes] = {}
+    for given in paths:
+        path = Path(given).resolve()
+        if not path.exists():
+            raise BrowserError(f"{given}: no such file or folder")
+        top = path.parent
+        root = base if path.is_relative_to(base) else top
+        for file in ([path] if path.is_file() else sorted(path.rglob("*"))):
+            relative = file.relative_to(root)
+            if file.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
+                found[relative.as_posix()] = file.read_bytes()
+    return found
+
+
+# Python run in the page: file transfer, scripts and pytest.
+_PAGE_HELPERS = r'''
+import base64, io, os, runpy, sys, traceback, zipfile
+import __main__
+
+def _webgrad_put(encoded, target):
+    zipfile.ZipFile(io.BytesIO(base64.b64decode(encoded))).extractall(target)
+
+def _webgrad_snapshot(top):
+    seen = {}
+    for folder, _, names in os.walk(top):
+        for name in names:
+            path = os.path.join(folder, name)
+            info = os.stat(path)
+            seen[os.path.relpath(path, top)] = (info.st_mtime_ns, info.st_size)
+    return seen
+
+def _webgrad_changed(top, before):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, stamp in sorted(_webgrad_snapshot(top).items()):
+            if before.get(name) != stamp:
+                archive.write(os.path.join(top, name), name)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+def _webgrad_enter(workdir, device):
+    os.makedirs(workdir, exist_ok=True)
+    os.chdir(workdir)
+    if workdir not in sys.path:
+        sys.path.insert(0, workdir)
+    import webgrad
+    webgrad.set_default_device(device)
+
+def _webgrad_print_from(path, error):
+    """The traceback from the script's own frames on (runpy's frames are noise)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != path:
+        tb = tb.tb_next
+    traceback.print_exception(type(error), error, tb or error.__traceback__)
+
+def _webgrad_run_script(path, argv):
+    path = os.path.abspath(path)
+    sys.argv = [path, *argv]
+    hooks = {k: v for k, v in __main__.__dict__.items() if k in ("webgrad_progress", "WEBGRAD_DEVICE", "WEBGRAD_BASE_URL")}
+    try:
+        runpy.run_path(path, init_globals=hooks, run_name="__main__")
+        return 0
+    except SystemExit as exit:
+        if exit.code is None or isinstance(exit.code, int):
+            return exit.code or 0
+        print(exit.code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:
+        _webgrad_print_from(path, error)
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+async def _webgrad_install_pytest():
+    """pytest and its dependencies from the site's own /pyodide-extra/ (no network beyond it)."""
+    import sysconfig
+    from urllib.parse import urljoin
+    from pyodide.http import pyfetch
+    try:
+        import pytest  # noqa: F401
+        return
+    except ImportError:
+        pass
+    index_url = urljoin(WEBGRAD_BASE_URL, "pyodide-extra/index.json")
+    index = await (await pyfetch(index_url)).json()
+    for package in index["packages"]:
+        response = await pyfetch(urljoin(index_url, package["url"]))
+        if not response.ok:
+            raise RuntimeError(f"{package['url']}: HTTP {response.status}")
+        await response.unpack_archive(extract_dir=sysconfig.get_paths()["purelib"], format="wheel")
+
+def _webgrad_pytest(args, junit):
+    import pytest
+    for name in [m for m in sys.modules if m == "conftest" or m.startswith(("test_", "conftest."))]:
+        del sys.modules[name]  # a second session in the same page collects afresh
+    code = pytest.main(list(args) + ["--junitxml", junit, "-p", "no:cacheprovider", "-p", "no:faulthandler"])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return int(code)
+'''
+
+
+class BrowserSession:
+    """Headless Chromium with one page whose runtime has booted (``close()`` ends it)."""
+
+    def __init__(self, site_url: str, device: str = "auto", chromium: str | None = None, headed: bool = False,
+                 on_output: Callable[[str, str], None] | None = _write_stream):
+        if device not in ("auto", "cpu", "webgpu"):
+            raise BrowserError(f"device must be auto, cpu or webgpu, not {device!r}")
+        self.site_url = site_url.rstrip("/") + "/"
+        self.requested = device
+        self.chromium = find_chromium(chromium)
+        self.headed = headed
+        self.on_output = on_output
+        self.console: list[str] = []
+        self.device = self.device_reason = None
+        self._playwright = self._browser = self.page = None
+
+    def __enter__(self) -> "BrowserSession":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> "BrowserSession":
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError as err:
+            raise BrowserError("webgrad.browser drives Chromium through Playwright: pip install playwright "
+                               "(its browser download is not needed)") from err
+        self._playwright = sync_playwright().start()
+        try:
+            self._browser = self._playwright.chromium.launch(executable_path=self.chromium, args=CHROMIUM_ARGS,
+                                                             headless=not self.headed)
+            # The site's CSP forbids eval, which Playwright's own waiting and evaluation use.
+            self.page = self._browser.new_context(bypass_csp=True).new_page()
+            self.page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"))
+            self.page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
+            self.page.expose_function("webgradRunnerOutput", self._output)
+            self._boot()
+            self.page.evaluate("code => window.webgradRuntime.run(code)", _PAGE_HELPERS)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _output(self, kind: str, text: str) -> None:
+        if self.on_output is not None:
+            self.on_output(kind, text)
+
+    def _boot(self) -> None:
+        self.page.goto(f"{self.site_url}runner.html?device={self.requested}")
+        try:
+            self.page.wait_for_function("window.webgradRuntime || window.webgradBootError",
+                                        timeout=BOOT_TIMEOUT_S * 1000)
+        except Exception as err:
+            raise BrowserError(f"the runtime did not boot within {BOOT_TIMEOUT_S} s: {err}\n"
+                               + "\n".join(self.console[-20:])) from err
+        failure = self.page.evaluate("window.webgradBootError ? String(window.webgradBootError) : null")
+        if failure:
+            raise BrowserError(f"the runtime failed to boot: {failure}")
+        info = self.page.evaluate("({device: webgradRuntime.device, reason: webgradRuntime.deviceReason})")
+        self.device, self.device_reason = info["device"], info["reason"]
+        if self.requested == "webgpu" and self.device != "webgpu":
+            raise BrowserError(f"no WebGPU in headless Chromium ({self.device_reason}); on a machine without a "
+                               f"GPU install Mesa's Vulkan drivers (apt-get install mesa-vulkan-drivers), or use "
+                               f"--device cpu")
+
+    def run(self, code: str, timeout_s: float | None = None) -> dict:
+        """Run ``code`` in the page: ``{"result": value}``, ``{"error": {...}}`` for a Python exception,
+        or ``{"timed_out": True}`` after ``timeout_s`` (the run is interrupted first)."""
+        return self.page.evaluate("""async ([code, ms]) => {
+            const runtime = window.webgradRuntime;
+            const running = runtime.run(code).then(
+                (out) => ({result: out.result}),
+                (err) => ({error: {message: err.message, traceback: err.traceback || null,
+                                   pythonType: err.pythonType || null}}));
+            if (ms === null) return await running;
+            let timer;
+            const late = new Promise((resolve) => { timer = setTimeout(() => resolve(null), ms); });
+            const first = await Promise.race([running, late]);
+            clearTimeout(timer);
+            if (first !== null) return first;
+            await runtime.interrupt();
+            await running;
+            return {timed_out: true};
+        }""", [code, None if timeout_s is None else int(timeout_s * 1000)])
+
+    def ok(self, code: str):
+        """The value of ``code``; a Python exception raises BrowserError with the page's traceback."""
+        out = self.run(code)
+        if "error" in out:
+            error = out["error"]
+            raise BrowserError(error["traceback"] or error["message"])
+        return out["result"]
+
+    def put_files(self, files: dict[str, bytes], target: str = WORKDIR) -> None:
+        self.ok(f"_webgrad_put({zip_files(files)!r}, {target!r})")
+
+    def snapshot(self, top: str = WORKDIR) -> None:
+        self.ok(f"_webgrad_before = _webgrad_snapshot({top!r})")
+
+    def changed_files(self, top: str = WORKDIR) -> dict[str, bytes]:
+        """Files under ``top`` written since ``snapshot()``."""
+        return unzip_files(self.ok(f"_webgrad_changed({top!r}, _webgrad_before)"))
+
+    def close(self) -> None:
+        for closing in (self._browser, self._playwright):
+            if closing is not None:
+                try:
+                    closing.close() if closing is self._browser else closing.stop()
+                except Exception:  # already gone (Chromium crashed or was closed): nothing left to free
+                    pass
+        self._browser = self._playwright = self.page = None
