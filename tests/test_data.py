@@ -314,3 +314,93 @@ def test_digits_through_a_data_loader():
     x, y = next(iter(DataLoader(dataset, batch_size=64, shuffle=True)))
     assert tuple(x.shape) == (64, 64) and tuple(y.shape) == (64,)
     assert x.dtype == webgrad.float32 and y.dtype == webgrad.int64
+
+
+# ----------------------------------------------------------------------------- samplers and torch's arguments
+
+def test_submodules_import_like_torch():
+    from webgrad.utils.data.dataloader import DataLoader as FromLoader
+    from webgrad.utils.data.dataset import ConcatDataset, IterableDataset  # noqa: F401
+    from webgrad.utils.data.sampler import BatchSampler, RandomSampler  # noqa: F401
+
+    assert FromLoader is DataLoader
+
+
+def test_deterministic_samplers_match_torch():
+    from conftest import need_module
+
+    torch = need_module("torch")
+    tdata, wdata = torch.utils.data, webgrad.utils.data
+    for drop_last in (False, True):
+        t = list(tdata.BatchSampler(tdata.SequentialSampler(range(10)), 3, drop_last))
+        w = list(wdata.BatchSampler(wdata.SequentialSampler(range(10)), 3, drop_last))
+        assert w == t
+        assert len(wdata.BatchSampler(wdata.SequentialSampler(range(10)), 3, drop_last)) == len(t)
+    # random_split lengths from fractions, as torch hands out the remainders
+    for fractions in ([0.8, 0.2], [0.33, 0.33, 0.34], [0.5, 0.25, 0.25]):
+        t_lengths = [len(s) for s in tdata.random_split(range(11), fractions)]
+        assert [len(s) for s in random_split(list(range(11)), fractions)] == t_lengths
+    both_t = tdata.ConcatDataset([list(range(3)), list(range(10, 14))])
+    both_w = wdata.ConcatDataset([list(range(3)), list(range(10, 14))])
+    assert [both_w[i] for i in range(-7, 7)] == [both_t[i] for i in range(-7, 7)]
+    # batch_size=None: unbatched samples, numpy converted to tensors
+    loader = DataLoader([np.array([1.0, 2.0]), np.array([3.0, 4.0])], batch_size=None)
+    assert [values(x).tolist() for x in loader] == [[1.0, 2.0], [3.0, 4.0]] and len(loader) == 2
+
+
+def test_random_samplers_cover_and_follow_generator():
+    webgrad.manual_seed(0)
+    data = list(range(20))
+    assert sorted(webgrad.utils.data.RandomSampler(data)) == data
+    assert sorted(webgrad.utils.data.SubsetRandomSampler([4, 9, 13])) == [4, 9, 13]
+    drawn = list(webgrad.utils.data.RandomSampler(data, replacement=True, num_samples=50))
+    assert len(drawn) == 50 and set(drawn) <= set(data)
+    assert len(list(webgrad.utils.data.RandomSampler(data, num_samples=45))) == 45
+    weighted = list(webgrad.utils.data.WeightedRandomSampler([0.0, 1.0, 3.0], 400))
+    counts = collections.Counter(weighted)
+    assert counts[0] == 0 and 2 < counts[2] / counts[1] < 4.5
+    webgrad.manual_seed(5)
+    first = list(DataLoader(labelled(10), batch_size=4, shuffle=True))
+    webgrad.manual_seed(5)
+    again = list(DataLoader(labelled(10), batch_size=4, shuffle=True))
+    assert all(np.array_equal(values(a[1]), values(b[1])) for a, b in zip(first, again))
+    if hasattr(webgrad, "Generator"):
+        g1, g2 = webgrad.Generator().manual_seed(3), webgrad.Generator().manual_seed(3)
+        a = [s.indices for s in random_split(labelled(10), [0.5, 0.5], generator=g1)]
+        b = [s.indices for s in random_split(labelled(10), [0.5, 0.5], generator=g2)]
+        assert a == b
+
+
+def test_loader_with_sampler_batch_sampler_and_workers():
+    dataset = labelled(10)
+    by_sampler = epoch_labels(DataLoader(dataset, batch_size=4, sampler=[9, 8, 7, 1, 2]))
+    assert by_sampler == [9, 8, 7, 1, 2]
+    batches = [[0, 5], [3], [9, 1, 2]]
+    loader = DataLoader(dataset, batch_sampler=batches)
+    assert [values(y).tolist() for _, y in loader] == batches and len(loader) == 3
+    slow = DataLoader(dataset, batch_sampler=batches, collate_fn=lambda b: default_collate(b))
+    assert [values(y).tolist() for _, y in slow] == batches
+    webgrad.utils.data.dataloader._warned_workers = False
+    with pytest.warns(UserWarning, match="num_workers=2.*main process"):
+        loaded = epoch_labels(DataLoader(dataset, batch_size=3, num_workers=2, pin_memory=True,
+                                         persistent_workers=True, prefetch_factor=2))
+    assert loaded == list(range(10))
+    with pytest.raises(ValueError, match="mutually exclusive with shuffle"):
+        DataLoader(dataset, sampler=[0, 1], shuffle=True)
+    with pytest.raises(ValueError, match="batch_sampler option is mutually exclusive"):
+        DataLoader(dataset, batch_sampler=batches, batch_size=4)
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        DataLoader(dataset, prefetch_factor=2)
+    with pytest.raises(IndexError, match="index 12"):
+        list(DataLoader(dataset, sampler=[1, 12], batch_size=2))
+
+
+def test_iterable_dataset_batches_in_order():
+    class Stream(webgrad.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(7))
+
+    assert [values(b).tolist() for b in DataLoader(Stream(), batch_size=3)] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert len(list(DataLoader(Stream(), batch_size=3, drop_last=True))) == 2
+    with pytest.raises(ValueError, match="shuffle"):
+        DataLoader(Stream(), shuffle=True)

@@ -1,8 +1,8 @@
 """Optimizers and learning-rate schedules with PyTorch's names and update rules.
 
-Each optimizer updates a parameter with one fused in-place kernel per step
-(``webgrad.optim.kernels``), so a step costs one kernel call per parameter on
-every backend.
+SGD, Adam, AdamW and RMSprop update a parameter with one fused in-place kernel
+per step (``webgrad.optim.kernels``); Adagrad, Adadelta, Adamax, NAdam, RAdam and
+LBFGS are composed from Tensor ops, a few kernels per parameter, on every backend.
 
 Example:
     >>> import webgrad
@@ -18,8 +18,11 @@ Example:
 """
 from . import lr_scheduler
 from .adam import Adam, AdamW
+from .adaptive import Adadelta, Adagrad, Adamax, NAdam, RAdam
+from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS",
+           "lr_scheduler"]

@@ -6,6 +6,7 @@ Same classes, arguments and lr sequences as ``torch.optim.lr_scheduler``
 """
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 
@@ -45,10 +46,7 @@ class LRScheduler:
                                    f"state_dict first, or start with last_epoch=-1")
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
-        self._step_count = 0
-        self._is_initial = True
-        self.step()
-        self._is_initial = False
+        self._initial_step()
 
     def get_lr(self) -> list[float]:
         """The lr of every group for epoch ``last_epoch``. Subclasses implement this."""
@@ -58,14 +56,31 @@ class LRScheduler:
         """The learning rates the last ``step()`` set, one per parameter group."""
         return list(self._last_lr)
 
-    def step(self) -> None:
-        """Advance one epoch and set every group's lr."""
+    def step(self, epoch=None) -> None:
+        """Advance one epoch and set every group's lr (``epoch`` jumps there, through the closed form)."""
         self._step_count += 1
-        self.last_epoch += 1
-        values = self.get_lr()
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None) -> None:
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
+            self.last_epoch = epoch
+            closed_form = getattr(self, "_get_closed_form_lr", None)
+            values = closed_form() if closed_form is not None else self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def _initial_step(self) -> None:
+        """The step a scheduler takes when built (SequentialLR repeats it for the scheduler it starts)."""
+        self._step_count = 0
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def state_dict(self) -> dict:
         """Everything but the optimizer (save the optimizer's own state_dict beside it)."""
@@ -131,6 +146,9 @@ class StepLR(LRScheduler):
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base_lr * self.gamma ** (self.last_epoch // self.step_size) for base_lr in self.base_lrs]
+
 
 class MultiStepLR(LRScheduler):
     """Multiply each group's lr by ``gamma`` at each epoch listed in ``milestones``.
@@ -153,6 +171,10 @@ class MultiStepLR(LRScheduler):
         factor = self.gamma ** self.milestones[self.last_epoch]
         return [group["lr"] * factor for group in self.optimizer.param_groups]
 
+    def _get_closed_form_lr(self) -> list[float]:
+        passed = bisect.bisect_right(sorted(self.milestones.elements()), self.last_epoch)
+        return [base_lr * self.gamma ** passed for base_lr in self.base_lrs]
+
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(state_dict)
         # A file gives a plain dict back, possibly with string keys.
@@ -174,6 +196,9 @@ class ExponentialLR(LRScheduler):
         if self._is_initial:
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -207,3 +232,16 @@ class CosineAnnealingLR(LRScheduler):
                 / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
                 * (group["lr"] - self.eta_min) + self.eta_min
                 for group in groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for base_lr in self.base_lrs]
+
+
+from .lr_scheduler_extra import (  # noqa: E402
+    ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts, LinearLR, MultiplicativeLR, OneCycleLR,
+    PolynomialLR, ReduceLROnPlateau, SequentialLR,
+)
+
+__all__ += ["ChainedScheduler", "ConstantLR", "CosineAnnealingWarmRestarts", "LinearLR", "MultiplicativeLR",
+            "OneCycleLR", "PolynomialLR", "ReduceLROnPlateau", "SequentialLR"]

@@ -1,0 +1,197 @@
+"""Adagrad, Adadelta, Adamax, NAdam, RAdam, LBFGS and the extra lr schedulers, step by step against torch."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import webgrad
+from conftest import assert_close, need_module
+
+torch = need_module("torch")
+
+OPTIMIZERS = [
+    ("Adagrad", {"lr": 0.1}), ("Adagrad", {"lr": 0.1, "lr_decay": 0.01, "weight_decay": 0.1,
+                                           "initial_accumulator_value": 0.5}),
+    ("Adadelta", {}), ("Adadelta", {"lr": 0.5, "rho": 0.8, "weight_decay": 0.1, "maximize": True}),
+    ("Adamax", {"lr": 0.05}), ("Adamax", {"lr": 0.05, "betas": (0.8, 0.9), "weight_decay": 0.1}),
+    ("NAdam", {"lr": 0.05}), ("NAdam", {"lr": 0.05, "weight_decay": 0.1}),
+    ("NAdam", {"lr": 0.05, "weight_decay": 0.1, "decoupled_weight_decay": True, "momentum_decay": 0.01}),
+    ("RAdam", {"lr": 0.05}), ("RAdam", {"lr": 0.05, "weight_decay": 0.1, "decoupled_weight_decay": True}),
+    ("RAdam", {"lr": 0.05, "weight_decay": 0.1, "betas": (0.5, 0.6)}),
+]
+
+
+@pytest.mark.parametrize("name,options", OPTIMIZERS)
+def test_optimizer_matches_torch(device, name, options):
+    rng = np.random.default_rng(0)
+    init = [rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)]
+    grads = [[rng.standard_normal(a.shape).astype(np.float32) for a in init] for _ in range(12)]
+    t_params = [torch.tensor(a, requires_grad=True) for a in init]
+    w_params = [webgrad.tensor(a, device=device, requires_grad=True) for a in init]
+    t_opt = getattr(torch.optim, name)(t_params, **options)
+    w_opt = getattr(webgrad.optim, name)(w_params, **options)
+    for step_grads in grads:
+        for tp, wp, g in zip(t_params, w_params, step_grads):
+            tp.grad = torch.tensor(g)
+            wp.grad = webgrad.tensor(g, device=device)
+        t_opt.step()
+        w_opt.step()
+    for tp, wp in zip(t_params, w_params):
+        assert_close(wp.detach(), tp.detach().numpy(), rtol=1e-4, atol=1e-5)
+    state_names = set(t_opt.state_dict()["state"][0])
+    assert state_names == set(w_opt.state_dict()["state"][0])
+
+
+def test_optimizer_state_dict_round_trip():
+    w = webgrad.tensor([1.0, -2.0], requires_grad=True)
+    opt = webgrad.optim.NAdam([w], lr=0.1)
+    for _ in range(3):
+        w.grad = webgrad.tensor([0.5, 0.25])
+        opt.step()
+    saved = opt.state_dict()
+    w2 = webgrad.tensor(w.detach().numpy(), requires_grad=True)
+    opt2 = webgrad.optim.NAdam([w2], lr=0.1)
+    opt2.load_state_dict(saved)
+    for p in (w, w2):
+        p.grad = webgrad.tensor([0.5, 0.25])
+    opt.step()
+    opt2.step()
+    assert np.allclose(w.detach().numpy(), w2.detach().numpy())
+
+
+def test_optimizer_bad_options():
+    w = webgrad.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match="Adagrad: invalid lr"):
+        webgrad.optim.Adagrad([w], lr=-1)
+    with pytest.raises(ValueError, match="beta parameter at index 1"):
+        webgrad.optim.RAdam([w], betas=(0.9, 1.5))
+    with pytest.raises(NotImplementedError, match="strong_wolfe"):
+        webgrad.optim.LBFGS([w], line_search_fn="strong_wolfe")
+    with pytest.raises(RuntimeError, match="closure"):
+        webgrad.optim.LBFGS([w]).step()
+
+
+@pytest.mark.parametrize("history_size", [100, 2])
+def test_lbfgs_matches_torch(device, history_size):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 3)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    init = rng.standard_normal(3).astype(np.float32)
+
+    def run(lib, dev=None):
+        kw = {} if dev is None else {"device": dev}
+        x = lib.tensor(init, requires_grad=True, **kw)
+        A, B = lib.tensor(a, **kw), lib.tensor(b, **kw)
+        opt = lib.optim.LBFGS([x], lr=0.5, max_iter=5, history_size=history_size)
+
+        def closure():
+            opt.zero_grad()
+            residual = A @ x - B
+            loss = (residual * residual).sum() + (x ** 4).sum() * 0.1
+            loss.backward()
+            return loss
+        losses = [float(opt.step(closure)) for _ in range(4)]
+        return losses, x.detach().cpu().numpy()
+    t_losses, t_x = run(torch)
+    w_losses, w_x = run(webgrad, device)
+    assert np.allclose(w_losses, t_losses, rtol=1e-4, atol=1e-5)
+    # float32 rounding differs between backends and L-BFGS's curvature pairs amplify it a little
+    assert np.allclose(w_x, t_x, rtol=1e-3, atol=1e-3)
+    assert t_losses[-1] < t_losses[0] / 2
+
+
+# -- schedulers ------------------------------------------------------------------------------------------
+
+SCHEDULERS = [
+    ("LinearLR", lambda L, o: L.LinearLR(o, start_factor=0.2, total_iters=4), "SGD"),
+    ("ConstantLR", lambda L, o: L.ConstantLR(o, factor=0.5, total_iters=3), "SGD"),
+    ("PolynomialLR", lambda L, o: L.PolynomialLR(o, total_iters=6, power=2.0), "SGD"),
+    ("MultiplicativeLR", lambda L, o: L.MultiplicativeLR(o, lambda e: 0.9), "SGD"),
+    ("LambdaLR", lambda L, o: L.LambdaLR(o, lambda e: 1 / (e + 1)), "SGD"),
+    ("CosineAnnealingWarmRestarts", lambda L, o: L.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.01),
+     "SGD"),
+    ("OneCycleLR", lambda L, o: L.OneCycleLR(o, max_lr=0.5, total_steps=12), "SGD"),
+    ("OneCycleLR-adam-3phase", lambda L, o: L.OneCycleLR(o, max_lr=0.5, epochs=3, steps_per_epoch=4,
+                                                          three_phase=True, anneal_strategy="linear"), "Adam"),
+    ("SequentialLR", lambda L, o: L.SequentialLR(o, [L.LinearLR(o, start_factor=0.1, total_iters=3),
+                                                     L.CosineAnnealingLR(o, T_max=6)], milestones=[3]), "SGD"),
+    ("SequentialLR-exp", lambda L, o: L.SequentialLR(o, [L.ConstantLR(o, factor=0.5, total_iters=2),
+                                                         L.ExponentialLR(o, gamma=0.8),
+                                                         L.MultiStepLR(o, [2, 4], gamma=0.5)],
+                                                     milestones=[2, 6]), "SGD"),
+    ("ChainedScheduler", lambda L, o: L.ChainedScheduler([L.ExponentialLR(o, gamma=0.9),
+                                                          L.StepLR(o, step_size=3, gamma=0.5)]), "SGD"),
+]
+
+
+@pytest.mark.parametrize("name,make,optimizer", SCHEDULERS, ids=[s[0] for s in SCHEDULERS])
+def test_scheduler_matches_torch(name, make, optimizer):
+    def run(lib):
+        params = [lib.zeros(2, requires_grad=True)]
+        opt = (lib.optim.SGD(params, lr=0.1, momentum=0.9) if optimizer == "SGD"
+               else lib.optim.Adam(params, lr=0.1))
+        scheduler = make(lib.optim.lr_scheduler, opt)
+        lrs, momenta = [], []
+        for _ in range(11):
+            opt.step()
+            scheduler.step()
+            lrs.append(scheduler.get_last_lr()[0])
+            group = opt.param_groups[0]
+            momenta.append(group["betas"][0] if "betas" in group else group["momentum"])
+        return lrs, momenta
+    t_lrs, t_m = run(torch)
+    w_lrs, w_m = run(webgrad)
+    assert np.allclose(w_lrs, t_lrs, rtol=1e-9, atol=1e-12), (w_lrs, t_lrs)
+    assert np.allclose(w_m, t_m)
+
+
+def test_cosine_warm_restarts_fractional_epochs():
+    def run(lib):
+        opt = lib.optim.SGD([lib.zeros(1, requires_grad=True)], lr=1.0)
+        scheduler = lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2)
+        out = []
+        for epoch in range(7):
+            for i in range(4):
+                scheduler.step(epoch + i / 4)
+                out.append(opt.param_groups[0]["lr"])
+        return out
+    assert np.allclose(run(webgrad), run(torch))
+
+
+@pytest.mark.parametrize("options", [{}, {"mode": "max", "threshold_mode": "abs", "threshold": 0.1, "cooldown": 2},
+                                     {"factor": 0.5, "patience": 1, "min_lr": 0.02}])
+def test_reduce_on_plateau_matches_torch(options):
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.96, 0.97, 0.5, 0.6, 0.6, 0.6, 0.6, 0.7, 0.4] + [0.45] * 15
+    if options.get("mode") == "max":
+        metrics = [-m for m in metrics]
+
+    def run(lib):
+        opt = lib.optim.SGD([lib.zeros(1, requires_grad=True)], lr=0.1)
+        scheduler = lib.optim.lr_scheduler.ReduceLROnPlateau(opt, **{"patience": 2, **options})
+        out = []
+        for m in metrics:
+            scheduler.step(m)
+            out.append(scheduler.get_last_lr()[0])
+        return out
+    t, w = run(torch), run(webgrad)
+    assert np.allclose(w, t), (w, t)
+    assert min(t) < 0.1
+
+
+def test_scheduler_errors():
+    opt = webgrad.optim.SGD([webgrad.zeros(1, requires_grad=True)], lr=0.1)
+    L = webgrad.optim.lr_scheduler
+    with pytest.raises(ValueError, match="total_steps OR"):
+        L.OneCycleLR(opt, max_lr=1.0)
+    with pytest.raises(ValueError, match="factor should be < 1.0"):
+        L.ReduceLROnPlateau(opt, factor=2.0)
+    with pytest.raises(ValueError, match="one milestone fewer"):
+        L.SequentialLR(opt, [L.ConstantLR(opt), L.ConstantLR(opt)], milestones=[1, 2])
+    scheduler = L.OneCycleLR(opt, max_lr=1.0, total_steps=2)
+    scheduler.step()
+    scheduler.step()
+    with pytest.raises(ValueError, match="total steps is 2"):
+        scheduler.step()
+    assert math.isfinite(scheduler.get_last_lr()[0])
