@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = build_parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     try:
-        with Site(args.url) as site, BrowserSession(site.url, args.device, args.chromium, args.headed) as session:
+        with Site(args.url) as site, BrowserSession(str(site.url), args.device, args.chromium,
+                                                    args.headed) as session:
             print(f"webgrad.browser: runtime ready on {session.device} ({session.device_reason})", file=sys.stderr)
             return (_run_script if args.command == "run" else _run_pytest)(session, args, extra)
     except BrowserError as err:

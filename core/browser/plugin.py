@@ -70,6 +70,7 @@ class BrowserRuntime:
         return self._session.ok(code)
 
     def _copy_folder_of(self, module_file: Path) -> str:
+        """Put the Python files beside a test module into the page, once; where they are there."""
         from .session import WORKDIR
 
         folder = module_file.parent
@@ -86,7 +87,8 @@ def browser_runtime(request):
 
     option = request.config.getoption
     with Site(option("--webgrad-url")) as site, BrowserSession(
-            site.url, option("--webgrad-device"), option("--webgrad-chromium"), option("--webgrad-headed")) as session:
+            str(site.url), option("--webgrad-device"), option("--webgrad-chromium"),
+            option("--webgrad-headed")) as session:
         session.ok("await _webgrad_install_pytest()")
         session.ok(_LOADER)
         yield BrowserRuntime(session)

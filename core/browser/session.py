@@ -24,7 +24,7 @@ import time
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 CHROMIUM_ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
@@ -82,7 +82,7 @@ class Site:
         self.url = url.rstrip("/") + "/" if url else None
         self._process: subprocess.Popen | None = None
         self._data: tempfile.TemporaryDirectory | None = None
-        self._log = None
+        self._log: Any = None
 
     def __enter__(self) -> "Site":
         return self.start()
@@ -220,7 +220,8 @@ def _webgrad_print_from(path, error):
 def _webgrad_run_script(path, argv):
     path = os.path.abspath(path)
     sys.argv = [path, *argv]
-    hooks = {k: v for k, v in __main__.__dict__.items() if k in ("webgrad_progress", "WEBGRAD_DEVICE", "WEBGRAD_BASE_URL")}
+    names = ("webgrad_progress", "WEBGRAD_DEVICE", "WEBGRAD_BASE_URL")
+    hooks = {k: v for k, v in __main__.__dict__.items() if k in names}
     try:
         runpy.run_path(path, init_globals=hooks, run_name="__main__")
         return 0
@@ -281,7 +282,9 @@ class BrowserSession:
         self.on_output = on_output
         self.console: list[str] = []
         self.device = self.device_reason = None
-        self._playwright = self._browser = self.page = None
+        self._playwright: Any = None
+        self._browser: Any = None
+        self.page: Any = None
 
     def __enter__(self) -> "BrowserSession":
         return self.start()
@@ -372,10 +375,10 @@ class BrowserSession:
         return unzip_files(self.ok(f"_webgrad_changed({top!r}, _webgrad_before)"))
 
     def close(self) -> None:
-        for closing in (self._browser, self._playwright):
-            if closing is not None:
+        for stop in (self._browser and self._browser.close, self._playwright and self._playwright.stop):
+            if stop:
                 try:
-                    closing.close() if closing is self._browser else closing.stop()
+                    stop()
                 except Exception:  # already gone (Chromium crashed or was closed): nothing left to free
                     pass
         self._browser = self._playwright = self.page = None

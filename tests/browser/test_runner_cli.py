@@ -43,7 +43,8 @@ def test_run_streams_output_and_copies_files_back(server_url, tmp_path):
 
 
 def test_script_exception_exits_1_with_its_traceback(server_url, tmp_path):
-    (tmp_path / "broken.py").write_text("import webgrad\n\ndef f():\n    return webgrad.ones(2) @ webgrad.ones(3)\n\nf()\n")
+    (tmp_path / "broken.py").write_text(
+        "import webgrad\n\ndef f():\n    return webgrad.ones(2) @ webgrad.ones(3)\n\nf()\n")
     done = webgrad_browser("run", "broken.py", "--device", "cpu", "--url", server_url, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert 'broken.py", line 6, in <module>' in done.stderr and 'line 4, in f' in done.stderr, done.stderr
