@@ -172,8 +172,13 @@ def _send_sync(request: _Request) -> _Response:
     coroutine = _send_pyodide(request)
     try:
         return run_sync(coroutine)
+    except StoreError:
+        raise
     except RuntimeError as err:
-        if "run_sync" not in str(err) and "JSPI" not in str(err) and "stack switching" not in str(err):
+        # Pyodide says "... stack switching not supported" or "Cannot stack switch because the
+        # Python entrypoint was a synchronous function" when it cannot wait here.
+        text = str(err).lower()
+        if "stack switch" not in text and "jspi" not in text and "run_sync" not in text:
             raise
         coroutine.close()
         raise StoreError(f"webgrad.store: cannot wait for the network from synchronous Python here ({err}); "
@@ -385,7 +390,7 @@ def _rebuild(architecture, state, name, trust_code, device):
                                      f"({type(exc).__name__}: {exc}); pull(..., weights_only=True) still "
                                      "gives its weights") from None
     try:
-        model.load_state_dict(state)
+        model.load_state_dict(state, assign=True)  # assign: keep the stored dtypes (a model.double() stays float64)
     except RuntimeError as exc:
         raise StoreError(f"webgrad.store.pull: model {name!r}: the stored weights do not fit the model rebuilt "
                          f"from its architecture record: {exc}") from None

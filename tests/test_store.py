@@ -121,6 +121,17 @@ def test_cnn_and_transformer_rebuild_give_identical_predictions(fresh):
     assert_close(store.pull("lm", url=fresh)(tokens), predictions(lm, tokens), rtol=1e-6, atol=1e-6)
 
 
+def test_float64_model_comes_back_float64(fresh):
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)).double()
+    store.push(model, "double", url=fresh, input_data=webgrad.randn(1, 3, dtype=webgrad.float64),
+               architecture=True)
+    pulled = store.pull("double", url=fresh)
+    assert {p.dtype for p in pulled.parameters()} == {webgrad.float64}
+    x = webgrad.randn(2, 3, dtype=webgrad.float64)
+    np.testing.assert_array_equal(predictions(pulled, x), predictions(model, x))
+    assert store.info("double", url=fresh)["input_dtype"] == "float64"
+
+
 def test_pull_by_model_url_and_weights_url(fresh):
     model = nn.Linear(3, 2)
     store.push(model, "by-url", url=fresh)

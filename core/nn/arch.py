@@ -250,8 +250,9 @@ def _compare(model, rebuilt) -> None:
         raise ArchitectureError(
             "the model was changed after it was constructed in a way the record does not capture "
             f"(rebuilt as {type(rebuilt).__name__}, but its layers differ from the model's)")
-    ours = {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
-    theirs = {k: (tuple(v.shape), v.dtype) for k, v in rebuilt.state_dict().items()}
+    # Shapes only: dtypes may differ (model.double()); pull loads the stored dtypes as they are.
+    ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    theirs = {k: tuple(v.shape) for k, v in rebuilt.state_dict().items()}
     if ours != theirs:
         differ = sorted(set(ours.items()) ^ set(theirs.items()), key=lambda item: item[0])[:4]
         raise ArchitectureError(f"a model rebuilt from the record has different weights: {differ}")
