@@ -98,3 +98,51 @@ def numpy_generator_for(generator: Generator | None) -> np.random.Generator:
     if not isinstance(generator, Generator):
         raise TypeError(f"generator must be a webgrad.Generator, got {type(generator).__name__}")
     return generator._rng
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):  # noqa: A002  (torch's name)
+    """Draw ``num_samples`` category indices from each row of non-negative weights ``input``
+    (1-D or 2-D; rows need not sum to 1), as ``torch.multinomial``.
+
+    With replacement: invert the cumulative weights at uniform draws (cumsum and
+    searchsorted). Without: the exponential race, ``topk`` of log(u) / w, which draws
+    a weighted sample without replacement in one pass (Efraimidis and Spirakis).
+    Both run on the input's device; draws come from ``generator`` when given,
+    else from the global state (``webgrad.manual_seed``).
+
+    Example:
+        >>> probs = webgrad.softmax(logits[:, -1, :], dim=-1)
+        >>> next_token = webgrad.multinomial(probs, num_samples=1)
+    """
+    from . import creation, ops
+    from .tensor import Tensor
+
+    if not isinstance(input, Tensor) or input.ndim not in (1, 2) or not input.dtype.is_floating_point:
+        shown = f"shape {tuple(input.shape)} {input.dtype.name}" if isinstance(input, Tensor) else type(input).__name__
+        raise ops.OpError(f"multinomial: expected a 1-D or 2-D float tensor of weights, got {shown}")
+    weights = input.detach() if input.ndim == 2 else input.detach().unsqueeze(0)
+    rows, n = weights.shape
+    if not isinstance(num_samples, (int, np.integer)) or num_samples <= 0:
+        raise ops.OpError(f"multinomial: num_samples must be a positive int, got {num_samples!r}")
+    if not replacement and num_samples > n:
+        raise ops.OpError(f"multinomial: cannot draw {num_samples} samples without replacement from {n} "
+                          f"categories; pass replacement=True or fewer samples")
+    # One readback to refuse bad weights, as PyTorch does (a sample is usually read right after).
+    bad = ((weights < 0) | (weights != weights) | (weights == float("inf"))).any(-1) | (weights.sum(-1) <= 0)
+    if bool(bad.any()):
+        raise ops.OpError("multinomial: invalid weights: every row needs finite, non-negative weights with a "
+                          "positive sum")
+    shape = (rows, int(num_samples) if replacement else n)
+    if generator is None:
+        u = creation.rand(*shape, dtype=weights.dtype, device=weights.device)
+    else:
+        u = creation.tensor(numpy_generator_for(generator).random(shape), dtype=weights.dtype, device=weights.device)
+    if replacement:
+        cdf = ops.cumsum(weights, -1)
+        picked = ops.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp(max=n - 1)
+    else:
+        # Zero weights get -inf keys: never chosen while any positive weight is left.
+        positive = weights > 0
+        keys = ops.where(positive, ops.log(u) / ops.where(positive, weights, 1.0), float("-inf"))
+        picked = ops.topk(keys, int(num_samples), dim=-1).indices
+    return picked if input.ndim == 2 else picked.squeeze(0)

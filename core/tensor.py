@@ -479,6 +479,21 @@ class Tensor:
     def nonzero(self): return ops.nonzero(self)
     def narrow(self, dim, start, length): return ops.narrow(self, dim, start, length)
 
+    # -- scans, sorting, triangles ----------------------------------------------------------
+    def cumsum(self, dim, *, dtype=None): return ops.cumsum(self, dim, dtype=dtype)
+    def cumprod(self, dim, *, dtype=None): return ops.cumprod(self, dim, dtype=dtype)
+    def sort(self, dim=-1, descending=False, stable=False): return ops.sort(self, dim, descending, stable)
+    def argsort(self, dim=-1, descending=False, stable=False): return ops.argsort(self, dim, descending, stable)
+    def topk(self, k, dim=-1, largest=True, sorted=True): return ops.topk(self, k, dim, largest, sorted)
+    def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        return ops.unique(self, sorted, return_inverse, return_counts, dim)
+    def tril(self, diagonal=0): return ops.tril(self, diagonal)
+    def triu(self, diagonal=0): return ops.triu(self, diagonal)
+    def outer(self, other): return ops.outer(self, other)
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        from .random import multinomial
+        return multinomial(self, num_samples, replacement, generator=generator)
+
     # -- new tensors like this one (same dtype and device unless given) -----------------
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         return _new_like(self, "tensor", (data,), dtype, device, requires_grad)

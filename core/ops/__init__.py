@@ -24,3 +24,7 @@ from .indexing import (  # noqa: F401
 from .device import to_device  # noqa: F401
 from ..creation import rand_like, randn_like  # noqa: F401
 from .registry import OPS, OpError, apply, apply_inplace, bind, defop  # noqa: F401
+from .scan import cumprod, cumsum  # noqa: F401,E402
+from .sorting import argsort, bucketize, searchsorted, sort, topk, unique  # noqa: F401,E402
+from .linalg import ger, outer, tril, triu  # noqa: F401,E402
+from .einsum import einsum  # noqa: F401,E402

@@ -78,3 +78,44 @@ def bmm(x, y):
     if x.shape[0] != y.shape[0]:
         raise OpError(f"bmm: batch sizes differ ({describe(x, y)})")
     return matmul(x, y)
+
+
+# -- composed: triangles and outer products -----------------------------------------
+def _triangle(op_name, x, diagonal, keep_below):
+    """x where (column - row) <= diagonal (tril) or >= diagonal (triu), else 0,
+    over the last two dims: a mask from two small aranges and one where, on any device."""
+    from ..creation import arange
+    from .elementwise import where
+
+    if x.ndim < 2:
+        raise OpError(f"{op_name}: expected a tensor with at least 2 dims, got shape {tuple(x.shape)}")
+    if not isinstance(diagonal, int) or isinstance(diagonal, bool):
+        raise TypeError(f"{op_name}: diagonal must be an int, got {diagonal!r}")
+    rows, cols = x.shape[-2], x.shape[-1]
+    offset = arange(cols, device=x.device).unsqueeze(0) - arange(rows, device=x.device).unsqueeze(1)
+    keep = offset <= diagonal if keep_below else offset >= diagonal
+    return where(keep, x, False if x.dtype.name == "bool" else 0)
+
+
+def tril(x, diagonal=0):
+    """The lower triangle of the last two dims (elements with column - row <= diagonal); the rest 0.
+
+    Example:
+        >>> webgrad.ones(3, 3).tril()   # causal attention masks
+    """
+    return _triangle("tril", x, diagonal, True)
+
+
+def triu(x, diagonal=0):
+    """The upper triangle of the last two dims (elements with column - row >= diagonal); the rest 0."""
+    return _triangle("triu", x, diagonal, False)
+
+
+def outer(x, y):
+    """Outer product of two 1-D tensors: ``out[i, j] = x[i] * y[j]``."""
+    if x.ndim != 1 or y.ndim != 1:
+        raise OpError(f"outer: expected two 1-D tensors, got {describe(x, y)}")
+    return x.unsqueeze(1) * y.unsqueeze(0)
+
+
+ger = outer

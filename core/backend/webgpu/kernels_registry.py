@@ -6,3 +6,4 @@ from . import index  # noqa: F401
 from . import optim  # noqa: F401
 from . import softmax  # noqa: F401
 from . import layer_norm  # noqa: F401
+from . import scan  # noqa: F401
