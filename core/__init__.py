@@ -36,6 +36,10 @@ from .ops import (  # noqa: F401
     where,
 )
 from .ops.registry import OpError  # noqa: F401
+from .ops import (  # noqa: F401
+    argsort, bucketize, cumprod, cumsum, einsum, ger, outer, searchsorted, sort, topk, tril, triu, unique,
+)
+from .random import multinomial  # noqa: F401
 from .autograd import enable_grad, no_grad, set_grad_enabled, functional_grad as grad  # noqa: F401
 from .autograd import is_grad_enabled  # noqa: F401
 from .autograd import inference_mode, is_inference_mode_enabled  # noqa: F401

@@ -1050,6 +1050,160 @@ for op, fn, ref in [
     case(op, "special_values", fn, ref, SPECIAL(9, 3), grad=False)
 
 
+# ---- scans, sorting, searching, triangles, einsum ---------------------------------------
+def _order(row, descending):
+    """Stable sorting order of a 1-D row, NaN largest, -0.0 == 0.0: a plain-Python reference."""
+    def key(i):
+        v = float(row[i])
+        if math.isnan(v):
+            return (not descending, 0.0)
+        return (descending, -v if descending else v)
+    return sorted(range(len(row)), key=key)
+
+
+def _argsort_ref(x, axis=-1, descending=False):
+    moved = np.moveaxis(np.asarray(x), axis, -1)
+    flat = moved.reshape(-1, moved.shape[-1])
+    out = np.array([_order(r, descending) for r in flat], dtype=np.int64).reshape(moved.shape)
+    return np.moveaxis(out, -1, axis)
+
+
+def _sort_ref(x, axis=-1, descending=False):
+    idx = _argsort_ref(x, axis, descending)
+    return np.take_along_axis(x, idx, axis), idx
+
+
+def _topk_ref(x, k, axis=-1, largest=True):
+    values, idx = _sort_ref(x, axis, largest)
+    keep = np.arange(k)
+    return np.take(values, keep, axis), np.take(idx, keep, axis)
+
+
+def _sorted_and_values(shape_seq, shape_values, ints=False):
+    def gen(rng):
+        seq = np.sort(rng.uniform(-2, 2, shape_seq), axis=-1)
+        values = rng.uniform(-2.5, 2.5, shape_values)
+        values.flat[:3] = seq.flat[:3]  # exact hits: left and right differ there
+        if ints:
+            return [np.round(seq * 3).astype(np.int64), np.round(values * 3).astype(np.int64)]
+        return [seq.astype(np.float32), values.astype(np.float32)]
+    return gen
+
+
+def _signs(shape):
+    return lambda rng: [rng.choice([-1.0, 1.0], shape).astype(np.float32)]
+
+
+def _triangle_ref(x, k, lower):
+    rows, cols = x.shape[-2:]
+    keep = (np.tril if lower else np.triu)(np.ones((rows, cols), dtype=bool), k)
+    return np.where(keep, x, np.zeros((), x.dtype))
+
+
+case("cumsum", "last", lambda x: x.cumsum(-1), lambda x: np.cumsum(x, -1), F(3, 4))
+case("cumsum", "first", lambda x: webgrad.cumsum(x, 0), lambda x: np.cumsum(x, 0), F(3, 4))
+case("cumsum", "middle_3d", lambda x: x.cumsum(1), lambda x: np.cumsum(x, 1), F(2, 3, 4))
+case("cumsum", "zero_dim", lambda x: x.cumsum(0), lambda x: x.copy(), F())
+case("cumsum", "int", lambda x: x.cumsum(0), lambda x: np.cumsum(x, 0), I(6, dtype="int32"), grad=False,
+     dtype="int64")
+case("cumsum", "bool", lambda x: x.cumsum(0), lambda x: np.cumsum(x, 0), B(7), grad=False, dtype="int64")
+case("cumsum", "dtype_arg", lambda x: x.cumsum(0, dtype=webgrad.float32), lambda x: np.cumsum(x, 0), I(5),
+     grad=False, dtype="float32")
+case("cumsum", "long_rows", lambda x: x.cumsum(1), lambda x: np.cumsum(x, 1), HALVES(2, 9000), grad=False)
+case("cumprod", "last", lambda x: x.cumprod(-1), lambda x: np.cumprod(x, -1), F(3, 4))
+case("cumprod", "first", lambda x: webgrad.cumprod(x, 0), lambda x: np.cumprod(x, 0), F(4, 3))
+case("cumprod", "zeros", lambda x: x.cumprod(1), lambda x: np.cumprod(x, 1), F(3, 4), gen=_with_zeros)
+case("cumprod", "zeros_first_dim", lambda x: x.cumprod(0), lambda x: np.cumprod(x, 0), F(4, 3),
+     gen=lambda rng: [_with_zeros(rng)[0].T.copy()])
+case("cumprod", "int", lambda x: x.cumprod(0), lambda x: np.cumprod(x, 0), I(5, low=-2, high=2), grad=False,
+     dtype="int64")
+case("cumprod", "long_rows", lambda x: x.cumprod(-1), lambda x: np.cumprod(x, -1), F(2, 9000), grad=False,
+     gen=_signs((2, 9000)))
+
+case("sort", "last", lambda x: tuple(x.sort()), _sort_ref, DISTINCT(3, 5), dtype=("float32", "int64"))
+case("sort", "descending_dim0", lambda x: tuple(webgrad.sort(x, 0, descending=True)),
+     lambda x: _sort_ref(x, 0, True), DISTINCT(4, 3), dtype=("float32", "int64"))
+case("sort", "ties_stable", lambda x: tuple(x.sort(stable=True)), _sort_ref, HALVES(3, 9), grad=False,
+     dtype=("float32", "int64"))
+case("sort", "ties_descending", lambda x: tuple(x.sort(descending=True)), lambda x: _sort_ref(x, -1, True),
+     HALVES(3, 9), grad=False, dtype=("float32", "int64"))
+case("sort", "nan_inf_signed_zeros", lambda x: tuple(x.sort(0)), lambda x: _sort_ref(x, 0), SPECIAL(9, 2),
+     grad=False, dtype=("float32", "int64"))
+case("sort", "nan_descending", lambda x: tuple(x.sort(0, descending=True)), lambda x: _sort_ref(x, 0, True),
+     SPECIAL(9, 2), grad=False, dtype=("float32", "int64"))
+case("sort", "int", lambda x: tuple(x.sort()), _sort_ref, I(2, 7), grad=False, dtype=("int64", "int64"))
+case("argsort", "float", lambda x: x.argsort(), _argsort_ref, DISTINCT(3, 5), grad=False, dtype="int64")
+case("argsort", "descending_int32", lambda x: webgrad.argsort(x, 0, descending=True),
+     lambda x: _argsort_ref(x, 0, True), I(6, 2, dtype="int32"), grad=False, dtype="int64")
+case("argsort", "bool", lambda x: x.argsort(), _argsort_ref, B(9), grad=False, dtype="int64")
+case("topk", "largest", lambda x: tuple(x.topk(2)), lambda x: _topk_ref(x, 2), DISTINCT(3, 6),
+     dtype=("float32", "int64"))
+case("topk", "smallest_dim0", lambda x: tuple(webgrad.topk(x, 3, dim=0, largest=False)),
+     lambda x: _topk_ref(x, 3, 0, False), DISTINCT(5, 2), dtype=("float32", "int64"))
+case("topk", "all_unsorted_flag", lambda x: tuple(x.topk(4, sorted=False)), lambda x: _topk_ref(x, 4),
+     DISTINCT(2, 4), dtype=("float32", "int64"))
+case("topk", "k_zero", lambda x: tuple(x.topk(0)), lambda x: _topk_ref(x, 0), DISTINCT(2, 4), grad=False,
+     dtype=("float32", "int64"))
+
+case("searchsorted", "left", lambda s, v: webgrad.searchsorted(s, v), np.searchsorted, F(6), F(8),
+     gen=_sorted_and_values((6,), (8,)), grad=False, dtype="int64")
+case("searchsorted", "right", lambda s, v: webgrad.searchsorted(s, v, right=True),
+     lambda s, v: np.searchsorted(s, v, side="right"), F(6), F(2, 4), gen=_sorted_and_values((6,), (2, 4)),
+     grad=False, dtype="int64")
+case("searchsorted", "rows_side_right", lambda s, v: webgrad.searchsorted(s, v, side="right"),
+     lambda s, v: np.stack([np.searchsorted(a, b, side="right") for a, b in zip(s, v)]), F(3, 5), F(3, 4),
+     gen=_sorted_and_values((3, 5), (3, 4)), grad=False, dtype="int64")
+case("searchsorted", "int_out_int32", lambda s, v: webgrad.searchsorted(s, v, out_int32=True), np.searchsorted,
+     I(6), I(5), gen=_sorted_and_values((6,), (5,), ints=True), grad=False, dtype="int32")
+case("bucketize", "left", lambda v, b: webgrad.bucketize(v, b), lambda v, b: np.searchsorted(b, v), F(3, 4), F(5),
+     gen=lambda rng: _sorted_and_values((5,), (3, 4))(rng)[::-1], grad=False, dtype="int64")
+case("bucketize", "right", lambda v, b: webgrad.bucketize(v, b, right=True),
+     lambda v, b: np.searchsorted(b, v, side="right"), F(7), F(4),
+     gen=lambda rng: _sorted_and_values((4,), (7,))(rng)[::-1], grad=False, dtype="int64")
+case("unique", "sorted", lambda x: webgrad.unique(x), np.unique, I(12, low=-3, high=3), grad=False)
+case("unique", "inverse_counts", lambda x: x.unique(return_inverse=True, return_counts=True),
+     lambda x: (np.unique(x), np.unique(x, return_inverse=True)[1].reshape(x.shape),
+                np.unique(x, return_counts=True)[1]), I(3, 4, low=-2, high=2), grad=False,
+     dtype=("int64", "int64", "int64"))
+case("unique", "dim0", lambda x: webgrad.unique(x, dim=0, return_counts=True),
+     lambda x: (np.unique(x, axis=0), np.unique(x, axis=0, return_counts=True)[1]), F(5, 2), grad=False,
+     gen=lambda rng: [np.array([[1, 2], [0, 3], [1, 2], [0, 3], [-1, 5]], dtype=np.float32)],
+     dtype=("float32", "int64"))
+case("unique", "float", lambda x: x.unique(), np.unique, HALVES(10), grad=False)
+
+case("tril", "square", lambda x: x.tril(), lambda x: _triangle_ref(x, 0, True), F(4, 4))
+case("tril", "wide_diag1", lambda x: webgrad.tril(x, 1), lambda x: _triangle_ref(x, 1, True), F(3, 5))
+case("tril", "batched_diag_neg", lambda x: x.tril(-1), lambda x: _triangle_ref(x, -1, True), F(2, 4, 3))
+case("tril", "bool", lambda x: x.tril(), lambda x: _triangle_ref(x, 0, True), B(3, 3), grad=False)
+case("triu", "square", lambda x: x.triu(), lambda x: _triangle_ref(x, 0, False), F(4, 4))
+case("triu", "tall_diag1", lambda x: webgrad.triu(x, diagonal=1), lambda x: _triangle_ref(x, 1, False), F(5, 3))
+case("triu", "int_diag_neg", lambda x: x.triu(-2), lambda x: _triangle_ref(x, -2, False), I(2, 4, 4),
+     grad=False)
+case("where", "scalar_input", lambda c, y: webgrad.where(c, -1.5, y), lambda c, y: np.where(c, -1.5, y), B(4),
+     F(2, 4))
+case("where", "int_scalars", lambda c: webgrad.where(c, 3, -1), lambda c: np.where(c, 3, -1), B(5),
+     grad=False, dtype="int64")
+case("outer", "float", lambda x, y: webgrad.outer(x, y), np.outer, F(3), F(4))
+case("outer", "method_int", lambda x, y: x.outer(y), np.outer, I(3), I(2), grad=False)
+for variant, equation, shapes in [
+    ("matmul", "ij,jk->ik", [(3, 4), (4, 2)]),
+    ("batched", "bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("attention", "bqd,bkd->bqk", [(2, 3, 4), (2, 5, 4)]),
+    ("diagonal", "ii->i", [(4, 4)]),
+    ("trace", "ii", [(3, 3)]),
+    ("outer", "i,j->ij", [(3,), (4,)]),
+    ("transpose_ellipsis", "...ij->...ji", [(2, 3, 4)]),
+    ("sum_all", "ij->", [(3, 4)]),
+    ("implicit", "ij,jk", [(2, 3), (3, 4)]),
+    ("three_operands", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+    ("bilinear", "bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+    ("broadcast_ellipsis", "...j,j->...", [(2, 3, 4), (4,)]),
+]:
+    case("einsum", variant, lambda *xs, eq=equation: webgrad.einsum(eq, *xs),
+         lambda *xs, eq=equation: np.einsum(eq, *xs), *[F(*s) for s in shapes])
+case("einsum", "list_form", lambda x, y: webgrad.einsum("ij,j->i", [x, y]), lambda x, y: x @ y, F(3, 4), F(4))
+
+
 # ---- zero-size tensors ----------------------------------------------------------------
 case("empty", "add", lambda x, y: x + y, np.add, F(0, 3), F(3), grad=False)
 case("empty", "sum", lambda x: x.sum(0), lambda x: x.sum(0), F(0, 3), grad=False)
