@@ -30,7 +30,7 @@ def static_path() -> str:
 
 def seed_models(base: str, count: int = 3) -> dict[str, int]:
     sizes = {}
-    with httpx.Client(base_url=base) as client:
+    with httpx.Client(base_url=base, headers={"X-Webgrad-Client": "1"}) as client:  # writes need it
         for index in range(count):
             blob = safetensors_bytes(seed=index, shape=(64, 64))
             response = client.put(f"/api/models/load-{index}", files={"weights": ("m.safetensors", blob)},

@@ -15,7 +15,8 @@ Upload format: ``multipart/form-data`` (what a browser ``FormData`` sends) with
 
 - ``weights``: a file part holding the safetensors bytes (required);
 - ``metadata``: a JSON object, as a plain field or a file part (optional, ``{}``
-  if absent, at most 1 MiB).
+  if absent, at most 1 MiB, nested at most 32 levels, finite numbers only, valid
+  Unicode; see ``server.store.metadata_json``).
 
 For example ``curl -X PUT -F weights=@model.safetensors -F 'metadata={"classes": 10}'
 http://127.0.0.1:8000/api/models/digits``, or in JavaScript::
@@ -23,23 +24,30 @@ http://127.0.0.1:8000/api/models/digits``, or in JavaScript::
     const form = new FormData();
     form.append("weights", new Blob([bytes]), "model.safetensors");
     form.append("metadata", JSON.stringify({classes: 10}));
-    await fetch("/api/models/digits", {method: "PUT", body: form});
+    await fetch("/api/models/digits", {method: "PUT", body: form, headers: {"X-Webgrad-Client": "1"}});
+
+(curl too needs ``-H 'X-Webgrad-Client: 1'`` for PUT and DELETE; see server/guard.py.)
 
 Rules: names match ``^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`` without ``..`` (else
 400). The request body may be at most ``WEBGRAD_MAX_UPLOAD`` bytes (default 64
 MiB): a larger Content-Length is refused before reading, and a body without one
 is counted while it streams in, so neither is ever held in memory whole (413).
-The weights must load with ``webgrad.serialize.load_bytes`` (else 400 with its
-reason) and the metadata must be a JSON object (else 400); a refused upload
-leaves the stored version as it was. Other sites may read models (CORS GETs),
-but only pages from this server may write them: a cross-origin PUT or DELETE
-needs a preflight, which allows GET and HEAD only.
+A file may hold at most ``WEBGRAD_MAX_TENSORS`` tensors (default 10,000), counted
+from its header before any tensor is decoded (400). The weights must load with
+``webgrad.serialize.load_bytes`` (else 400 with its reason) and the metadata
+must pass ``server.store.metadata_json`` (else 400); a refused upload leaves
+the stored version as it was. Other sites may read models (CORS GETs), but
+only pages from this server may write them: a write needs the header
+``X-Webgrad-Client: 1``, which another site can send only after a preflight,
+and the preflight allows GET and HEAD only (unless the origin is in
+WEBGRAD_ALLOWED_ORIGINS); see server/guard.py.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import struct
 
 import anyio
 from starlette.background import BackgroundTask
@@ -51,10 +59,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .static import not_modified
-from .store import InvalidName, ModelStore, check_name
+from .store import METADATA_MAX_BYTES, InvalidMetadata, InvalidName, ModelStore, check_name, parse_metadata
 
 DEFAULT_MAX_UPLOAD = 64 * 1024 * 1024
-METADATA_LIMIT = 1024 * 1024
+DEFAULT_MAX_TENSORS = 10_000
+METADATA_LIMIT = METADATA_MAX_BYTES
 CHUNK = 256 * 1024
 NO_CACHE = {"Cache-Control": "no-cache"}
 NO_STORE = {"Cache-Control": "no-store"}
@@ -70,6 +79,10 @@ class BadUpload(Exception):
 
 def max_upload_from_env() -> int:
     return int(os.environ.get("WEBGRAD_MAX_UPLOAD", DEFAULT_MAX_UPLOAD))
+
+
+def max_tensors_from_env() -> int:
+    return int(os.environ.get("WEBGRAD_MAX_TENSORS", DEFAULT_MAX_TENSORS))
 
 
 def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -95,25 +108,51 @@ class BodyLimit:
         return message
 
 
-def parse_metadata(raw: bytes | str) -> dict:
-    def refuse_constant(name):
-        raise ValueError(f"{name} is not valid JSON")
+class _TooManyObjects(Exception):
+    pass
+
+
+def check_tensor_count(data: bytes, limit: int, name: str) -> None:
+    """Refuse a safetensors file with more than ``limit`` tensors, reading only its header.
+
+    The header is parsed with a hook that stops after ``limit`` + 2 JSON objects (one
+    per tensor, ``__metadata__`` and the header itself), so a file of 100,000 empty
+    tensors costs no more memory than one at the limit. Anything else malformed is
+    left to ``webgrad.serialize.load_bytes``, which explains it.
+    """
+    if len(data) < 8:
+        return
+    (length,) = struct.unpack("<Q", data[:8])
+    if length > len(data) - 8:
+        return
+    seen = 0
+
+    def count(pairs):
+        nonlocal seen
+        seen += 1
+        if seen > limit + 2:
+            raise _TooManyObjects()
+        return pairs
 
     try:
-        value = json.loads(raw, parse_constant=refuse_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadUpload(f"metadata is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise BadUpload(f"metadata must be a JSON object, got {type(value).__name__}")
-    return value
+        top = json.loads(data[8:8 + length], object_pairs_hook=count)
+        if isinstance(top, list) and sum(key != "__metadata__" for key, _ in top) > limit:
+            raise _TooManyObjects()
+    except _TooManyObjects:
+        raise BadUpload(f"weights for model {name!r} hold more than {limit} tensors, the limit per file; "
+                        "raise it with WEBGRAD_MAX_TENSORS (or --max-tensors)") from None
+    except (ValueError, RecursionError):
+        return  # malformed: load_bytes says how
 
 
-def store_upload(store: ModelStore, name: str, file, metadata: dict, limit: int) -> tuple[dict, bool]:
+def store_upload(store: ModelStore, name: str, file, metadata: dict, limit: int,
+                 max_tensors: int) -> tuple[dict, bool]:
     """Validate the uploaded weights, then hand them to the store (runs in a worker thread)."""
     file.seek(0)
     data = file.read(limit + 1)
     if len(data) > limit:
         raise UploadTooLarge()
+    check_tensor_count(data, max_tensors, name)
     from webgrad import serialize
 
     try:
@@ -127,7 +166,7 @@ def store_upload(store: ModelStore, name: str, file, metadata: dict, limit: int)
     return store.put(name, temp, metadata, size=len(data), sha256=digest)
 
 
-def model_routes(store: ModelStore, max_upload: int) -> list[Route]:
+def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_MAX_TENSORS) -> list[Route]:
     # Validating decodes every tensor (memory about twice the upload): two at a time.
     validation_slots = anyio.Semaphore(2)
 
@@ -185,7 +224,7 @@ def model_routes(store: ModelStore, max_upload: int) -> list[Route]:
             # is cheaper to drop the connection.
             close = not length.isdigit() or int(length) > 4 * max_upload
             return too_large(close)
-        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
             return error(415, "send multipart/form-data with a 'weights' file part (safetensors) and "
                               "an optional 'metadata' part (a JSON object)")
         limited = Request(request.scope, BodyLimit(request.receive, max_upload))
@@ -200,14 +239,22 @@ def model_routes(store: ModelStore, max_upload: int) -> list[Route]:
                     raw = await raw.read(METADATA_LIMIT + 1)
                     if len(raw) > METADATA_LIMIT:
                         raise BadUpload(f"metadata is larger than {METADATA_LIMIT} bytes")
-                metadata = parse_metadata(raw)
+                try:
+                    metadata = parse_metadata(raw)
+                except InvalidMetadata as exc:
+                    raise BadUpload(str(exc)) from None
                 async with validation_slots:
                     record, created = await run_in_threadpool(
-                        store_upload, store, name, weights.file, metadata, max_upload)
+                        store_upload, store, name, weights.file, metadata, max_upload, max_tensors)
         except UploadTooLarge:
             return too_large(close=False)
         except BadUpload as exc:
             return error(400, str(exc))
+        except HTTPException as exc:  # the multipart parser's refusal (a part too large, a bad boundary)
+            if exc.status_code != 400:
+                raise
+            return error(400, f"the upload is not acceptable multipart/form-data: {exc.detail} (the "
+                              f"'metadata' part may hold at most {METADATA_LIMIT} bytes)")
         return JSONResponse(public(record), status_code=201 if created else 200,
                             headers={**NO_STORE, "Location": f"/api/models/{name}"})
 
@@ -217,14 +264,20 @@ def model_routes(store: ModelStore, max_upload: int) -> list[Route]:
             return error(404, f"no model named {name!r}")
         return Response(status_code=204, headers=NO_STORE)
 
+    async def model(request: Request):
+        # One route per URL, so a 405 lists every method the URL takes in its Allow header.
+        if request.method == "PUT":
+            return await put_model(request)
+        if request.method == "DELETE":
+            return await delete_model(request)
+        return await run_in_threadpool(get_model, request)
+
     def unknown(request: Request):
         return error(404, f"no API endpoint {request.url.path}", NO_CACHE)
 
     return [
-        Route("/api/models", list_models, methods=["GET"]),
-        Route("/api/models/{name}", get_model, methods=["GET"]),
-        Route("/api/models/{name}", put_model, methods=["PUT"]),
-        Route("/api/models/{name}", delete_model, methods=["DELETE"]),
-        Route("/api/models/{name}/weights", get_weights, methods=["GET"]),
+        Route("/api/models", list_models, methods=["GET", "HEAD"]),
+        Route("/api/models/{name}", model, methods=["GET", "HEAD", "PUT", "DELETE"]),
+        Route("/api/models/{name}/weights", get_weights, methods=["GET", "HEAD"]),
         Route("/api/{rest:path}", unknown),
     ]

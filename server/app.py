@@ -11,6 +11,11 @@ URL map (``create_app`` builds it; ``python -m server`` runs it):
     /vendor/tfjs/         TensorFlow.js 4.22 bundles and wasm binaries, immutable
     /api/models...        the model store (see server/api.py)
 
+Requests pass ``server.guard`` first: a Host outside the allow-list gets 421, a
+write (PUT/POST/DELETE...) without ``X-Webgrad-Client: 1`` or from a foreign
+Origin gets 403. HTML pages carry ``CONTENT_SECURITY_POLICY``. Connection limits
+(timeouts, a connection cap) are set in ``server.limits``.
+
 Every response carries ``Cross-Origin-Opener-Policy: same-origin`` and
 ``Cross-Origin-Embedder-Policy: require-corp`` (so pages get SharedArrayBuffer),
 plus ``Cross-Origin-Resource-Policy: cross-origin``; GET/HEAD responses also
@@ -31,7 +36,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from . import static
-from .api import max_upload_from_env, model_routes
+from .api import max_tensors_from_env, max_upload_from_env, model_routes
+from .guard import CLIENT_HEADER, AccessPolicy, hosts_from_env, origins_from_env
+from .limits import DEFAULT_HEADER_TIMEOUT_S, DEFAULT_KEEP_ALIVE_S, default_max_connections
 from .store import ModelStore, default_data_dir
 from .wheel import WheelBuildError, WheelKeeper
 
@@ -47,6 +54,40 @@ CORS_READ_HEADERS = [
     (b"access-control-allow-origin", b"*"),
     (b"access-control-expose-headers", b"ETag, Content-Length, Last-Modified"),
 ]
+# The Content-Security-Policy of every HTML page: scripts, workers, wasm and data
+# from this server only. 'wasm-unsafe-eval' lets Pyodide and TF.js compile
+# WebAssembly; blob: workers are how the runtime starts when embedded elsewhere;
+# CodeMirror 6 injects <style> elements, hence 'unsafe-inline' for styles only.
+# Inline <script> blocks of the pages in web/ are allowed by their sha256 hashes,
+# which the web root's endpoint adds per page (no 'unsafe-inline' for scripts).
+# frame-ancestors 'self': our pages are not meant to be framed by other sites
+# (embedding works through webgrad.js, not an iframe).
+CONTENT_SECURITY_POLICY = {
+    "default-src": "'self'",
+    "script-src": "'self' 'wasm-unsafe-eval'",
+    "worker-src": "'self' blob:",
+    "connect-src": "'self'",
+    "img-src": "'self' data: blob:",
+    "style-src": "'self' 'unsafe-inline'",
+    "font-src": "'self' data:",
+    "object-src": "'none'",
+    "base-uri": "'self'",
+    "form-action": "'self'",
+    "frame-ancestors": "'self'",
+}
+
+
+def csp_header(script_hashes=()) -> str:
+    """``CONTENT_SECURITY_POLICY`` as a header value, allowing the inline scripts with these hashes."""
+    directives = dict(CONTENT_SECURITY_POLICY)
+    if script_hashes:
+        directives["script-src"] += "".join(f" 'sha256-{digest}'" for digest in script_hashes)
+    return "; ".join(f"{name} {value}" for name, value in directives.items())
+
+
+BASE_CSP = csp_header().encode()
+WRITE_PREFLIGHT_HEADERS = f"{CLIENT_HEADER}, Content-Type, Range, If-None-Match, If-Modified-Since"
+
 # Percent-encoded '/', '\' and NUL: the ASGI server decodes them before routing,
 # where they would look like path separators or string ends. No URL here needs them.
 FORBIDDEN_ENCODED = (b"%2f", b"%5c", b"%00")
@@ -54,35 +95,64 @@ FORBIDDEN_ENCODED = (b"%2f", b"%5c", b"%00")
 
 @dataclass
 class Settings:
-    """Where the server finds things; every field has a default for `make serve`."""
+    """What the server serves and its limits; every field has a default for `make serve`."""
 
     web_root: Path = REPO / "web"
     assets_root: Path = REPO / "server" / "assets"
     wgsl_root: Path = REPO / "wgsl_kernels"
     data_dir: Path = field(default_factory=default_data_dir)
     max_upload: int = field(default_factory=max_upload_from_env)
+    max_tensors: int = field(default_factory=max_tensors_from_env)  # per uploaded file
     repo: Path = REPO  # the working tree the webgrad wheel is built from
+    # Host names served besides loopback ones ("*": any); origins that may write cross-origin.
+    allowed_hosts: tuple[str, ...] = field(default_factory=hosts_from_env)
+    allowed_origins: tuple[str, ...] = field(default_factory=origins_from_env)
+    bound_host: str | None = None  # the address served on, allowed as a Host too
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    keep_alive_s: float = DEFAULT_KEEP_ALIVE_S
+    max_connections: int = field(default_factory=default_max_connections)
 
 
 class SiteHeaders:
-    """ASGI middleware: refuse encoded separators, answer CORS preflights, add the headers above."""
+    """ASGI middleware: the access policy, encoded separators, CORS preflights, the headers above."""
 
-    def __init__(self, app):
+    def __init__(self, app, policy: AccessPolicy):
         self.app = app
+        self.policy = policy
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         raw_path = (scope.get("raw_path") or scope["path"].encode("utf-8", "surrogateescape")).lower()
         method = scope["method"]
-        if any(token in raw_path for token in FORBIDDEN_ENCODED) or "\x00" in scope["path"]:
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+        origin = headers.get("origin")
+        listed = self.policy.origin_listed(origin)
+        refusal = self.policy.refusal(method, scope.get("scheme", "http"), headers)
+        if refusal is not None:
+            status, message = refusal
+            response = PlainTextResponse(message, status_code=status, headers={"Cache-Control": "no-store"})
+            if scope["path"].startswith("/api/"):
+                response = JSONResponse({"error": message}, status_code=status, headers={"Cache-Control": "no-store"})
+        elif any(token in raw_path for token in FORBIDDEN_ENCODED) or "\x00" in scope["path"]:
             response = PlainTextResponse("Bad Request: encoded '/', '\\' or NUL in path", status_code=400)
+        elif method == "OPTIONS" and listed:
+            # An allow-listed origin may also write (with our client header).
+            response = Response(status_code=204, headers={
+                "Access-Control-Allow-Origin": origin,
+                "Access-Control-Allow-Methods": "GET, HEAD, OPTIONS, PUT, DELETE",
+                "Access-Control-Allow-Headers": WRITE_PREFLIGHT_HEADERS,
+                "Access-Control-Max-Age": "600",
+                "Vary": "Origin",
+            })
         elif method == "OPTIONS":
-            # Reads may come from any site; writes only from our own pages (no PUT/DELETE here).
+            # Reads may come from any site; writes only from our own pages (no PUT/DELETE here,
+            # and not our client header, so a browser never sends another site's write).
             response = Response(status_code=204, headers={
                 "Access-Control-Allow-Methods": "GET, HEAD, OPTIONS",
                 "Access-Control-Allow-Headers": "Range, If-None-Match, If-Modified-Since",
                 "Access-Control-Max-Age": "86400",
+                "Vary": "Origin",
             })
         else:
             response = None
@@ -95,8 +165,13 @@ class SiteHeaders:
                 headers += [h for h in SECURITY_HEADERS if h[0] not in names]
                 if cors:
                     headers += [h for h in CORS_READ_HEADERS if h[0] not in names]
+                elif listed:
+                    headers += [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
                 if b"cache-control" not in names:
                     headers.append((b"cache-control", b"no-cache"))
+                content_type = dict(headers).get(b"content-type", b"")
+                if content_type.startswith(b"text/html") and b"content-security-policy" not in names:
+                    headers.append((b"content-security-policy", BASE_CSP))
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -127,6 +202,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
             return static.serve_from(root, request, request.path_params["path"])
 
         return endpoint
+
+    def web_page(request: Request):
+        response = static.serve_from(roots["web"], request, request.path_params["path"])
+        path = getattr(response, "path", None)  # a FileResponse
+        if path is not None and response.media_type.startswith("text/html"):
+            response.headers["Content-Security-Policy"] = csp_header(static.inline_script_hashes(path))
+        return response
 
     def pyodide_extra(request: Request):
         relative = request.path_params["path"]
@@ -161,7 +243,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             return PlainTextResponse("Not Found (an older build?) - see /wheels/latest.json", status_code=404)
         return static.serve_from(static.Root(wheels_dir, static.IMMUTABLE), request, latest["file"])
 
-    routes = model_routes(store, settings.max_upload) + [
+    routes = model_routes(store, settings.max_upload, settings.max_tensors) + [
         Route("/pyodide/{path:path}", from_root("pyodide")),
         Route("/pyodide-extra/{path:path}", pyodide_extra),
         Route("/wheels/latest.json", wheels_latest),
@@ -169,7 +251,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/wheels/{file}", wheel_plain),
         Route("/wgsl/{path:path}", from_root("wgsl")),
         Route("/vendor/tfjs/{path:path}", from_root("tfjs")),
-        Route("/{path:path}", from_root("web")),
+        Route("/{path:path}", web_page),
     ]
 
     async def http_error(request: Request, exc: HTTPException):
@@ -178,8 +260,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
                                 headers={**(exc.headers or {}), "Cache-Control": "no-store"})
         return PlainTextResponse(str(exc.detail), status_code=exc.status_code, headers=exc.headers)
 
+    policy = AccessPolicy.build(settings.allowed_hosts, settings.allowed_origins, settings.bound_host)
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error},
-                    middleware=[Middleware(SiteHeaders)])
+                    middleware=[Middleware(SiteHeaders, policy=policy)])
     app.state.settings = settings
     app.state.store = store
     return app

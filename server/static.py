@@ -6,12 +6,18 @@ no backslash, NUL or ``:`` (Windows drives and streams). Percent-encoded
 slashes, backslashes and NULs (``%2f``, ``%5c``, ``%00``) are refused by the
 app for every route, because the ASGI server decodes them before we see the
 path. Then the joined path is resolved with ``realpath`` and must still lie
-inside the root's own ``realpath``: that refuses symlinks that point outside,
-while links that stay inside keep working.
+inside the root's own ``realpath`` (compared as paths with ``commonpath``, not
+as strings, so a sibling ``web-private/`` is outside ``web/``): that refuses
+symlinks that point outside, while links that stay inside keep working.
+
+``inline_script_hashes`` gives the CSP hashes of an HTML page's inline scripts.
 """
 from __future__ import annotations
 
+import base64
+import functools
 import hashlib
+import html.parser
 import mimetypes
 import os
 import stat
@@ -82,6 +88,11 @@ def split_safe(relative: str) -> list[str]:
     return parts
 
 
+def is_inside(real: str, root_real: str) -> bool:
+    """True if the resolved path ``real`` is ``root_real`` or below it (both absolute, resolved)."""
+    return os.path.commonpath([real, root_real]) == root_real
+
+
 @dataclass
 class Root:
     """One served folder: where it is, how long browsers may cache it, which files."""
@@ -100,7 +111,7 @@ class Root:
         root_real = os.path.realpath(self.directory)
         candidate = os.path.join(root_real, *[p for p in parts if p])
         real = os.path.realpath(candidate)
-        if real != root_real and not real.startswith(root_real + os.sep):
+        if not is_inside(real, root_real):
             return None  # a symlink somewhere on the way points outside the root
         try:
             info = os.stat(real)
@@ -156,3 +167,44 @@ def serve_from(root: Root, request: Request, relative: str) -> Response:
         return RedirectResponse(request.url.path + "/", status_code=307)
     real, info = found
     return serve_file(request, real, info, root.cache_control)
+
+
+class _InlineScripts(html.parser.HTMLParser):
+    """Collects the text of each ``<script>`` without ``src`` (what CSP hashes cover)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=False)
+        self.scripts: list[str] = []
+        self._current: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "script" and not any(name == "src" for name, _ in attrs):
+            self._current = []
+
+    def handle_data(self, data):
+        if self._current is not None:
+            self._current.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "script" and self._current is not None:
+            self.scripts.append("".join(self._current))
+            self._current = None
+
+
+@functools.lru_cache(maxsize=64)
+def _hashes(real: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    with open(real, "rb") as file:
+        text = file.read().decode("utf-8", "replace")
+    # Browsers hash the script text after the HTML parser's newline normalisation.
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    parser = _InlineScripts()
+    parser.feed(text)
+    parser.close()
+    return tuple(base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+                 for script in parser.scripts)
+
+
+def inline_script_hashes(real: str) -> tuple[str, ...]:
+    """Base64 sha256 of each inline ``<script>`` in the HTML file ``real`` (cached per version)."""
+    info = os.stat(real)
+    return _hashes(real, info.st_mtime_ns, info.st_size)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import re
 import secrets
@@ -51,6 +52,8 @@ CREATE TABLE IF NOT EXISTS models (
 )
 """
 COLUMNS = "name, file, size, sha256, metadata, created, updated, revision"
+METADATA_MAX_BYTES = 1024 * 1024
+METADATA_MAX_DEPTH = 32
 
 
 class InvalidName(ValueError):
@@ -64,6 +67,89 @@ def check_name(name: str) -> str:
             f"invalid model name {name!r}: use 1 to 64 characters from A-Z a-z 0-9 _ . -, "
             "starting with a letter or digit, without '..'")
     return name
+
+
+class InvalidMetadata(ValueError):
+    """Metadata that is not a JSON object every client can read back (see ``metadata_json``)."""
+
+
+def _refuse_constant(name):
+    raise InvalidMetadata(f"metadata holds {name}, which is not a JSON number; only finite numbers are allowed")
+
+
+def _where(path: tuple) -> str:
+    return "metadata" + "".join(f"[{key!r}]" for key in path)
+
+
+def _check_text(text: str, path: tuple) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start:exc.end].encode("unicode_escape").decode()
+        raise InvalidMetadata(f"{_where(path)}: the string holds {bad}, a lone surrogate, which is not "
+                              "valid Unicode; send UTF-8 text") from None
+
+
+def metadata_json(metadata) -> str:
+    """Check ``metadata`` and return its compact JSON text, or raise ``InvalidMetadata`` saying where.
+
+    Rules: a dict (JSON object) with string keys, nested at most ``METADATA_MAX_DEPTH``
+    levels, only finite numbers (no NaN or infinities, no integers beyond a double's
+    range, which browsers would read as Infinity), strings of valid Unicode (no lone
+    surrogates), and at most ``METADATA_MAX_BYTES`` of UTF-8 JSON.
+    """
+    if not isinstance(metadata, dict):
+        raise InvalidMetadata(f"metadata must be a JSON object, got {type(metadata).__name__}")
+    stack = [(metadata, 0, ())]  # iterative: a deep value must not overflow Python's stack
+    while stack:
+        value, depth, path = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= METADATA_MAX_DEPTH:
+                raise InvalidMetadata(f"{_where(path)}: metadata nests deeper than {METADATA_MAX_DEPTH} levels")
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if not isinstance(key, str):
+                        raise InvalidMetadata(f"{_where(path)}: key {key!r} is not a string")
+                    _check_text(key, path)
+                    stack.append((item, depth + 1, path + (key,)))
+            else:
+                stack.extend((item, depth + 1, path + (index,)) for index, item in enumerate(value))
+        elif isinstance(value, str):
+            _check_text(value, path)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise InvalidMetadata(f"{_where(path)} is {value}: only finite numbers are allowed (a number like "
+                                  "1e999 overflows to infinity; JSON has no NaN or Infinity)")
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2 ** 1023:
+            raise InvalidMetadata(f"{_where(path)}: the integer is beyond a double's range; browsers would "
+                                  "read it as Infinity")
+        elif value is not None and not isinstance(value, (bool, int, float)):
+            raise InvalidMetadata(f"{_where(path)}: {type(value).__name__} is not a JSON value")
+    text = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if len(text.encode("utf-8")) > METADATA_MAX_BYTES:
+        raise InvalidMetadata(f"metadata is larger than {METADATA_MAX_BYTES} bytes as JSON")
+    return text
+
+
+def parse_metadata(raw: bytes | str) -> dict:
+    """Parse JSON text into metadata checked by ``metadata_json``; raise ``InvalidMetadata``."""
+    try:
+        value = json.loads(raw, parse_constant=_refuse_constant)
+    except InvalidMetadata:
+        raise
+    except RecursionError:
+        raise InvalidMetadata(f"metadata nests deeper than {METADATA_MAX_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidMetadata(f"metadata is not valid JSON: {exc}") from None
+    metadata_json(value)
+    return value
+
+
+def _valid_name(name) -> bool:
+    try:
+        check_name(name)
+    except InvalidName:
+        return False
+    return True
 
 
 def default_data_dir() -> Path:
@@ -114,6 +200,9 @@ class ModelStore:
             # isolation_level=None: we write BEGIN/COMMIT ourselves.
             conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
             conn.row_factory = sqlite3.Row
+            # A damaged row must not make every read fail: undecodable text comes
+            # back as lone surrogates, which _record then reports for that row only.
+            conn.text_factory = lambda data: data.decode("utf-8", "surrogateescape")
             # FULL: a commit is on disk before we delete the file it replaced.
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA busy_timeout=30000")
@@ -130,19 +219,25 @@ class ModelStore:
 
     @staticmethod
     def _record(row: sqlite3.Row) -> dict:
-        return {
+        record = {
             "name": row["name"],
             "size": row["size"],
             "sha256": row["sha256"],
             "created": row["created"],
             "updated": row["updated"],
             "revision": row["revision"],
-            "metadata": json.loads(row["metadata"]),
         }
+        try:  # rows written before metadata was checked may hold what clients cannot read
+            record["metadata"] = parse_metadata(row["metadata"])
+        except InvalidMetadata as exc:
+            record["metadata"] = {}
+            record["metadata_error"] = f"the stored metadata is unreadable ({exc}); upload the model again"
+        return record
 
     def list(self) -> list[dict]:
+        """Every model's record, by name (rows with a damaged name are left out)."""
         rows = self._connect().execute(f"SELECT {COLUMNS} FROM models ORDER BY name").fetchall()
-        return [self._record(row) for row in rows]
+        return [self._record(row) for row in rows if _valid_name(row["name"])]
 
     def get(self, name: str) -> dict | None:
         check_name(name)
@@ -193,10 +288,12 @@ class ModelStore:
 
         The caller has validated the file. ``temp_path`` is consumed (moved or removed).
         """
-        check_name(name)
-        if not isinstance(metadata, dict):
-            raise TypeError("metadata must be a dict (a JSON object)")
-        metadata_json = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
+        try:
+            check_name(name)
+            metadata_text = metadata_json(metadata)  # before anything changes on disk
+        except ValueError:
+            Path(temp_path).unlink(missing_ok=True)
+            raise
         file_name = f"{name}@{time.time_ns():x}-{secrets.token_hex(4)}.safetensors"
         final_path = self.models_dir / file_name
         try:
@@ -219,7 +316,7 @@ class ModelStore:
                 "ON CONFLICT(name) DO UPDATE SET file = excluded.file, size = excluded.size, "
                 "sha256 = excluded.sha256, metadata = excluded.metadata, updated = excluded.updated, "
                 "revision = excluded.revision",
-                (name, file_name, size, sha256, metadata_json, created, now, revision))
+                (name, file_name, size, sha256, metadata_text, created, now, revision))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

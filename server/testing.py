@@ -8,8 +8,9 @@
   client-side normalisation of ``..`` or ``%2e``, unlike httpx or curl) and return
   ``(status, headers, body)``.
 - ``make_fake_site(top, secret)``: a small site in a temporary folder (web/ with
-  symlinks pointing in and out, fake Pyodide/TF.js files, a secret file outside
-  every root) and the ``Settings`` that serve it.
+  symlinks pointing in and out, one into a sibling web-private/, fake
+  Pyodide/TF.js files, a secret file outside every root) and the ``Settings``
+  that serve it.
 - ``safetensors_bytes(...)``: a small valid file made with webgrad itself.
 """
 from __future__ import annotations
@@ -51,11 +52,16 @@ def wait_for_port(port: int, timeout_s: float = 20.0, process: subprocess.Popen 
 
 @contextlib.contextmanager
 def running_server(app):
-    """Serve ``app`` with uvicorn on a free loopback port, in a thread; yield the base URL."""
+    """Serve ``app`` with uvicorn on a free loopback port, in a thread; yield the base URL.
+
+    The server runs with the limits of ``app.state.settings`` (as ``python -m server`` does).
+    """
     import uvicorn
 
+    from .limits import uvicorn_config
+
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, http=HTTP_IMPL, log_level="warning",
+    config = uvicorn_config(app, "127.0.0.1", port, app.state.settings, http=HTTP_IMPL, log_level="warning",
                             lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn:{port}", daemon=True)
@@ -184,6 +190,11 @@ def make_fake_site(top: Path, secret: str, max_upload: int = 64 * 1024):
     os.symlink(outside, web / "leakdir")
     os.symlink("webgrad.js", web / "alias.js")  # stays inside the root: allowed
     os.symlink("loop", web / "loop")  # points at itself
+    # A sibling whose name starts like the root's: outside it, though "web-private"
+    # starts with "web" as a string.
+    (top / "web-private").mkdir()
+    (top / "web-private" / "secret.txt").write_text(secret)
+    os.symlink(top / "web-private", web / "private")
     assets = top / "assets"
     for folder in ("pyodide", "pyodide-extra", "vendor/tfjs"):
         (assets / folder).mkdir(parents=True)

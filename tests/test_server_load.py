@@ -28,7 +28,7 @@ def test_fifty_clients_for_ten_seconds(tmp_path, capsys):
     assert kernels, "no WGSL kernel to serve as the static file"
     with running_server_process(["--data", str(tmp_path / "data")]) as base:
         sizes = {}
-        with httpx.Client(base_url=base, timeout=30) as client:
+        with httpx.Client(base_url=base, timeout=30, headers={"X-Webgrad-Client": "1"}) as client:
             for index in range(3):
                 blob = safetensors_bytes(seed=index, shape=(64, 64))
                 response = client.put(f"/api/models/load-{index}", files={"weights": ("m.safetensors", blob)},

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import random as wg_random
+from .blas import blas_threads, matmul_size
 
 
 def _stored(array: np.ndarray, dtype) -> np.ndarray:
@@ -26,6 +27,8 @@ class NumpyBackend:
         kernel = op.impls.get("numpy")
         if kernel is None:
             raise NotImplementedError(f"{op.name}: no numpy kernel")
+        if op.name == "matmul":  # one BLAS thread for small products (see blas.py)
+            blas_threads.choose(matmul_size(inputs[0]._data, inputs[1]._data))
         result = kernel(*[t._data for t in inputs], **attrs)
         if type(result) is not np.ndarray:
             result = np.asarray(result)
