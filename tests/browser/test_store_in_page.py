@@ -57,3 +57,25 @@ def test_store_push_pull_in_the_page(webgpu_runtime, server_url):
 
     message = webgpu_runtime.ok(CLEANUP_CODE)["result"]
     assert "no model named 'page-model'" in message and origin in message
+
+
+def test_datasets_summary_and_display_in_the_page(webgpu_runtime):
+    code = """
+import json
+import webgrad
+from webgrad import nn
+x, y = webgrad.datasets.digits(split="test", flatten=False)
+model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(256, 10))
+summary = webgrad.summary(model, input_size=(1, 1, 8, 8))
+bundle = webgrad.display.rich_repr(summary)
+json.dumps({"x": list(x.shape), "y": list(y.shape), "text": len(webgrad.datasets.tiny_text()),
+            "flops": summary.total_flops, "html": bundle["text/html"][:31],
+            "png": webgrad.display.rich_repr(webgrad.display.Image(x[0, 0]))["image/png"][:8]})
+"""
+    out = json.loads(webgpu_runtime.ok(code)["result"])
+    assert out["x"] == [360, 1, 8, 8] and out["y"] == [360]
+    assert out["text"] > 20_000
+    conv = 2 * (4 * 8 * 8) * 9 + 4 * 8 * 8
+    assert out["flops"] == conv + 2 * 256 * 10 + 10
+    assert out["html"] == '<table class="webgrad-summary">'
+    assert out["png"] == "iVBORw0K"  # base64 of the PNG signature
