@@ -66,8 +66,10 @@ def __getattr__(name):
     import importlib
 
     if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends",
-                "cuda", "accelerator", "mps", "store", "datasets", "display"):
+                "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx"):
         return importlib.import_module(f"webgrad.{name}")
+    if name == "autocast":
+        return importlib.import_module("webgrad.amp").autocast
     if name in ("save", "load"):
         return getattr(importlib.import_module("webgrad.serialize"), name)
     raise AttributeError(f"module 'webgrad' has no attribute {name!r}")
