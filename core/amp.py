@@ -111,9 +111,8 @@ class autocast:  # noqa: N801  (PyTorch's name)
         _stack().append({"device_type": self.device_type, "dtype": self.fast_dtype, "enabled": self._enabled})
         return self
 
-    def __exit__(self, *exc_info) -> bool:
+    def __exit__(self, *exc_info) -> None:
         _stack().pop()
-        return False
 
     def __call__(self, func):
         @functools.wraps(func)
