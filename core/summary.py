@@ -1,9 +1,10 @@
 """``webgrad.summary``: a table of a model's layers, output shapes, parameters and FLOPs, like torchinfo.
 
 FLOPs convention: one multiply-add is 2 FLOPs. Counted are the matrix products
-of ``Linear``, ``Conv1d``/``Conv2d`` and ``MultiheadAttention`` (its input
-projections and both attention products; its ``out_proj`` is a ``Linear`` row of
-its own) plus their bias additions (1 FLOP per output element). Elementwise
+of ``Linear``, ``Conv1d``/``Conv2d``, the recurrent layers and cells (RNN, LSTM,
+GRU: input and hidden products of every gate) and ``MultiheadAttention`` (its
+input projections and both attention products; its ``out_proj`` is a ``Linear``
+row of its own) plus their bias additions (1 FLOP per output element). Elementwise
 layers (activations, norms, pooling, dropout) and code in a custom ``forward``
 outside these layers count 0: they are small next to the products.
 """
@@ -162,6 +163,7 @@ def _example_input(model, input_size, input_data, dtypes, device, caller: str):
 def layer_flops(module, args, output) -> int:
     """Forward FLOPs of one call of ``module`` itself (not of the modules it calls); see the module doc."""
     from .nn import Conv1d, Conv2d, Linear, MultiheadAttention
+    from .nn.modules.rnn import RNNBase, RNNCellBase
 
     out = output[0] if isinstance(output, (tuple, list)) else output
     if not isinstance(out, Tensor):
@@ -172,6 +174,8 @@ def layer_flops(module, args, output) -> int:
     if isinstance(module, (Conv1d, Conv2d)):
         per_output = (module.in_channels // module.groups) * math.prod(module.kernel_size)
         return 2 * out.numel() * per_output + (out.numel() if module.bias is not None else 0)
+    if isinstance(module, (RNNBase, RNNCellBase)):
+        return _recurrent_flops(module, args)
     if isinstance(module, MultiheadAttention):
         query, key = args[0], args[1] if len(args) > 1 else args[0]
         batch_axis = 0 if module.batch_first else 1
@@ -184,6 +188,32 @@ def layer_flops(module, args, output) -> int:
         attention = 2 * 2 * batch * length * source * e  # scores q k^T, then weights v
         return projections + biases + attention
     return 0
+
+
+def _recurrent_flops(module, args) -> int:
+    """Per step and direction: the input and hidden products of every gate, plus both biases
+    (and LSTM's projection). Gate nonlinearities count 0, as elsewhere."""
+    from .nn.modules.rnn import _GATES, RNNCellBase
+
+    x = args[0]
+    if isinstance(module, RNNCellBase):
+        steps, batch = 1, (x.shape[0] if x.dim() == 2 else 1)
+        layers, directions, hidden_out, mode = 1, 1, module.hidden_size, module._mode
+    else:
+        batched = x.dim() == 3
+        steps = x.shape[1 if batched and module.batch_first else 0]
+        batch = x.shape[0 if module.batch_first else 1] if batched else 1
+        layers, directions, mode = module.num_layers, 2 if module.bidirectional else 1, module.mode
+        hidden_out = module.proj_size or module.hidden_size
+    gates = _GATES[mode] * module.hidden_size
+    total = 0
+    for layer in range(layers):
+        width = module.input_size if layer == 0 else directions * hidden_out
+        per_step = 2 * gates * (width + hidden_out) + (2 * gates if module.bias else 0)
+        if getattr(module, "proj_size", 0):
+            per_step += 2 * module.hidden_size * module.proj_size
+        total += directions * steps * batch * per_step
+    return total
 
 
 def summary(model, input_size=None, input_data=None, dtypes=None, device=None, depth: int = 3, **kwargs):

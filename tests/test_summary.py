@@ -159,3 +159,17 @@ def test_integer_inputs_and_bad_arguments():
         webgrad.summary(mlp(), input_size=(1, -64))
     with pytest.raises(ValueError, match="2 input shapes but 1 dtypes"):
         webgrad.summary(mlp(), input_size=[(1, 64), (1, 64)], dtypes=[webgrad.float32])
+
+
+def test_recurrent_flops_match_the_gate_products():
+    steps, batch, features, hidden = 5, 2, 3, 4
+    lstm = webgrad.summary(nn.LSTM(features, hidden, num_layers=2, bidirectional=True, batch_first=True),
+                           input_size=(batch, steps, features))
+    gates = 4 * hidden
+    layer0 = 2 * gates * (features + hidden) + 2 * gates
+    layer1 = 2 * gates * (2 * hidden + hidden) + 2 * gates
+    assert lstm.total_flops == 2 * steps * batch * (layer0 + layer1)
+    assert lstm.rows[0].output_shape == [batch, steps, 2 * hidden]
+
+    gru = webgrad.summary(nn.GRUCell(features, hidden, bias=False), input_size=(batch, features))
+    assert gru.total_flops == batch * 2 * (3 * hidden) * (features + hidden)
