@@ -359,3 +359,30 @@ def test_architecture_record_is_json_and_versioned():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert repr(arch.build(json.loads(text))) == repr(arch.build(record))
+
+
+LAYERS = [
+    lambda: nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True, proj_size=2),
+    lambda: nn.GRU(3, 4, dropout=0.1, num_layers=2),
+    lambda: nn.RNN(3, 4, nonlinearity="relu", bias=False),
+    lambda: nn.LSTMCell(3, 4),
+    lambda: nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32),
+    lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, activation=nn.functional.gelu,
+                                                             norm_first=True), 2, norm=nn.LayerNorm(16)),
+    lambda: nn.Embedding(10, 4, padding_idx=0),
+    lambda: nn.Sequential(nn.BatchNorm1d(3, momentum=None), nn.LayerNorm((3,), eps=1e-3), nn.GELU("tanh"),
+                          nn.Softmax(dim=-1), nn.Unflatten(1, (3, 1)), nn.Dropout2d(0.3)),
+    lambda: nn.Sequential(nn.AvgPool2d(2), nn.AdaptiveAvgPool2d((1, 1)), nn.Conv1d(2, 2, 3, dilation=2, groups=2)),
+    lambda: nn.ModuleDict({"encoder": nn.ModuleList([nn.Linear(2, 2), nn.ReLU()]), "head": nn.Identity(7)}),
+    lambda: nn.Linear(2, 3, dtype=webgrad.float64),
+]
+
+
+@pytest.mark.parametrize("build", LAYERS)
+def test_builtin_layers_rebuild_from_their_record(build):
+    model = build()
+    record = json.loads(json.dumps(arch.describe_checked(model)))
+    rebuilt = arch.build(record)
+    assert repr(rebuilt) == repr(model)
+    assert {k: (tuple(v.shape), v.dtype) for k, v in rebuilt.state_dict().items()} == \
+        {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
