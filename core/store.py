@@ -263,7 +263,7 @@ def _pull_plan(name, url, trust_code, weights_only, device):
     stored = _json(_check((yield _Request("GET", target)), "pull", name, target), "pull", target)
     weights = _check((yield _Request("GET", target + "/weights")), "pull", name, target).body
     state = serialize.load_bytes(weights, f"weights of model {name!r} from {base}")
-    architecture = (stored.get("metadata") or {}).get(RECORD_KEY, {}).get("architecture")
+    architecture = _own_record(stored.get("metadata")).get("architecture")
     if weights_only or architecture is None:
         if device is not None:
             state = {key: value.to(device) for key, value in state.items()}
@@ -398,10 +398,17 @@ def _rebuild(architecture, state, name, trust_code, device):
     return model.to(device if device is not None else default_device())
 
 
+def _own_record(metadata) -> dict:
+    """The ``"webgrad"`` entry of a model's metadata; ``{}`` when absent or not ours (uploaded by other tools)."""
+    own = metadata.get(RECORD_KEY) if isinstance(metadata, dict) else None
+    return own if isinstance(own, dict) else {}
+
+
 def info_from_record(stored: dict, base: str) -> dict:
     """A flat description of a stored model (what the widget shows as ``model.info``)."""
     metadata = dict(stored.get("metadata") or {})
-    own = metadata.pop(RECORD_KEY, None) or {}
+    own = _own_record(metadata)
+    metadata.pop(RECORD_KEY, None)
     architecture = own.get("architecture")
     return {
         "name": stored.get("name"),

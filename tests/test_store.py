@@ -349,6 +349,14 @@ def test_malformed_or_hostile_architecture_is_refused(fresh, module, message):
         store.pull("hostile", url=fresh)
 
 
+def test_models_uploaded_by_other_tools(fresh):
+    for metadata in ({}, {"webgrad": 5}, {"webgrad": {"architecture": None}}):
+        upload(fresh, "foreign", metadata)
+        info = store.info("foreign", url=fresh)
+        assert not info["has_architecture"] and info["input_shape"] is None
+        assert sorted(store.pull("foreign", url=fresh)) == ["bias", "weight"]
+
+
 def test_architecture_record_is_json_and_versioned():
     record = arch.public(arch.describe(nn.Sequential(nn.Conv2d(1, 2, (3, 3)), nn.GELU(approximate="tanh"))))
     text = json.dumps(record)
