@@ -48,7 +48,7 @@ class DType:
 
 def bfloat16_bits(array) -> np.ndarray:
     """float32 values -> the uint16 bit patterns of the nearest bfloat16 (ties to even)."""
-    array = np.ascontiguousarray(array, dtype=np.float32)
+    array = np.asarray(array, dtype=np.float32, order="C")
     bits = array.view(np.uint32)
     # Adding 0x7FFF plus the lowest kept bit rounds to nearest, ties to even; a carry
     # into the exponent correctly turns the largest values into inf.
