@@ -6,8 +6,11 @@ files through ``webgrad.load`` inside Pyodide and expects the same messages.
 """
 from __future__ import annotations
 
+import io
 import json
+import pickle
 import struct
+import zipfile
 
 import numpy as np
 import pytest
@@ -55,6 +58,13 @@ def tree_json(node) -> str:
 def sample_file() -> bytes:
     return serialize.save_bytes({"a": webgrad.ones(2, 3), "step": webgrad.tensor(3),
                                  "mask": webgrad.tensor([True, False])})
+
+
+def zip_checkpoint() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps({"weight": 1}, protocol=2))
+    return buffer.getvalue()
 
 
 _W = json.dumps(f32_entry(0, 4))
@@ -143,6 +153,11 @@ MALFORMED = [
      ["'webgrad'", "bad dict node"]),
     ("tree-bad-value", lambda: with_tree(tree_json({"list": [{"value": [1]}, {"tensor": "w"}]})),
      ["'webgrad'", "bad value node"]),
+    # PyTorch checkpoints: refused before anything is unpickled (more in tests/test_serialize.py).
+    ("pickle-protocol-2", lambda: pickle.dumps({"weight": [1.0]}, protocol=2),
+     ["PyTorch pickle checkpoint", "pickle protocol 2", "never unpickles"]),
+    ("pickle-protocol-5", lambda: pickle.dumps({"weight": [1.0]}, protocol=5), ["pickle protocol 5"]),
+    ("torch-zip-checkpoint", zip_checkpoint, ["PyTorch pickle checkpoint", "zip archive"]),
 ]
 
 
