@@ -77,9 +77,19 @@ CONTENT_SECURITY_POLICY = {
 }
 
 
-def csp_header(script_hashes=()) -> str:
-    """``CONTENT_SECURITY_POLICY`` as a header value, allowing the inline scripts with these hashes."""
+# Pages of web/ that need more than that, and why.
+PAGE_POLICY_EXTRAS = {
+    # TF.js, the comparison peer on the benchmark page, evaluates strings as code as it loads.
+    "bench.html": {"script-src": "'unsafe-eval'"},
+}
+
+
+def csp_header(script_hashes=(), extras: dict | None = None) -> str:
+    """``CONTENT_SECURITY_POLICY`` as a header value, allowing the inline scripts with these
+    hashes, plus ``extras`` (directive -> sources to add)."""
     directives = dict(CONTENT_SECURITY_POLICY)
+    for name, sources in (extras or {}).items():
+        directives[name] = f"{directives.get(name, '')} {sources}".strip()
     if script_hashes:
         directives["script-src"] += "".join(f" 'sha256-{digest}'" for digest in script_hashes)
     return "; ".join(f"{name} {value}" for name, value in directives.items())
@@ -207,7 +217,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
         response = static.serve_from(roots["web"], request, request.path_params["path"])
         path = getattr(response, "path", None)  # a FileResponse
         if path is not None and response.media_type.startswith("text/html"):
-            response.headers["Content-Security-Policy"] = csp_header(static.inline_script_hashes(path))
+            page = Path(os.path.relpath(path, os.path.realpath(settings.web_root))).as_posix()
+            response.headers["Content-Security-Policy"] = csp_header(static.inline_script_hashes(path),
+                                                                     PAGE_POLICY_EXTRAS.get(page))
         return response
 
     def pyodide_extra(request: Request):

@@ -262,6 +262,12 @@ def test_inline_scripts_are_allowed_by_hash_only(client):
     assert "sha256" not in csp(client.get("/"))["script-src"]  # index.html has no inline script
 
 
+def test_page_extras_apply_to_their_page_only(client, site):
+    (site["settings"].web_root / "bench.html").write_text("<!doctype html><p>bench</p>")
+    assert "'unsafe-eval'" in csp(client.get("/bench.html"))["script-src"]  # TF.js needs it there
+    assert "'unsafe-eval'" not in csp(client.get("/page.html"))["script-src"]
+
+
 def test_non_html_has_no_page_policy(client):
     assert "content-security-policy" not in client.get("/webgrad.js").headers
     assert "content-security-policy" not in client.get("/api/models").headers
