@@ -33,21 +33,16 @@ import builtins
 import contextlib
 import json
 import os
-import secrets
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass
 
+from . import _http as http
 from . import serialize
 from .nn import arch
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-TIMEOUT_S = 120.0
 RECORD_KEY = "webgrad"
 RECORD_VERSION = 1
-WRITE_HEADERS = {"X-Webgrad-Client": "1"}  # the server refuses writes without it
 
 
 class StoreError(RuntimeError):
@@ -101,117 +96,34 @@ def _model_url(base: str, name: str) -> str:
     return f"{base}/api/models/{urllib.parse.quote(name, safe='')}"
 
 
-# ----------------------------------------------------------------------------- HTTP, one path for both worlds
+# ----------------------------------------------------------------------------- running requests
 
-@dataclass
-class _Request:
-    method: str
-    url: str
-    body: bytes | None = None
-    content_type: str | None = None
-
-
-@dataclass
-class _Response:
-    status: int
-    body: bytes
-
-
-def _headers(request: _Request) -> dict:
-    headers = {"Accept": "application/json"}
-    if request.method not in ("GET", "HEAD"):
-        headers.update(WRITE_HEADERS)
-    if request.content_type:
-        headers["Content-Type"] = request.content_type
-    return headers
-
-
-def _unreachable(request: _Request, reason) -> StoreConnectionError:
-    base = request.url.split("/api/", 1)[0]
-    return StoreConnectionError(
-        f"webgrad.store: cannot reach the model server at {base} ({reason}); start one with `make serve` "
-        "(or `python -m server`), or point WEBGRAD_STORE (or url=...) at a running one")
-
-
-def _send_native(request: _Request) -> _Response:
-    http = urllib.request.Request(request.url, data=request.body, method=request.method, headers=_headers(request))
-    try:
-        with urllib.request.urlopen(http, timeout=TIMEOUT_S) as answer:
-            return _Response(answer.status, answer.read())
-    except urllib.error.HTTPError as err:
-        return _Response(err.code, err.read())
-    except (urllib.error.URLError, OSError) as err:
-        raise _unreachable(request, getattr(err, "reason", err)) from None
-
-
-async def _send_pyodide(request: _Request) -> _Response:
-    import js
-    from pyodide.ffi import JsException, to_js
-
-    options: dict = {"method": request.method, "headers": _headers(request)}
-    if request.body is not None:
-        options["body"] = to_js(request.body)  # a Uint8Array
-    try:
-        answer = await js.fetch(request.url, to_js(options, dict_converter=js.Object.fromEntries))
-        body = (await answer.arrayBuffer()).to_bytes()
-    except JsException as err:
-        raise _unreachable(request, err) from None
-    return _Response(int(answer.status), body)
-
-
-def _send_sync(request: _Request) -> _Response:
-    if sys.platform != "emscripten":
-        return _send_native(request)
-    try:
-        from pyodide.ffi import run_sync
-    except ImportError:
-        run_sync = None
-    if run_sync is None:
-        raise StoreError("webgrad.store: this Pyodide has no pyodide.ffi.run_sync, so blocking calls cannot wait "
-                         "for the network; use the async twin, e.g. `await webgrad.store.pull_async(...)`")
-    coroutine = _send_pyodide(request)
-    try:
-        return run_sync(coroutine)
-    except StoreError:
-        raise
-    except RuntimeError as err:
-        # Pyodide says "... stack switching not supported" or "Cannot stack switch because the
-        # Python entrypoint was a synchronous function" when it cannot wait here.
-        text = str(err).lower()
-        if "stack switch" not in text and "jspi" not in text and "run_sync" not in text:
-            raise
-        coroutine.close()
-        raise StoreError(f"webgrad.store: cannot wait for the network from synchronous Python here ({err}); "
-                         "use the async twin, e.g. `await webgrad.store.pull_async(...)`, or enter Python "
-                         "through runPythonAsync as the webgrad worker does") from None
+def _failure(exc: Exception) -> StoreError:
+    if isinstance(exc, http.Unreachable):
+        base = exc.url.split("/api/", 1)[0]
+        return StoreConnectionError(
+            f"webgrad.store: cannot reach the model server at {base} ({exc.reason}); start one with `make serve` "
+            "(or `python -m server`), or point WEBGRAD_STORE (or url=...) at a running one")
+    return StoreError(f"webgrad.store: cannot wait for the network from synchronous Python here ({exc}); "
+                      "use the async twin, e.g. `await webgrad.store.pull_async(...)`, or enter Python "
+                      "through runPythonAsync as the webgrad worker does")
 
 
 def _run(plan):
-    """Drive a request plan (a generator yielding _Request, receiving _Response) synchronously."""
     try:
-        request = next(plan)
-        while True:
-            request = plan.send(_send_sync(request))
-    except StopIteration as done:
-        return done.value
+        return http.run(plan)
+    except (http.Unreachable, http.CannotWait) as exc:
+        raise _failure(exc) from None
 
 
 async def _run_async(plan):
-    send = _send_pyodide if sys.platform == "emscripten" else None
     try:
-        request = next(plan)
-        while True:
-            if send is not None:
-                response = await send(request)
-            else:
-                import asyncio
-                response = await asyncio.to_thread(_send_native, request)
-            request = plan.send(response)
-    except StopIteration as done:
-        return done.value
+        return await http.run_async(plan)
+    except (http.Unreachable, http.CannotWait) as exc:
+        raise _failure(exc) from None
 
 
-def _check(response: _Response, call: str, name: str | None, url: str) -> _Response:
+def _check(response: http.Response, call: str, name: str | None, url: str) -> http.Response:
     if 200 <= response.status < 300:
         return response
     try:
@@ -226,7 +138,7 @@ def _check(response: _Response, call: str, name: str | None, url: str) -> _Respo
                      f"(HTTP {response.status}): {message}")
 
 
-def _json(response: _Response, call: str, url: str):
+def _json(response: http.Response, call: str, url: str):
     try:
         return json.loads(response.body)
     except ValueError:
@@ -235,33 +147,21 @@ def _json(response: _Response, call: str, url: str):
 
 # ----------------------------------------------------------------------------- plans
 
-def _multipart(fields: builtins.list[tuple[str, str | None, bytes]]) -> tuple[bytes, str]:
-    boundary = "webgrad-" + secrets.token_hex(16)
-    chunks = []
-    for field, filename, data in fields:
-        disposition = f'form-data; name="{field}"' + (f'; filename="{filename}"' if filename else "")
-        kind = "application/octet-stream" if filename else "application/json"
-        chunks.append(f"--{boundary}\r\nContent-Disposition: {disposition}\r\nContent-Type: {kind}\r\n\r\n".encode())
-        chunks.extend([data, b"\r\n"])
-    chunks.append(f"--{boundary}--\r\n".encode())
-    return b"".join(chunks), f"multipart/form-data; boundary={boundary}"
-
-
 def _push_plan(model, name, metadata, url, input_size, input_data, architecture):
     base, name = _locate(name, url, "push")
     weights, record = _prepare(model, metadata, input_size, input_data, architecture)
-    body, content_type = _multipart([("weights", "model.safetensors", weights),
-                                     ("metadata", None, json.dumps(record).encode())])
+    body, content_type = http.multipart([("weights", "model.safetensors", weights),
+                                     ("metadata", None, _metadata_json(record))])
     target = _model_url(base, name)
-    response = _check((yield _Request("PUT", target, body, content_type)), "push", None, target)
+    response = _check((yield http.Request("PUT", target, body, content_type)), "push", None, target)
     return info_from_record(_json(response, "push", target), base)
 
 
 def _pull_plan(name, url, trust_code, weights_only, device):
     base, name = _locate(name, url, "pull")
     target = _model_url(base, name)
-    stored = _json(_check((yield _Request("GET", target)), "pull", name, target), "pull", target)
-    weights = _check((yield _Request("GET", target + "/weights")), "pull", name, target).body
+    stored = _json(_check((yield http.Request("GET", target)), "pull", name, target), "pull", target)
+    weights = _check((yield http.Request("GET", target + "/weights")), "pull", name, target).body
     state = serialize.load_bytes(weights, f"weights of model {name!r} from {base}")
     architecture = _own_record(stored.get("metadata")).get("architecture")
     if weights_only or architecture is None:
@@ -274,24 +174,41 @@ def _pull_plan(name, url, trust_code, weights_only, device):
 def _list_plan(url):
     base = (url or default_url()).rstrip("/")
     target = base + "/api/models"
-    models = _json(_check((yield _Request("GET", target)), "list", None, target), "list", target)["models"]
+    models = _json(_check((yield http.Request("GET", target)), "list", None, target), "list", target)["models"]
     return [info_from_record(record, base) for record in models]
 
 
 def _info_plan(name, url):
     base, name = _locate(name, url, "info")
     target = _model_url(base, name)
-    return info_from_record(_json(_check((yield _Request("GET", target)), "info", name, target), "info", target), base)
+    response = _check((yield http.Request("GET", target)), "info", name, target)
+    return info_from_record(_json(response, "info", target), base)
 
 
 def _delete_plan(name, url):
     base, name = _locate(name, url, "delete")
     target = _model_url(base, name)
-    _check((yield _Request("DELETE", target)), "delete", name, target)
+    _check((yield http.Request("DELETE", target)), "delete", name, target)
     return None
 
 
 # ----------------------------------------------------------------------------- what gets stored
+
+def _metadata_json(metadata: dict) -> bytes:
+    """JSON bytes; numpy scalars, arrays and tensors become numbers and lists (``"accuracy": acc``)."""
+    def plain(value):
+        if hasattr(value, "detach"):
+            value = value.detach().numpy()
+        if hasattr(value, "tolist"):
+            return value.tolist()
+        raise TypeError(f"webgrad.store.push: metadata must hold JSON values (str, numbers, bools, None, "
+                        f"lists, dicts); got a {type(value).__name__}")
+    try:
+        return json.dumps(metadata, default=plain, allow_nan=False).encode()
+    except ValueError:
+        raise ValueError("webgrad.store.push: metadata holds NaN or infinity, which JSON cannot carry; "
+                         "store them as strings or None") from None
+
 
 def _prepare(model, metadata, input_size, input_data, architecture) -> tuple[bytes, dict]:
     """The safetensors bytes and the metadata object (with the ``"webgrad"`` record) for a push."""

@@ -79,10 +79,12 @@ def test_push_pull_list_delete_round_trip(fresh, device):
     webgrad.manual_seed(1)
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)).to(device)
     labels = list("0123456789")
-    info = store.push(model, "digits-mlp", {"labels": labels, "author": "test"}, url=fresh, input_size=(1, 64))
+    info = store.push(model, "digits-mlp", {"labels": labels, "author": "test", "accuracy": np.float32(0.5),
+                                            "confusion": webgrad.eye(2)}, url=fresh, input_size=(1, 64))
     assert info["name"] == "digits-mlp" and info["revision"] == 1
     assert info["input_shape"] == [1, 64] and info["output_shape"] == [1, 10]
-    assert info["labels"] == labels and info["metadata"] == {"labels": labels, "author": "test"}
+    assert info["labels"] == labels
+    assert info["metadata"] == {"labels": labels, "author": "test", "accuracy": 0.5, "confusion": [[1, 0], [0, 1]]}
     assert info["has_architecture"] and info["code"] == []
     assert info["url"] == f"{fresh}/api/models/digits-mlp"
 
@@ -315,6 +317,10 @@ def test_bad_arguments(fresh):
         store.push([1, 2], "m", url=fresh)
     with pytest.raises(TypeError, match="maps str to Tensor"):
         store.push({"w": np.ones(2)}, "m", url=fresh)
+    with pytest.raises(TypeError, match="metadata must hold JSON values.*got a object"):
+        store.push(nn.Linear(1, 1), "m", {"when": object()}, url=fresh)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        store.push(nn.Linear(1, 1), "m", {"loss": float("nan")}, url=fresh)
     with pytest.raises(ValueError, match="architecture must be"):
         store.push(nn.Linear(1, 1), "m", url=fresh, architecture="yes")
     with pytest.raises(TypeError, match="name must be"):
