@@ -343,6 +343,12 @@ def upload(base, name, metadata):
     ({"class": "os:system", "args": ["true"], "kwargs": {}}, "outside webgrad"),
     ({"class": "nn.Linear", "args": [{"function": "os.system"}], "kwargs": {}}, "outside webgrad"),
     ({"class": "nn.NoSuchLayer", "args": [], "kwargs": {}}, "unknown class"),
+    ({"class": "webgrad.serialize:save"}, "outside webgrad's layers"),
+    ({"class": "webgrad.nn.nowhere:Layer"}, "no module 'webgrad.nn.nowhere'"),
+    ({"class": "webgrad.nn.parameter:Parameter", "args": [], "kwargs": {}}, "not an nn.Module"),
+    ({"class": "nn.Linear", "args": [{"function": "webgrad.serialize.save"}], "kwargs": {}}, "outside webgrad's ops"),
+    ({"class": "nn.Linear", "args": [{"function": "webgrad.nn.functional.nothing"}], "kwargs": {}}, "unknown function"),
+    ({"class": "nn.Linear", "args": [{"tuple": [1], "dict": {}}], "kwargs": {}}, "malformed"),
     ({"class": "nn.Linear", "args": [1], "kwargs": {}}, "constructing Linear failed"),
     ({"class": "nn.Linear"}, "weights"),  # builds, but the stored weights do not fit
     ({"clas": "nn.Linear"}, "malformed"),

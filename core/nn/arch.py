@@ -134,14 +134,14 @@ def _encode(value, where: str, code: dict, imports: dict):
     if isinstance(value, dtypes.DType):
         return {"dtype": value.name}
     module_name = getattr(value, "__module__", None) or ""
-    if callable(value) and (module_name == "webgrad" or module_name.startswith("webgrad.")):
+    if callable(value) and _is_layer_module(module_name):
         target = importlib.import_module(module_name)
         name = getattr(value, "__name__", "")
         if getattr(target, name, None) is value:
             return {"function": f"{module_name}.{name}"}
     raise ArchitectureError(
         f"{where}: a value of type {type(value).__name__} cannot be recorded (only numbers, strings, "
-        "tuples, lists, dicts, dtypes, webgrad functions and modules can); pass plain values to the "
+        "tuples, lists, dicts, dtypes, webgrad ops and nn functions and modules can); pass plain values to the "
         "constructor, or push the state dict only (architecture=False)")
 
 
@@ -342,14 +342,30 @@ def _resolve_class(name: str, namespace: dict, where: str):
         cls = namespace.get(name[5:])
     else:
         module_name, _, qualname = name.partition(":")
-        if not (module_name == "webgrad" or module_name.startswith("webgrad.")):
-            raise ArchitectureError(f"{where}: class {name!r} is outside webgrad")
-        cls = importlib.import_module(module_name)
+        if not _is_layer_module(module_name):
+            raise ArchitectureError(f"{where}: class {name!r} is outside webgrad's layers")
+        cls = _import(module_name, where)
         for part in qualname.split("."):
             cls = getattr(cls, part, None)
+    from .modules.module import Module
+
     if not isinstance(cls, type):
         raise ArchitectureError(f"{where}: unknown class {name!r} (saved by a newer webgrad?)")
+    if not issubclass(cls, Module) and not name.startswith("code:"):
+        raise ArchitectureError(f"{where}: class {name!r} is not an nn.Module")
     return cls
+
+
+def _is_layer_module(name: str) -> bool:
+    """Where records may name classes and functions: webgrad's layers and ops (nothing that does I/O)."""
+    return name == "webgrad" or name.startswith(("webgrad.nn", "webgrad.ops"))
+
+
+def _import(module_name: str, where: str):
+    try:
+        return importlib.import_module(module_name)
+    except ImportError:
+        raise ArchitectureError(f"{where}: no module {module_name!r} in this webgrad (saved by a newer one?)") from None
 
 
 def _build_node(node: dict, namespace: dict, where: str):
@@ -389,7 +405,10 @@ def _decode(value, namespace: dict, where: str):
         return dtypes.from_name(inner)
     if tag == "function":
         module_name, _, attribute = inner.rpartition(".")
-        if not module_name.startswith("webgrad"):
-            raise ArchitectureError(f"{where}: function {inner!r} is outside webgrad")
-        return getattr(importlib.import_module(module_name), attribute)
+        if not _is_layer_module(module_name):
+            raise ArchitectureError(f"{where}: function {inner!r} is outside webgrad's ops and nn functions")
+        function = getattr(_import(module_name, where), attribute, None)
+        if not callable(function):
+            raise ArchitectureError(f"{where}: unknown function {inner!r} (saved by a newer webgrad?)")
+        return function
     raise ArchitectureError(f"{where}: unknown value tag {tag!r} in the architecture record")
