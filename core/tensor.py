@@ -120,9 +120,9 @@ class Tensor:
     def retain_grad(self) -> None:
         self._retains_grad = True
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False) -> None:
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
-        autograd.backward(self, gradient, retain_graph, create_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (only ``inputs``' when given)."""
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> "Tensor":
         t = Tensor._make(self._data, self.shape, self.dtype, self.device)

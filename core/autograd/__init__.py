@@ -174,7 +174,7 @@ def snapshot(x):
     """For an in-place op about to overwrite ``x``: a copy of x's value that takes
     over x's place in the graph (and the saved output of x's node, when that is x),
     so the history before the write keeps the values it was recorded with."""
-    from .ops import clone
+    from ..ops import clone
 
     with set_grad_enabled(False):
         old = clone(x)
@@ -261,7 +261,7 @@ def _owned(g):
     """A gradient stored in ``.grad`` gets its own memory: vjps hand out read-only
     broadcast views (sum -> expand) and the same tensor to several inputs (add), and
     in-place updates of one ``.grad`` (zero_, clipping) must not reach another."""
-    from .ops import clone
+    from ..ops import clone
 
     return clone(g)
 
@@ -330,10 +330,17 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
     return None
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of ``outputs`` with respect to ``inputs`` (like ``torch.autograd.grad``),
-    returned as a tuple without touching any ``.grad``."""
-    from .tensor import Tensor
+    returned as a tuple without touching any ``.grad``. An input the outputs do not
+    depend on is an error, or None with ``allow_unused=True``, or zeros with
+    ``materialize_grads=True``."""
+    if is_grads_batched:
+        raise NotImplementedError("grad: is_grads_batched=True is not supported; loop over the grad_outputs")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    from ..tensor import Tensor
 
     single = isinstance(outputs, Tensor)
     outputs = [outputs] if single else list(outputs)
@@ -349,12 +356,16 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if g is None and not allow_unused:
             raise RuntimeError(f"grad: an input of shape {tuple(t.shape)} was not used to compute "
                                f"the outputs; pass allow_unused=True to get None for it")
+    if materialize_grads:
+        from .. import creation
+
+        result = [creation.zeros_like(t) if g is None else g for t, g in zip(inputs_list, result)]
     return tuple(result)
 
 
 def _initial_grad(out, gradient, caller):
-    from .tensor import Tensor
-    from . import creation
+    from ..tensor import Tensor
+    from .. import creation
 
     if not out.requires_grad:
         raise RuntimeError(f"{caller}: tensor of shape {tuple(out.shape)} does not require grad "
@@ -375,10 +386,28 @@ def _initial_grad(out, gradient, caller):
     return gradient
 
 
-def backward(tensor, gradient=None, retain_graph=None, create_graph=False) -> None:
-    root_grad = _initial_grad(tensor, gradient, "backward")
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None,
+             inputs=None) -> None:
+    """Accumulate the gradients of ``tensors`` (one or a sequence) into the ``.grad`` of
+    the leaves, like ``torch.autograd.backward``; with ``inputs``, only into those."""
+    from ..tensor import Tensor
+
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    grads = grad_tensors if grad_tensors is not None else grad_variables
+    grads = [None] * len(tensors) if grads is None else ([grads] if isinstance(grads, Tensor) else list(grads))
+    if len(grads) != len(tensors):
+        raise RuntimeError(f"backward: got {len(grads)} gradients for {len(tensors)} tensors")
+    roots = [_initial_grad(t, g, "backward") for t, g in zip(tensors, grads)]
     retain = create_graph if retain_graph is None else retain_graph
-    run_backward([tensor], [root_grad], retain_graph=retain, create_graph=create_graph)
+    if inputs is None:
+        run_backward(tensors, roots, retain_graph=retain, create_graph=create_graph)
+        return
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    found = run_backward(tensors, roots, retain_graph=retain, create_graph=create_graph, inputs=inputs)
+    for t, g in zip(inputs, found):
+        if g is not None:
+            g = g if create_graph else g.detach()
+            t.grad = _owned(g) if t.grad is None else t.grad + g
 
 
 def functional_grad(fn, argnums=0):
@@ -390,8 +419,8 @@ def functional_grad(fn, argnums=0):
         >>> webgrad.grad(webgrad.tanh)(1.0).item()   # 1 - tanh(1)**2
         0.41997434...
     """
-    from .tensor import Tensor
-    from . import creation
+    from ..tensor import Tensor
+    from .. import creation
 
     def wrapped(*args):
         nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
@@ -418,3 +447,16 @@ def functional_grad(fn, argnums=0):
         return grads[0] if isinstance(argnums, int) else grads
 
     return wrapped
+
+
+from . import functional  # noqa: E402,F401  (webgrad.autograd.functional.jacobian)
+
+
+def __getattr__(name):
+    # Function needs the op registry, which needs this module: load it on first use.
+    if name in ("Function", "FunctionCtx", "once_differentiable", "function"):
+        import importlib
+
+        function = importlib.import_module(f"{__name__}.function")
+        return function if name == "function" else getattr(function, name)
+    raise AttributeError(f"module 'webgrad.autograd' has no attribute {name!r}")
