@@ -34,7 +34,12 @@ try:
     message = "no error"
 except webgrad.store.ModelNotFoundError as exc:
     message = str(exc)
-message
+try:
+    webgrad.store.list(url="http://127.0.0.1:9")
+    unreachable = "no error"
+except webgrad.store.StoreConnectionError as exc:
+    unreachable = str(exc)
+[message, unreachable]
 """
 
 
@@ -55,8 +60,9 @@ def test_store_push_pull_in_the_page(webgpu_runtime, server_url):
     x = webgrad.tensor([[0.1, -0.2, 0.3, 0.4]])
     np.testing.assert_allclose(native(x).detach().numpy(), out["expected"], rtol=1e-5, atol=1e-6)
 
-    message = webgpu_runtime.ok(CLEANUP_CODE)["result"]
+    message, unreachable = webgpu_runtime.ok(CLEANUP_CODE)["result"]
     assert "no model named 'page-model'" in message and origin in message
+    assert "http://127.0.0.1:9" in unreachable and "make serve" in unreachable
 
 
 def test_datasets_summary_and_display_in_the_page(webgpu_runtime):
