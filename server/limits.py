@@ -33,11 +33,12 @@ MAX_HEADER_BYTES = 64 * 1024
 
 
 def default_max_connections() -> int:
-    """Below the open-file limit, leaving room for the store, logs and the listener."""
+    """Half the open-file limit (at most 1000): the rest is for the store, the listener and
+    the sockets accepted in one burst before idle ones can be closed."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         soft = 4096
-    return max(16, min(1000, soft - 64))
+    return max(16, min(1000, soft // 2))
 
 
 def guarded_protocol(base: type, header_timeout_s: float, max_connections: int,

@@ -79,13 +79,24 @@ def running_server(app):
 
 
 @contextlib.contextmanager
-def running_server_process(extra_args=(), env: dict | None = None):
-    """``python -m server`` on a free loopback port in a subprocess; yield the base URL."""
+def running_server_process(extra_args=(), env: dict | None = None, open_files: int | None = None):
+    """``python -m server`` on a free loopback port in a subprocess; yield the base URL.
+
+    ``open_files`` lowers the server's open-file limit (RLIMIT_NOFILE) to that many.
+    """
     port = free_port()
     command = [sys.executable, "-m", "server", "--host", "127.0.0.1", "--port", str(port),
                "--log-level", "warning", *extra_args]
+
+    def limit_files():
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, hard))
+
     process = subprocess.Popen(command, cwd=REPO, env={**os.environ, **(env or {})},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=limit_files if open_files else None)
     try:
         try:
             wait_for_port(port, process=process)

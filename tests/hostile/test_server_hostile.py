@@ -27,7 +27,7 @@ from server.api import BadUpload, check_tensor_count
 from server.app import CONTENT_SECURITY_POLICY, create_app
 from server.guard import AccessPolicy, split_host
 from server.store import METADATA_MAX_DEPTH, InvalidMetadata, ModelStore, metadata_json
-from server.testing import make_fake_site, raw_request, running_server, safetensors_bytes
+from server.testing import make_fake_site, raw_request, running_server, running_server_process, safetensors_bytes
 
 SECRET = "hostile-secret-sentinel-77aa"
 WRITE = {"X-Webgrad-Client": "1"}
@@ -352,6 +352,22 @@ def test_many_idle_sockets_do_not_lock_others_out(base):
     finally:
         for sock in idle:
             sock.close()
+
+
+def test_300_idle_sockets_against_a_256_file_limit(tmp_path):
+    """The reported case: with the open-file limit at 256, 300 idle sockets stopped the
+    server answering anyone. Now idle ones are closed to make room (connection cap 128)."""
+    with running_server_process(["--data", str(tmp_path / "data")], open_files=256) as url:
+        idle = []
+        try:
+            for _ in range(300):
+                idle.append(connect(url))
+            for _ in range(3):
+                status, _, body = raw_request(url, "/api/models", timeout_s=30)
+                assert status == 200, body
+        finally:
+            for sock in idle:
+                sock.close()
 
 
 # ----------------------------------------------------------------------------- request details
