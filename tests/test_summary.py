@@ -173,3 +173,20 @@ def test_recurrent_flops_match_the_gate_products():
 
     gru = webgrad.summary(nn.GRUCell(features, hidden, bias=False), input_size=(batch, features))
     assert gru.total_flops == batch * 2 * (3 * hidden) * (features + hidden)
+
+
+class Twice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Linear(3, 3)
+
+    def forward(self, x, scale=1.0):
+        return self.shared(self.shared(x)) * scale
+
+
+def test_a_layer_called_twice_gives_two_rows_and_counts_its_parameters_once():
+    result = webgrad.summary(Twice(), input_size=(2, 3), scale=2.0)  # keyword arguments reach forward
+    assert [r.name for r in result.rows] == ["", "shared", "shared"]
+    assert result.total_params == 12
+    one_call = 2 * 2 * 3 * 3 + 2 * 3
+    assert result.total_flops == 2 * one_call
