@@ -1132,6 +1132,17 @@ case("sort", "nan_inf_signed_zeros", lambda x: tuple(x.sort(0)), lambda x: _sort
 case("sort", "nan_descending", lambda x: tuple(x.sort(0, descending=True)), lambda x: _sort_ref(x, 0, True),
      SPECIAL(9, 2), grad=False, dtype=("float32", "int64"))
 case("sort", "int", lambda x: tuple(x.sort()), _sort_ref, I(2, 7), grad=False, dtype=("int64", "int64"))
+# Rows longer than 1024 take the bitonic network on webgpu (shorter ones the rank sort).
+case("sort", "long_rows", lambda x: tuple(x.sort()), _sort_ref, DISTINCT(2, 1500), grad=False,
+     dtype=("float32", "int64"))
+case("sort", "long_ties_descending", lambda x: tuple(x.sort(0, descending=True)), lambda x: _sort_ref(x, 0, True),
+     HALVES(1100, 2), grad=False, dtype=("float32", "int64"))
+case("sort", "long_nan_int", lambda x: tuple(x.sort()), _sort_ref, I(3000, low=-40, high=40, dtype="int32"),
+     grad=False, dtype=("int32", "int64"))
+case("sort", "long_special", lambda x: tuple(x.sort(descending=True)), lambda x: _sort_ref(x, -1, True),
+     SPECIAL(1030), grad=False, dtype=("float32", "int64"))
+case("topk", "long_row", lambda x: tuple(x.topk(5)), lambda x: _topk_ref(x, 5), DISTINCT(3, 2000),
+     dtype=("float32", "int64"))
 case("argsort", "float", lambda x: x.argsort(), _argsort_ref, DISTINCT(3, 5), grad=False, dtype="int64")
 case("argsort", "descending_int32", lambda x: webgrad.argsort(x, 0, descending=True),
      lambda x: _argsort_ref(x, 0, True), I(6, 2, dtype="int32"), grad=False, dtype="int64")

@@ -194,7 +194,8 @@ def test_every_wgsl_entry_point_compiles_and_runs():
     for fn in ("sum", "prod", "amax", "amin", "argmax", "argmin"):
         getattr(x, fn)(dim=1)
     x.softmax(1), x.log_softmax(1)
-    x.cumsum(1), x.cumprod(0), webgrad.ones(2, 9000, device=dev).cumsum(1), x.sort(1)  # scan.wgsl, sort.wgsl
+    x.cumsum(1), x.cumprod(0), webgrad.ones(2, 9000, device=dev).cumsum(1)  # scan.wgsl, all passes
+    x.sort(1), webgrad.arange(1500.0, device=dev).sort()  # sort.wgsl: rank sort and bitonic network
     webgrad.ops.layer_norm_core(x, ndims=1)
     for variant in ("register", "tiled"):
         matmul_module.VARIANT = variant

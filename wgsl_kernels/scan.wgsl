@@ -20,7 +20,8 @@
 // Bindings: 0 Params, 1 x (read, array<T>), 2 carries (read_write, array<T>),
 // 3 out (read_write, array<T>). Every entry point names all three (arrayLength
 // below) so that they share one binding layout.
-// Grid: ceil(threads / WG) workgroups, folded into (x, y) past the per-dimension limit.
+// Grid: ceil(threads / WG) workgroups, folded into (x, y) past the per-dimension limit
+// and capped at limit x limit; each thread then walks its share (t += grid size).
 
 struct Params {
   rows: u32,     // number of rows
@@ -50,17 +51,17 @@ fn thread_id(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return gid.x + gid.y * nwg.x * WG;
 }
 
+fn grid_size(nwg: vec3<u32>) -> u32 {
+  return nwg.x * nwg.y * WG;
+}
+
 fn bind_all() {
   _ = arrayLength(&x);
   _ = arrayLength(&carries);
   _ = arrayLength(&out);
 }
 
-@compute @workgroup_size(WG)
-fn scan_chunks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  bind_all();
-  let t = thread_id(gid, nwg);
-  if (t >= p.rows * p.chunks) { return; }
+fn scan_chunks_one(t: u32) {
   let row = t / p.chunks;
   let start = (t % p.chunks) * p.chunk;
   let stop = min(start + p.chunk, p.n);
@@ -72,10 +73,14 @@ fn scan_chunks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
 }
 
 @compute @workgroup_size(WG)
-fn scan_carries(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn scan_chunks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   bind_all();
-  let row = thread_id(gid, nwg);
-  if (row >= p.rows) { return; }
+  for (var t = thread_id(gid, nwg); t < p.rows * p.chunks; t += grid_size(nwg)) {
+    scan_chunks_one(t);
+  }
+}
+
+fn scan_carries_one(row: u32) {
   var acc = identity();
   for (var c = 0u; c < p.chunks; c++) {
     carries[row * p.chunks + c] = acc;
@@ -85,15 +90,27 @@ fn scan_carries(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
 }
 
 @compute @workgroup_size(WG)
-fn scan_apply(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn scan_carries(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   bind_all();
-  let t = thread_id(gid, nwg);
-  if (t >= p.rows * p.chunks) { return; }
+  for (var row = thread_id(gid, nwg); row < p.rows; row += grid_size(nwg)) {
+    scan_carries_one(row);
+  }
+}
+
+fn scan_apply_one(t: u32) {
   let row = t / p.chunks;
   let start = (t % p.chunks) * p.chunk;
   let stop = min(start + p.chunk, p.n);
   let carry = carries[t];
   for (var j = start; j < stop; j++) {
     out[row * p.n + j] = combine(carry, out[row * p.n + j]);
+  }
+}
+
+@compute @workgroup_size(WG)
+fn scan_apply(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  bind_all();
+  for (var t = thread_id(gid, nwg); t < p.rows * p.chunks; t += grid_size(nwg)) {
+    scan_apply_one(t);
   }
 }

@@ -5,15 +5,17 @@ the dim there); a strided input is copied to a contiguous array first, so the
 shaders see plain rows. Long rows are scanned in pieces of at most CHUNK
 elements (three passes, see scan.wgsl), which keeps every thread under the loop
 limit of CPU adapters (llvmpipe ends an invocation after ~65535 loop trips).
+Rows up to RANK_SORT_MAX elements are sorted by ranking (one dispatch, n * n
+work per row); longer rows by a bitonic network (n log^2 n work, one dispatch per step).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import reduce as gpu_reduce
-from .backend import launcher
+from .backend import WORKGROUP, launcher
 
 CHUNK = 4096           # elements one thread scans; rows up to this long take one pass
+RANK_SORT_MAX = 1024   # rows up to this long sort by ranking; longer ones by the bitonic network
 SORT_KINDS = {"f32": 0, "i32": 1, "u32": 2}
 
 
@@ -24,6 +26,15 @@ def _rows(x):
 
 def _params(*words) -> bytes:
     return np.array(words, dtype=np.uint32).tobytes()
+
+
+def _dispatch(backend, file, entry, types, constants, buffers, params, threads, label):
+    """Enough workgroups for ``threads`` threads, folded into (x, y) and capped at the
+    adapter's limit in both; the shaders loop over the rest (t += grid size)."""
+    limit = backend.limits["max_compute_workgroups_per_dimension"]
+    groups = max(-(-threads // WORKGROUP), 1)
+    grid = (groups, 1, 1) if groups <= limit else (limit, min(-(-groups // limit), limit), 1)
+    backend.dispatch(file, entry, types, None, dict(constants, WG=WORKGROUP), buffers, params, grid, label)
 
 
 @launcher("scan")
@@ -46,10 +57,10 @@ def scan(backend, op, record, arrays, attrs, shape, dtype):
     carries = backend.empty((max(rows * chunks, 1),) if chunks > 1 else (1,), x.kind, "scan carries")
     buffers = [x.buffer, carries.buffer, out.buffer]
     label = f"scan.wgsl:{record.entry} {tuple(x.shape)}"
-    backend.dispatch_1d("scan.wgsl", "scan_chunks", types, None, constants, buffers, params, rows * chunks, label)
+    _dispatch(backend, "scan.wgsl", "scan_chunks", types, constants, buffers, params, rows * chunks, label)
     if chunks > 1:
-        backend.dispatch_1d("scan.wgsl", "scan_carries", types, None, constants, buffers, params, rows, label)
-        backend.dispatch_1d("scan.wgsl", "scan_apply", types, None, constants, buffers, params, rows * chunks, label)
+        _dispatch(backend, "scan.wgsl", "scan_carries", types, constants, buffers, params, rows, label)
+        _dispatch(backend, "scan.wgsl", "scan_apply", types, constants, buffers, params, rows * chunks, label)
     return out
 
 
@@ -63,10 +74,31 @@ def argsort(backend, op, record, arrays, attrs, shape, dtype):
     if not x.is_contiguous():
         x = backend.contiguous(x)
     rows, n = _rows(x)
-    if n > gpu_reduce.LOOP_TRIP_LIMIT and gpu_reduce.is_cpu_adapter(backend):
-        raise ValueError(f"{op.name}: rows of {n} elements are longer than this CPU WebGPU adapter can sort "
-                         f"(at most {gpu_reduce.LOOP_TRIP_LIMIT}); move the tensor to 'cpu' with .cpu()")
+    types = (("T", x.kind),)
     constants = {"KIND": SORT_KINDS[x.kind], "DESCENDING": bool(attrs["descending"])}
-    backend.dispatch_1d("sort.wgsl", "argsort", (("T", x.kind),), None, constants, [x.buffer, out.buffer],
-                        _params(rows, n, x.offset, 0), rows * n, f"sort.wgsl:argsort {tuple(x.shape)}")
+    label = f"sort.wgsl {tuple(x.shape)}"
+    if n <= RANK_SORT_MAX:
+        scratch = backend.empty((1,), "i32", "argsort scratch")
+        _dispatch(backend, "sort.wgsl", "argsort", types, constants,
+                  [x.buffer, scratch.buffer, scratch.buffer, out.buffer],
+                  _params(rows, n, x.offset, 0, 0, 0), rows * n, label)
+        return out
+    padded = 1 << (n - 1).bit_length()
+    keys = backend.empty((rows * padded,), "u32", "argsort keys")
+    idx = backend.empty((rows * padded,), "i32", "argsort indices")
+    buffers = [x.buffer, keys.buffer, idx.buffer, out.buffer]
+
+    def run(entry, threads, k=0, j=0):
+        _dispatch(backend, "sort.wgsl", entry, types, constants, buffers,
+                  _params(rows, n, x.offset, padded, k, j), threads, label)
+
+    run("bitonic_init", rows * padded)
+    k = 2
+    while k <= padded:
+        j = k // 2
+        while j >= 1:
+            run("bitonic_step", rows * padded, k, j)
+            j //= 2
+        k *= 2
+    run("bitonic_write", rows * n)
     return out
