@@ -9,7 +9,7 @@ The same calls work natively (urllib) and in the browser page (Pyodide, through
     >>> webgrad.store.push(model, "digits-mlp", metadata={"labels": list("0123456789")},
     ...                    input_size=(1, 64))
     >>> same = webgrad.store.pull("digits-mlp")          # an nn.Module, in eval mode
-    >>> webgrad.store.list()                              # records, sorted by name
+    >>> webgrad.store.list()                              # info dicts, sorted by name
     >>> webgrad.store.delete("digits-mlp")
 
 The server is ``url``, else ``$WEBGRAD_STORE``, else (in a page) the page's own
@@ -151,7 +151,7 @@ def _push_plan(model, name, metadata, url, input_size, input_data, architecture)
     base, name = _locate(name, url, "push")
     weights, record = _prepare(model, metadata, input_size, input_data, architecture)
     body, content_type = http.multipart([("weights", "model.safetensors", weights),
-                                     ("metadata", None, _metadata_json(record))])
+                                         ("metadata", None, _metadata_json(record))])
     target = _model_url(base, name)
     response = _check((yield http.Request("PUT", target, body, content_type)), "push", None, target)
     return info_from_record(_json(response, "push", target), base)
@@ -241,7 +241,7 @@ def _prepare(model, metadata, input_size, input_data, architecture) -> tuple[byt
                     raise
                 import warnings
                 warnings.warn(f"webgrad.store.push: pushing the weights only; pull() will return a state dict. "
-                              f"The architecture cannot be recorded: {exc}", stacklevel=4)
+                              f"The architecture cannot be recorded: {exc}", stacklevel=6)  # the caller of push()
         if input_size is not None or input_data is not None:
             from .summary import _example_input, _shapes
 
