@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 
 import numpy as np
@@ -16,6 +17,9 @@ import numpy as np
 from . import dtypes
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
+# JSON deeper than this is refused before parsing: in Pyodide the parser's C recursion
+# overflows the WebAssembly stack (~20k levels) and kills the worker instead of raising.
+MAX_JSON_DEPTH = 500
 MAX_DIMS = 32  # numpy's limit on some platforms (Pyodide's too); torch files never come close
 # For an empty tensor, the largest extent (its non-zero dims times item size) accepted:
 # numpy's limit on every platform webgrad runs on, Pyodide's 32-bit wasm included.
@@ -121,7 +125,22 @@ def read_header(data: memoryview, source: str) -> tuple[dict, int]:
     return header, 8 + header_length
 
 
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of ``text``, brackets inside strings not counted."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return 0  # cannot be too deep: the common case costs two counts
+    codes = np.frombuffer(_JSON_STRING.sub('""', text).encode("utf-8"), dtype=np.uint8)
+    steps = ((codes == ord("[")) | (codes == ord("{"))).astype(np.int64)
+    steps -= (codes == ord("]")) | (codes == ord("}"))
+    return int(np.cumsum(steps).max(initial=0))
+
+
 def parse_json(text: str, source: str, where: str):
+    if _nesting_depth(text) > MAX_JSON_DEPTH:
+        fail(source, f"{where} is not valid JSON (nested too deeply: more than {MAX_JSON_DEPTH} levels)")
     try:
         return json.loads(text, object_pairs_hook=_reject_duplicate_keys)
     except _DuplicateKeyError as error:
