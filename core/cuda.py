@@ -61,3 +61,12 @@ get_device_name = _unavailable("get_device_name")
 get_device_properties = _unavailable("get_device_properties")
 memory_allocated = _unavailable("memory_allocated")
 max_memory_allocated = _unavailable("max_memory_allocated")
+
+
+def __getattr__(name):
+    # torch.cuda.amp.autocast / GradScaler: the device-agnostic ones in webgrad.amp.
+    if name == "amp":
+        import importlib
+
+        return importlib.import_module("webgrad.amp")
+    raise AttributeError(f"module 'webgrad.cuda' has no attribute {name!r}")

@@ -69,6 +69,9 @@ def test_cuda_answers_as_torch_without_cuda():
         webgrad.zeros(2, device=webgrad.device("mps"))
     assert webgrad.mps.is_available() is False and webgrad.backends.mps.is_available() is False
     webgrad.backends.cudnn.benchmark = True  # a flag scripts set; changes nothing
+    assert webgrad.cuda.amp.GradScaler is webgrad.amp.GradScaler  # old scripts' torch.cuda.amp
+    with pytest.raises(AttributeError, match="webgrad.cuda"):
+        _ = webgrad.cuda.no_such_thing
 
 
 def test_cuda_module_matches_torch_where_it_answers():
