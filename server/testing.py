@@ -21,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -94,17 +95,23 @@ def running_server_process(extra_args=(), env: dict | None = None, open_files: i
         _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, hard))
 
+    # The log goes to a file: an unread pipe fills up, and the server then blocks on its
+    # next log line (asyncio logs every failed accept when file descriptors run out).
+    log = tempfile.TemporaryFile()
     process = subprocess.Popen(command, cwd=REPO, env={**os.environ, **(env or {})},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               stdout=subprocess.DEVNULL, stderr=log,
                                preexec_fn=limit_files if open_files else None)
     try:
         try:
             wait_for_port(port, process=process)
         except Exception:
             process.kill()
-            raise RuntimeError("server did not start:\n" + process.communicate()[1][-4000:]) from None
+            process.wait()
+            log.seek(0)
+            raise RuntimeError("server did not start:\n" + log.read()[-4000:].decode(errors="replace")) from None
         yield f"http://127.0.0.1:{port}"
     finally:
+        log.close()
         if process.poll() is None:
             process.terminate()
             try:
