@@ -712,3 +712,25 @@ def test_a_save_killed_mid_write_leaves_a_temporary_that_the_next_save_removes(t
     webgrad.save({"w": webgrad.ones(3)}, path)
     assert os.listdir(tmp_path) == ["model.safetensors"]
     assert webgrad.load(path)["w"].tolist() == [1.0, 1.0, 1.0]
+
+
+_CONCURRENT_SAVER = """
+import sys
+import webgrad
+for i in range(15):
+    webgrad.save({"w": webgrad.full((1 << 18,), float(i)), "who": sys.argv[2]}, sys.argv[1])
+"""
+
+
+def test_concurrent_savers_to_one_path_never_break_each_other(tmp_path):
+    """Each saver sees the other's live temporaries and leaves them alone."""
+    import subprocess
+    import sys
+    path = tmp_path / "shared.safetensors"
+    savers = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_SAVER, str(path), name],
+                               stderr=subprocess.PIPE, text=True) for name in ("a", "b", "c")]
+    errors = [saver.communicate(timeout=300)[1] for saver in savers]
+    assert [saver.returncode for saver in savers] == [0, 0, 0], errors
+    loaded = webgrad.load(path)
+    assert loaded["who"] in ("a", "b", "c") and set(loaded["w"].tolist()) == {14.0}
+    assert os.listdir(tmp_path) == ["shared.safetensors"]
