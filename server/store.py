@@ -8,6 +8,10 @@ Layout of the data folder (``WEBGRAD_DATA``, default ``./data``)::
 
 How a write stays safe:
 
+- Metadata is checked (``metadata_json``: finite numbers, bounded depth and size,
+  valid Unicode) before anything changes, so every stored row can be read back
+  by any client; a row damaged some other way is reported in its record
+  (``metadata_error``) instead of failing every listing.
 - An upload is written to ``tmp/``, flushed and fsynced, then renamed to a file
   name nobody has used before (``NAME@REV``). Nothing points at it yet.
 - One SQLite transaction (``BEGIN IMMEDIATE``, which SQLite serialises across
