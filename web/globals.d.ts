@@ -4,4 +4,5 @@ declare module "*.css";
 interface Window {
   webgradRuntime: any;
   webgradBootError: any;
+  webgradPlayground: any;
 }

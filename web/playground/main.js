@@ -218,6 +218,7 @@ $("device-picker").addEventListener("change", () => {
   startRuntime(device);
 });
 
+window.webgradPlayground = {editor, charts, output};  // for the console (and the browser tests)
 const device = requestedDevice();
 $("device-picker").value = device;
 modelsPanel.refresh();

@@ -1,0 +1,242 @@
+"""The playground page (/) driven as a person would: keyboard, menus, buttons, reloads.
+
+Screenshots go to tests/browser/screenshots/ (gitignored): look at them after a run.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import BOOT_TIMEOUT_MS, REPO, Runtime
+
+SHOTS = REPO / "tests" / "browser" / "screenshots"
+EXAMPLES = REPO / "web" / "playground" / "examples"
+RED = "rgb(180, 35, 24)"  # .error / .failed in playground.css
+
+
+class Page:
+    """A playground page with every console error and uncaught exception recorded."""
+
+    def __init__(self, browser, url: str, width: int = 1280):
+        self.context = browser.new_context(viewport={"width": width, "height": 900 if width > 500 else 844})
+        self.page = self.context.new_page()
+        self.runtime = Runtime(self.page)
+        self.width = width
+        self.open(url)
+
+    def open(self, url: str) -> None:
+        self.runtime.boot(url)
+
+    @property
+    def errors(self) -> list[str]:
+        return [line for line in self.runtime.console if line.startswith(("error", "pageerror"))]
+
+    def shot(self, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}-{self.width}.png"), full_page=True)
+
+    def editor_text(self) -> str:
+        return self.page.evaluate("() => window.webgradPlayground.editor.text")
+
+    def type_code(self, code: str) -> None:
+        """Replace the editor's code through the keyboard (pasted, so no auto-indent is added)."""
+        self.page.click(".cm-content")
+        self.page.keyboard.press("Control+A")
+        self.page.keyboard.press("Delete")
+        self.page.keyboard.insert_text(code)
+
+    def wait_idle(self, timeout_ms: int = 120_000) -> str:
+        """Wait until no run is in progress; return the status line."""
+        self.page.wait_for_function("() => document.getElementById('stop').disabled", timeout=timeout_ms)
+        return self.page.inner_text("#status")
+
+    def output(self) -> str:
+        self.page.evaluate("() => window.webgradPlayground.output.flush()")
+        return self.page.inner_text("#output")
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def playground(browser, server_url):
+    pages = []
+
+    def make(query: str = "?device=cpu", width: int = 1280) -> Page:
+        page = Page(browser, server_url + query, width)
+        pages.append(page)
+        return page
+
+    yield make
+    for page in pages:
+        page.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_pages_open_without_console_errors(playground, server_url, width):
+    page = playground("?device=cpu", width)
+    assert page.page.inner_text("#device") == "cpu"
+    nav = page.page.locator("header nav a")
+    assert [nav.nth(i).get_attribute("href") for i in range(nav.count())] == ["/", "/demos/", "/bench.html"]
+    # Nothing sticks out sideways, at 390 px neither.
+    assert page.page.evaluate("() => document.documentElement.scrollWidth") <= width
+    page.shot("playground")
+    page.page.goto(server_url + "bench.html")
+    page.page.wait_for_selector("#go")
+    assert page.page.evaluate("() => document.documentElement.scrollWidth") <= width
+    page.shot("bench")
+    assert page.errors == []
+
+
+def test_keyboard_tab_indents_and_ctrl_enter_runs(playground):
+    page = playground()
+    page.type_code("x = 6")
+    page.page.keyboard.press("Home")
+    page.page.keyboard.press("Tab")
+    assert page.editor_text() == "    x = 6"
+    page.page.keyboard.press("Shift+Tab")
+    page.page.keyboard.press("End")
+    page.page.keyboard.press("Enter")
+    page.page.keyboard.type("print('typed', x * 7)")
+    page.page.keyboard.press("Control+Enter")
+    assert page.wait_idle().startswith("done")
+    assert "typed 42" in page.output()
+    assert page.errors == []
+
+
+def test_digits_mlp_chart_stop_push_reload_pull(playground):
+    page = playground()
+    p = page.page
+    # The example, chosen from the menu, runs; stop it once the chart has points.
+    p.select_option("#examples", "digits_mlp")
+    p.wait_for_function("() => window.webgradPlayground.editor.text.includes('Digits MLP')")
+    assert page.editor_text() == (EXAMPLES / "digits_mlp.py").read_text()
+    p.click("#run")
+    p.wait_for_function("() => window.webgradPlayground.charts.points >= 3", timeout=60_000)
+    p.click("#stop")
+    status = page.wait_idle()
+    assert re.fullmatch(r"stopped at step \d+", status), status
+    assert p.eval_on_selector("#status", "e => getComputedStyle(e).color") != RED
+    assert "KeyboardInterrupt" not in page.output() and re.search(r"stopped at step \d+", page.output())
+    assert page.errors == []
+    # Run to the end: the chart keeps every point, the summary is a table, the model is pushed.
+    p.click("#clear")
+    p.click("#run")
+    assert page.wait_idle().startswith("done")
+    points = p.evaluate("() => window.webgradPlayground.charts.points")
+    assert points >= 92 + 20  # loss every 5 of 460 steps, accuracy per epoch
+    assert p.locator(".chart").count() == 2
+    assert "pushed to the store as digits-mlp" in page.output()
+    assert p.locator("#output .result.rich table").count() == 1
+    page.shot("playground-digits")
+    with p.expect_download() as download:
+        p.click("#csv")
+    csv = open(download.value.path()).read().splitlines()
+    assert csv[0].split(",")[:3] == ["step", "total", "loss"] and len(csv) == 1 + 92 + 20
+    predicted = page.runtime.ok("model(x_test[:20]).argmax(dim=1).tolist()")["result"]
+    # Reload: the code is still there; the Models panel pulls the model back.
+    page.open(p.url)
+    assert page.editor_text() == (EXAMPLES / "digits_mlp.py").read_text()
+    row = p.locator("#models li", has_text="digits-mlp")
+    row.get_by_role("button", name="Load", exact=True).click()
+    page.wait_idle()
+    assert "Sequential(" in page.output()
+    again = page.runtime.ok("x_test, y_test = webgrad.datasets.digits(split='test')\n"
+                            "model(x_test[:20]).argmax(dim=1).tolist()")["result"]
+    assert again == predicted
+    row.get_by_role("button", name="Embed", exact=True).click()
+    snippet = p.inner_text("#embed pre")
+    assert snippet == (f'<script type="module" src="{p.url.split("/?")[0]}/widget.js"></script>\n'
+                       f'<webgrad-model src="{p.url.split("/?")[0]}/api/models/digits-mlp"></webgrad-model>')
+    assert page.errors == []
+
+
+def test_traceback_marks_the_line_and_input_prompts(playground):
+    page = playground()
+    p = page.page
+    page.type_code("import webgrad\n\ndef bad(x):\n    return x @ webgrad.ones(5, 2)\n\nbad(webgrad.ones(3, 4))\n")
+    p.keyboard.press("Control+Enter")
+    assert page.wait_idle().startswith("failed")
+    shown = page.output()
+    assert 'File "<playground>", line 6, in <module>' in shown
+    assert 'File "<playground>", line 4, in bad' in shown and "return x @ webgrad.ones(5, 2)" in shown
+    assert "/webgrad/" in shown  # webgrad's own frames stay
+    assert "_pyodide" not in shown and "/pyodide/" not in shown
+    assert p.inner_text(".cm-error-line") == "    return x @ webgrad.ones(5, 2)"  # the deepest line of the cell
+    assert p.eval_on_selector("#status", "e => getComputedStyle(e).color") == RED
+    page.shot("playground-error")
+    # input() asks through the page's prompt box (SharedArrayBuffer: the page is isolated).
+    p.once("dialog", lambda dialog: dialog.accept("Ada"))
+    page.type_code("name = input('name? ')\nf'hello {name}'")
+    p.keyboard.press("Control+Enter")
+    assert page.wait_idle().startswith("done")
+    assert "name? Ada" in page.output() and "'hello Ada'" in page.output()
+    # A cancelled prompt is an EOFError, as at the end of a terminal's input.
+    p.once("dialog", lambda dialog: dialog.dismiss())
+    p.keyboard.press("Control+Enter")
+    page.wait_idle()
+    assert "EOFError" in page.output() and "cancelled" in page.output()
+    assert page.errors == []
+
+
+def test_files_panel_downloads_and_uploads(playground):
+    page = playground()
+    p = page.page
+    page.type_code("import webgrad\nwebgrad.save({'w': webgrad.ones(2)}, 'weights.pt')\n"
+                   "open('notes.txt', 'w').write('written by Python')")
+    p.keyboard.press("Control+Enter")
+    page.wait_idle()
+    row = p.locator("#files li", has_text="notes.txt")
+    row.wait_for()
+    assert p.locator("#files li", has_text="weights.pt").count() == 1
+    with p.expect_download() as download:
+        row.get_by_role("button", name="Download").click()
+    assert open(download.value.path()).read() == "written by Python"
+    p.set_input_files("#file-picker", files=[{"name": "data.csv", "mimeType": "text/csv", "buffer": b"a,b\n1,2\n"}])
+    p.locator("#files li", has_text="data.csv").wait_for()
+    assert page.runtime.ok("open('data.csv').read()")["result"] == "a,b\n1,2\n"
+    assert page.errors == []
+
+
+def test_share_link_restores_the_code(playground, browser):
+    page = playground()
+    code = "# shared\nprint('a link with code in it: é ∑')\n" * 3
+    page.type_code(code)
+    page.page.click("#share")
+    page.page.wait_for_function("() => document.getElementById('share-link').value !== ''")
+    link = page.page.input_value("#share-link")
+    assert "#code/" in link
+    other = Page(browser, link)
+    try:
+        assert other.editor_text() == code
+        assert "#code/" not in other.page.url  # a reload then keeps later edits (localStorage)
+    finally:
+        other.close()
+
+
+def test_bad_device_falls_back_to_auto_with_a_warning(playground):
+    page = playground("?device=gpu")
+    warning = page.page.locator("#warning")
+    assert warning.is_visible() and "?device=gpu" in warning.inner_text() and "auto" in warning.inner_text()
+    assert page.page.input_value("#device-picker") == "auto"
+    assert page.runtime.info()["device"] in ("cpu", "webgpu")
+    assert page.runtime.ok("1 + 1")["display"] == {"text/plain": "2"}
+    assert page.errors == []
+
+
+def test_device_picker_reboots_and_restart_clears_state(playground):
+    page = playground()
+    p = page.page
+    page.runtime.ok("kept = 1")
+    p.select_option("#device-picker", "webgpu")
+    p.wait_for_function("() => window.webgradRuntime && window.webgradRuntime.requestedDevice === 'webgpu'",
+                        timeout=BOOT_TIMEOUT_MS)
+    assert "device=webgpu" in p.url
+    assert page.runtime.run("kept")["error"]["pythonType"] == "NameError"
+    page.runtime.ok("kept = 2")
+    p.click("#restart")
+    p.wait_for_function("() => !document.getElementById('restart').disabled", timeout=BOOT_TIMEOUT_MS)
+    assert page.runtime.run("kept")["error"]["pythonType"] == "NameError"
+    assert "restarted" in page.output()
+    assert page.errors == []
