@@ -734,3 +734,17 @@ def test_concurrent_savers_to_one_path_never_break_each_other(tmp_path):
     loaded = webgrad.load(path)
     assert loaded["who"] in ("a", "b", "c") and set(loaded["w"].tolist()) == {14.0}
     assert os.listdir(tmp_path) == ["shared.safetensors"]
+
+
+def test_state_dict_of_a_model_on_any_device_reads_in_safetensors_torch(tmp_path, device):
+    torch = need_module("torch")
+    safetensors_torch = need_module("safetensors.torch")
+    model = webgrad.nn.Sequential(webgrad.nn.Linear(3, 2), webgrad.nn.BatchNorm1d(2)).to(device)
+    path = tmp_path / "model.safetensors"
+    webgrad.save(model.state_dict(), path)
+    loaded = safetensors_torch.load_file(str(path))
+    assert sorted(loaded) == sorted(model.state_dict())
+    reference = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    reference.load_state_dict(loaded)  # torch takes it as its own
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(loaded[key].numpy(), value.cpu().numpy())
