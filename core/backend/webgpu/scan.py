@@ -78,9 +78,10 @@ def argsort(backend, op, record, arrays, attrs, shape, dtype):
     constants = {"KIND": SORT_KINDS[x.kind], "DESCENDING": bool(attrs["descending"])}
     label = f"sort.wgsl {tuple(x.shape)}"
     if n <= RANK_SORT_MAX:
-        scratch = backend.empty((1,), "i32", "argsort scratch")
+        # Two scratch buffers: one buffer bound twice as writable is a validation error.
+        keys, idx = backend.empty((1,), "u32", "argsort scratch"), backend.empty((1,), "i32", "argsort scratch")
         _dispatch(backend, "sort.wgsl", "argsort", types, constants,
-                  [x.buffer, scratch.buffer, scratch.buffer, out.buffer],
+                  [x.buffer, keys.buffer, idx.buffer, out.buffer],
                   _params(rows, n, x.offset, 0, 0, 0), rows * n, label)
         return out
     padded = 1 << (n - 1).bit_length()
