@@ -36,6 +36,7 @@ from .ops import (  # noqa: F401
     where,
 )
 from .ops.registry import OpError  # noqa: F401
+from .ops import isfinite, isinf, isnan, nan_to_num  # noqa: F401
 from .ops import (  # noqa: F401
     argsort, bucketize, cumprod, cumsum, einsum, ger, outer, searchsorted, sort, topk, tril, triu, unique,
 )

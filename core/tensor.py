@@ -424,6 +424,14 @@ class Tensor:
     def logical_and(self, other): return ops.logical_and(self, other)
     def logical_or(self, other): return ops.logical_or(self, other)
     def logical_xor(self, other): return ops.logical_xor(self, other)
+    def isnan(self): return ops.isnan(self)
+    def isinf(self): return ops.isinf(self)
+    def isfinite(self): return ops.isfinite(self)
+    def nan_to_num(self, nan=0.0, posinf=None, neginf=None): return ops.nan_to_num(self, nan, posinf, neginf)
+
+    def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
+        return ops.update_("nan_to_num_", self, lambda old: ops.nan_to_num(old, nan, posinf, neginf))
+
     def masked_fill(self, mask, value): return ops.masked_fill(self, mask, value)
     def where(self, condition, other): return ops.where(condition, self, other)
 

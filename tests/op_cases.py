@@ -283,6 +283,29 @@ for op, fn, ref in [("floor", lambda x: x.floor(), np.floor), ("ceil", lambda x:
     case(op, "int", fn, ref, I(5), grad=False, dtype="int64")
 case("sign", "bool", lambda x: x.sign(), lambda x: x.copy(), B(5), grad=False)
 
+# ---- isnan, isinf, isfinite, nan_to_num: NaN, +-inf and signed zeros in every row ------
+for op, fn, ref in [("isnan", lambda x: x.isnan(), np.isnan), ("isinf", webgrad.isinf, np.isinf),
+                    ("isfinite", lambda x: x.isfinite(), np.isfinite)]:
+    case(op, "special", fn, ref, SPECIAL(3, 6), grad=False)
+    case(op, "int", fn, ref, I(5), grad=False)
+    case(op, "bool", fn, ref, B(4), grad=False)
+case("nan_to_num", "default", lambda x: x.nan_to_num(), lambda x: np.nan_to_num(x.astype(np.float32)),
+     SPECIAL(3, 6), grad=False)
+case("nan_to_num", "values", lambda x: webgrad.nan_to_num(x, nan=1.5, posinf=9.0, neginf=-9.0),
+     lambda x: np.nan_to_num(x, nan=1.5, posinf=9.0, neginf=-9.0), SPECIAL(9), grad=False)
+case("nan_to_num", "finite", lambda x: x.nan_to_num(), lambda x: x, F(3, 4))  # gradient: identity
+case("nan_to_num", "int", lambda x: x.nan_to_num(), lambda x: x, I(5), grad=False)
+# Compares and truth values with NaN: NaN != x is True, bool(NaN) is True (WGSL may say otherwise).
+for op, fn, ref in [("eq", lambda x, y: x == y, np.equal), ("ne", lambda x, y: x != y, np.not_equal),
+                    ("lt", lambda x, y: x < y, np.less), ("le", lambda x, y: x <= y, np.less_equal),
+                    ("gt", lambda x, y: x > y, np.greater), ("ge", lambda x, y: x >= y, np.greater_equal),
+                    ("logical_and", webgrad.logical_and, np.logical_and),
+                    ("logical_or", webgrad.logical_or, np.logical_or),
+                    ("logical_xor", webgrad.logical_xor, np.logical_xor)]:
+    case(op, "special", fn, ref, SPECIAL(3, 6), SPECIAL(3, 6), grad=False)
+case("logical_not", "special", webgrad.logical_not, np.logical_not, SPECIAL(9), grad=False)
+case("cast", "special_to_bool", lambda x: x.bool(), lambda x: x.astype(bool), SPECIAL(9), grad=False)
+
 # ---- clamp, maximum/minimum, where ---------------------------------------------
 case("clamp", "both", lambda x: x.clamp(-0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5), AWAY(3, 4, points=(-0.5, 0.5)))
 case("clamp", "min", lambda x: x.clamp(min=0.25), lambda x: np.maximum(x, 0.25), AWAY(3, 4, points=(0.25,)))

@@ -59,6 +59,15 @@ fn wg_isnan(x: f32) -> bool {
   return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
 
+fn wg_isinf(x: f32) -> bool {
+  return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
+// Truth of a float, as bool(x) in numpy and PyTorch: NaN is true (it is not zero).
+fn wg_truthy(x: f32) -> bool {
+  return wg_isnan(x) || x != 0.0;
+}
+
 fn wg_max(a: f32, b: f32) -> f32 {
   return select(select(max(a, b), b, wg_isnan(b)), a, wg_isnan(a));
 }

@@ -6,6 +6,7 @@ from .elementwise import (  # noqa: F401
     minimum, mul, ne, neg, pow, promote, reciprocal, relu, remainder, round, rsqrt, sigmoid,
     sign, sin, sqrt, sub, tanh, true_divide, where,
 )
+from .elementwise import isfinite, isinf, isnan, nan_to_num  # noqa: F401
 from .reduce import (  # noqa: F401
     all, amax, amin, any, argmax, argmin, cross_entropy, log_softmax, logsumexp, max, mean, min, norm,
     prod, softmax, std, sum, var,

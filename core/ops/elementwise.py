@@ -56,6 +56,14 @@ ROUND = _unary("round", E("round(a)"), np.round, float_only=False)  # half to ev
 SIGN = _unary("sign", E({"f32": "wg_sign(a)", "i32": "sign(a)"}), np.sign, float_only=False)
 LOGICAL_NOT = defop("logical_not", wgsl=E("u32(a == A(0))"),
                     infer=lambda x: (x.shape, dtypes.bool_), numpy=np.logical_not)
+# NaN and inf tests look at the bits on WebGPU (math.wgsl): WGSL lets a compiler assume
+# they never occur, so x != x could fold to false. Integers and bools are always finite.
+ISNAN = defop("isnan", wgsl=E({"f32": "u32(wg_isnan(a))", "*": "0u"}),
+              infer=lambda x: (x.shape, dtypes.bool_), numpy=np.isnan)
+ISINF = defop("isinf", wgsl=E({"f32": "u32(wg_isinf(a))", "*": "0u"}),
+              infer=lambda x: (x.shape, dtypes.bool_), numpy=np.isinf)
+ISFINITE = defop("isfinite", wgsl=E({"f32": "u32(!wg_isnan(a) && !wg_isinf(a))", "*": "1u"}),
+                 infer=lambda x: (x.shape, dtypes.bool_), numpy=np.isfinite)
 
 
 def neg(x): return apply(NEG, _check_numeric("neg", x))
@@ -77,6 +85,29 @@ def ceil(x): return x if x.dtype.category != "float" else apply(CEIL, x)
 def round(x): return x if x.dtype.category != "float" else apply(ROUND, x)  # noqa: A001
 def sign(x): return apply(SIGN, x) if x.dtype is not dtypes.bool_ else x.clone()  # numpy has no bool sign
 def logical_not(x): return apply(LOGICAL_NOT, x)
+def isnan(x): return apply(ISNAN, x)
+def isinf(x): return apply(ISINF, x)
+def isfinite(x): return apply(ISFINITE, x)
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (by default the dtype's
+    largest and lowest finite values), as ``torch.nan_to_num``. The gradient flows
+    where x is finite. Integer and bool tensors come back unchanged (a copy).
+
+    Example:
+        >>> webgrad.nan_to_num(webgrad.tensor([float("nan"), float("inf"), 1.0]))
+        tensor([ 0.0000e+00,  3.4028e+38,  1.0000e+00])
+    """
+    if x.dtype.category != "float":
+        return x.clone()
+    info = np.finfo(x.dtype.np)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    infinite = isinf(x)
+    out = where(isnan(x), nan, x)
+    out = where(logical_and(infinite, x > 0), posinf, out)
+    return where(logical_and(infinite, x < 0), neginf, out)
 
 
 def _check_numeric(name, x):
@@ -95,7 +126,8 @@ def _cast_vjp(g, x, *, out, dtype):
     return cast(g, x.dtype) if x.dtype.is_floating_point else None
 
 
-CAST = defop("cast", wgsl=E({"*->u32": "u32(a != A(0))", "*": "O(a)"}),
+# To bool, NaN is True (it is not zero); wg_truthy tests it through the bits (math.wgsl).
+CAST = defop("cast", wgsl=E({"f32->u32": "u32(wg_truthy(a))", "*->u32": "u32(a != A(0))", "*": "O(a)"}),
              infer=lambda x, *, dtype: (x.shape, dtype), vjp=_cast_vjp, reads_inputs=False,
              numpy=lambda x, *, dtype: x.astype(dtype.np))
 
@@ -162,16 +194,22 @@ REMAINDER = defop("remainder", wgsl=E({"f32": "a - b * floor(a / b)", "i32": "wg
 FLOOR_DIVIDE = defop("floor_divide", wgsl=E({"f32": "floor(a / b)", "i32": "wg_ifloordiv(a, wg_check_divisor(b))"}),
                      infer=broadcast_infer("floor_divide"), numpy=_floor_divide)
 EQ = defop("eq", wgsl=E("u32(a == b)"), infer=compare_infer("eq"), numpy=np.equal)
-NE = defop("ne", wgsl=E("u32(a != b)"), infer=compare_infer("ne"), numpy=np.not_equal)
+# NaN != anything is true (IEEE, numpy, PyTorch); WGSL compilers may emit an ordered
+# compare that says false, so float ne tests NaN through the bits (math.wgsl).
+NE = defop("ne", wgsl=E({"f32": "u32(wg_isnan(a) || wg_isnan(b) || a != b)", "*": "u32(a != b)"}),
+           infer=compare_infer("ne"), numpy=np.not_equal)
 LT = defop("lt", wgsl=E("u32(a < b)"), infer=compare_infer("lt"), numpy=np.less)
 LE = defop("le", wgsl=E("u32(a <= b)"), infer=compare_infer("le"), numpy=np.less_equal)
 GT = defop("gt", wgsl=E("u32(a > b)"), infer=compare_infer("gt"), numpy=np.greater)
 GE = defop("ge", wgsl=E("u32(a >= b)"), infer=compare_infer("ge"), numpy=np.greater_equal)
-LOGICAL_AND = defop("logical_and", wgsl=E("u32((a != A(0)) && (b != A(0)))"),
+LOGICAL_AND = defop("logical_and", wgsl=E({"f32": "u32(wg_truthy(a) && wg_truthy(b))",
+                                            "*": "u32((a != A(0)) && (b != A(0)))"}),
                     infer=compare_infer("logical_and"), numpy=np.logical_and)
-LOGICAL_OR = defop("logical_or", wgsl=E("u32((a != A(0)) || (b != A(0)))"),
+LOGICAL_OR = defop("logical_or", wgsl=E({"f32": "u32(wg_truthy(a) || wg_truthy(b))",
+                                          "*": "u32((a != A(0)) || (b != A(0)))"}),
                    infer=compare_infer("logical_or"), numpy=np.logical_or)
-LOGICAL_XOR = defop("logical_xor", wgsl=E("u32((a != A(0)) != (b != A(0)))"),
+LOGICAL_XOR = defop("logical_xor", wgsl=E({"f32": "u32(wg_truthy(a) != wg_truthy(b))",
+                                            "*": "u32((a != A(0)) != (b != A(0)))"}),
                     infer=compare_infer("logical_xor"), numpy=np.logical_xor)
 
 

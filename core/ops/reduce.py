@@ -345,6 +345,7 @@ def norm(x, p=2, dim=None, keepdim=False):
         total, root = sum(x.abs() ** p, dim, keepdim), (lambda t: t ** (1.0 / p))
     # The root's slope is infinite at 0, which would make the gradient of a zero
     # vector's norm 0 * inf = nan; PyTorch defines it as 0. The inner where keeps the
-    # root away from 0, the outer one picks 0 there (and passes no gradient).
-    positive = total > 0
-    return where(positive, root(where(positive, total, 1.0)), 0.0)
+    # root away from 0, the outer one picks 0 there (and passes no gradient). The test
+    # is != 0, not > 0: a NaN total must stay NaN (clip_grad_norm_ relies on seeing it).
+    nonzero = total != 0
+    return where(nonzero, root(where(nonzero, total, 1.0)), 0.0)

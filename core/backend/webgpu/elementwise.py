@@ -124,7 +124,7 @@ def copy_into(backend, src, dst) -> None:
 def _cast_record():
     from ...kernels import Elementwise
 
-    return Elementwise({"*->u32": "u32(a != A(0))", "*": "O(a)"})
+    return Elementwise({"f32->u32": "u32(wg_truthy(a))", "*->u32": "u32(a != A(0))", "*": "O(a)"})
 
 
 CAST = _cast_record()
