@@ -28,11 +28,15 @@ json.dumps(results)
 """
 
 STILL_WORKS = """
-import webgrad
+import os, webgrad
 x = webgrad.ones(3, device="webgpu") * 2
-blob = webgrad.serialize.save_bytes({"x": x, "step": 4})
-back = webgrad.serialize.load_bytes(blob, map_location="webgpu")
-[x.sum().item(), back["x"].tolist(), back["step"], str(back["x"].device)]
+# A save to a path where a killed save left a temporary (no os.kill here: the age rule applies).
+stale = "/tmp/.ckpt.safetensors.0badc0de-12345.abcd1234.tmp"
+open(stale, "wb").close()
+os.utime(stale, (1, 1))
+webgrad.save({"x": x, "step": 4}, "/tmp/ckpt.safetensors")
+back = webgrad.load("/tmp/ckpt.safetensors", map_location="webgpu")
+[x.sum().item(), back["x"].tolist(), back["step"], str(back["x"].device), os.path.exists(stale)]
 """
 
 
@@ -61,4 +65,4 @@ def test_corpus_is_refused_in_pyodide_with_the_native_messages(webgpu_runtime, t
     assert len(in_page) == len(MALFORMED) >= 60
 
     result = webgpu_runtime.ok(STILL_WORKS)["result"]
-    assert list(result) == [6.0, [2.0, 2.0, 2.0], 4, "webgpu"]
+    assert list(result) == [6.0, [2.0, 2.0, 2.0], 4, "webgpu", False]
