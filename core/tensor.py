@@ -233,6 +233,22 @@ class Tensor:
     def __hash__(self) -> int:
         return id(self)
 
+    def __deepcopy__(self, memo) -> "Tensor":
+        """A copy with its own memory on the same device (``copy.deepcopy(model.state_dict())``
+        works on webgpu too); like PyTorch, only for leaves (use .detach().clone() otherwise)."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if not self.is_leaf:
+            raise RuntimeError("deepcopy: only tensors created by the user (graph leaves) can be deep-copied; "
+                               "use t.detach().clone() for a result of other ops")
+        with autograd.no_grad():
+            copied = ops.clone(self)
+        copied._requires_grad = self._requires_grad
+        memo[id(self)] = copied
+        if self.grad is not None:
+            copied.grad = self.grad.__deepcopy__(memo)
+        return copied
+
     def __format__(self, spec: str) -> str:
         """``f"{loss:.4f}"`` formats the number of a one-element tensor; other tensors
         take only an empty spec (their repr), as in PyTorch."""

@@ -225,3 +225,23 @@ def test_generator_gives_its_own_reproducible_stream():
     with pytest.raises(TypeError, match="webgrad.Generator"):
         numpy_generator_for(1)
     assert webgrad.seed() == webgrad.initial_seed()
+
+
+def test_deepcopy_of_tensors_and_state_dicts(device):
+    import copy
+
+    model = webgrad.nn.Linear(3, 2).to(device)
+    best = copy.deepcopy(model.state_dict())  # the "keep the best weights" idiom
+    with webgrad.no_grad():
+        model.weight.add_(1.0)
+    assert best["weight"].device == device
+    assert_close(best["weight"] + 1.0, model.weight.detach().numpy(), 1e-6, 1e-6)
+    t = webgrad.ones(2, device=device, requires_grad=True)
+    (t * 3).sum().backward()
+    copied = copy.deepcopy(t)
+    assert copied.requires_grad and copied.is_leaf and copied.grad.tolist() == [3.0, 3.0]
+    with webgrad.no_grad():
+        copied.add_(1.0)
+    assert t.tolist() == [1.0, 1.0]  # its own memory
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(t * 2)
