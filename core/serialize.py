@@ -12,6 +12,7 @@ runs in Pyodide) and never unpickles anything.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -61,6 +62,8 @@ def save(obj, f, metadata: dict[str, str] | None = None) -> None:
     """
     header, arrays = _encode(obj, metadata)
     if hasattr(f, "write"):
+        if isinstance(f, io.TextIOBase):
+            raise TypeError("save: the file object is open in text mode; open it with 'wb'")
         _write(f, header, arrays)
         return
     # Through a symlink, replace the file it points to, not the link itself.
@@ -287,6 +290,8 @@ def load(f, map_location=None, weights_only=None):
     """
     if hasattr(f, "read"):
         data = f.read()
+        if isinstance(data, str):
+            raise TypeError("load: the file object is open in text mode; open it with 'rb'")
         name = getattr(f, "name", None)
         source = name if isinstance(name, str) else "<file object>"
     else:

@@ -220,7 +220,7 @@ def test_serialize_imports_only_numpy_and_stdlib():
                 imported.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 imported.add(node.module.split(".")[0])
-    assert imported <= {"__future__", "json", "os", "platform", "re", "struct", "tempfile", "time",
+    assert imported <= {"__future__", "io", "json", "os", "platform", "re", "struct", "tempfile", "time",
                         "zlib", "numpy"}, imported
 
 
@@ -481,6 +481,10 @@ def test_save_to_and_load_from_file_objects(tmp_path):
     with open(path, "rb") as file:
         assert plain(webgrad.load(file, weights_only=True)) == plain(checkpoint)
     assert buffer.getvalue() == path.read_bytes()
+    with open(path, encoding="latin-1") as text, pytest.raises(TypeError, match="text mode.*'rb'"):
+        webgrad.load(text)
+    with open(tmp_path / "t.txt", "w") as text, pytest.raises(TypeError, match="text mode.*'wb'"):
+        webgrad.save(checkpoint, text)
 
 
 def test_plain_state_dict_has_no_structure_record(tmp_path):
