@@ -9,6 +9,7 @@ URL map (``create_app`` builds it; ``python -m server`` runs it):
     /wheels/<file>        that wheel, revalidated; /wheels/<sha16>/<file> the same bytes, immutable
     /wgsl/<name>.wgsl     the WGSL kernels of the working tree, revalidated
     /vendor/tfjs/         TensorFlow.js 4.22 bundles and wasm binaries, immutable
+    /demos/py/<name>.py   the demos' Python sources (demos/), which the demo pages run in the worker
     /api/models...        the model store (see server/api.py)
 
 Requests pass ``server.guard`` first: a Host outside the allow-list gets 421, a
@@ -200,6 +201,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         "tfjs": static.Root(assets / "vendor" / "tfjs", static.IMMUTABLE),
         "wgsl": static.Root(settings.wgsl_root, static.REVALIDATE, suffixes=(".wgsl",)),
         "web": static.Root(settings.web_root, static.REVALIDATE, index="index.html"),
+        # The demo pages run the very files `python demos/NAME.py` runs: served as text, .py only.
+        "demos": static.Root(settings.repo / "demos", static.REVALIDATE, suffixes=(".py",)),
     }
     wheels_dir = assets / "wheels"
     keeper = WheelKeeper(wheels_dir, settings.repo)
@@ -263,6 +266,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/wheels/{file}", wheel_plain),
         Route("/wgsl/{path:path}", from_root("wgsl")),
         Route("/vendor/tfjs/{path:path}", from_root("tfjs")),
+        Route("/demos/py/{path:path}", from_root("demos")),
         Route("/{path:path}", web_page),
     ]
 

@@ -1,0 +1,116 @@
+"""Tiny character-level transformer language model on a short public-domain text
+(Shakespeare's sonnets, shipped in the wheel as ``webgrad.datasets.tiny_text()``).
+
+    python demos/char_lm.py --steps 300 --temperature 0.8
+
+The page /demos/char_lm.html runs this same file in the browser worker (fetched from
+/demos/py/char_lm.py and imported as a module): ``train`` sends the loss and, every few
+steps, a sampled continuation through ``webgrad_progress``; ``sample`` takes a temperature.
+"""
+from __future__ import annotations
+
+import argparse
+
+import webgrad
+from webgrad import nn
+
+
+class TinyGPT(nn.Module):
+    """Token + position embeddings, a causal pre-norm transformer encoder, a linear head."""
+
+    def __init__(self, vocab: int, context: int = 32, width: int = 48, layers: int = 2, heads: int = 4):
+        super().__init__()
+        self.context = context
+        self.token = nn.Embedding(vocab, width)
+        self.position = nn.Embedding(context, width)
+        layer = nn.TransformerEncoderLayer(width, nhead=heads, dim_feedforward=4 * width, dropout=0.0,
+                                           batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, num_layers=layers)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, tokens):
+        length = tokens.shape[1]
+        h = self.token(tokens) + self.position(webgrad.arange(length, device=tokens.device))
+        mask = nn.Transformer.generate_square_subsequent_mask(length, device=tokens.device)
+        return self.head(self.blocks(h, mask=mask, is_causal=True))
+
+
+class CharLM:
+    def __init__(self, text=None, context=32, width=48, layers=2, lr=3e-3, batch_size=16, seed=0, device=None):
+        webgrad.manual_seed(seed)
+        self.text = webgrad.datasets.tiny_text() if text is None else text
+        self.chars = sorted(set(self.text))
+        self.index_of = {c: i for i, c in enumerate(self.chars)}
+        self.data = webgrad.tensor([self.index_of[c] for c in self.text], device=device)
+        self.context, self.batch_size, self.device = context, batch_size, device
+        self.model = TinyGPT(len(self.chars), context, width, layers).to(device)
+        self.optimizer = webgrad.optim.AdamW(self.model.parameters(), lr=lr)
+        self.step = 0
+
+    def batch(self):
+        starts = webgrad.randint(0, len(self.data) - self.context - 1, (self.batch_size,)).tolist()
+        x = webgrad.stack([self.data[s:s + self.context] for s in starts])
+        y = webgrad.stack([self.data[s + 1:s + self.context + 1] for s in starts])
+        return x, y
+
+    def train(self, steps: int, on_progress=None, every: int = 10, sample_every: int = 50,
+              temperature: float = 0.8, sample_length: int = 80) -> float:
+        """AdamW steps on random windows; ``on_progress`` gets step, total, loss, and every
+        ``sample_every`` steps (and at the end) ``sample``: text the model writes now."""
+        total = self.step + steps
+        loss = None
+        for _ in range(steps):
+            x, y = self.batch()
+            loss = nn.functional.cross_entropy(self.model(x).reshape(-1, len(self.chars)), y.reshape(-1))
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.step += 1
+            if on_progress is not None and (self.step % every == 0 or self.step == total):
+                event = {"step": self.step, "total": total, "loss": loss.item()}
+                if self.step % sample_every == 0 or self.step == total:
+                    event["sample"] = self.sample(length=sample_length, temperature=temperature)
+                on_progress(event)
+        return float("nan") if loss is None else loss.item()
+
+    def sample(self, prompt: str = "\n", length: int = 120, temperature: float = 0.8) -> str:
+        """Continue ``prompt`` by ``length`` characters; lower temperature = safer, repetitive text."""
+        if not temperature > 0:
+            raise ValueError(f"CharLM.sample: temperature must be > 0, got {temperature}")
+        tokens = [self.index_of[c] for c in prompt if c in self.index_of] or [self.index_of[self.text[0]]]
+        start = len(tokens)
+        self.model.eval()
+        with webgrad.no_grad():
+            for _ in range(length):
+                window = webgrad.tensor([tokens[-self.context:]], device=self.device)
+                logits = self.model(window)[0, -1] / temperature
+                tokens.append(webgrad.multinomial(logits.softmax(dim=0), 1).item())
+        self.model.train()
+        return "".join(self.chars[t] for t in tokens[start:])
+
+    def push(self, name: str, url=None) -> dict:
+        return webgrad.store.push(self.model, name, {"labels": self.chars, "demo": "char_lm",
+                                                     "context": self.context}, url=url)
+
+
+def main(argv=None) -> float:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "webgpu"])
+    args = parser.parse_args(argv)
+    from tqdm import tqdm  # native runs only (pip install tqdm); the page reports through on_progress
+
+    demo = CharLM(device=args.device)
+    with tqdm(total=args.steps, desc="char LM") as bar:
+        def progress(event):
+            bar.update(event["step"] - bar.n)
+            bar.set_postfix(loss=f"{event['loss']:.3f}")
+        loss = demo.train(args.steps, progress, sample_every=args.steps + 1)
+    print(f"loss {loss:.3f}; a sample at temperature {args.temperature}:\n")
+    print(demo.sample("\n", 200, args.temperature))
+    return loss
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The demos natively: each ``main()`` runs with a few steps and learns something, and the
+server hands the demo pages the very same files (/demos/py/NAME.py)."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # `demos` and `server` are not installed
+
+from demos import char_lm, classify_2d, curve_fit, digits  # noqa: E402
+
+DEMOS = ["digits", "classify_2d", "curve_fit", "char_lm"]
+
+
+def test_digits_main_learns(capsys):
+    assert digits.main(["--steps", "150"]) > 0.85
+    out = capsys.readouterr().out
+    assert "test accuracy" in out and "predicted" in out
+
+
+def test_digits_cnn_predicts_probabilities():
+    demo = digits.DigitsDemo("cnn")
+    demo.train(60)
+    probabilities = demo.predict(demo.x_test[0].reshape(-1).tolist())
+    assert len(probabilities) == 10 and math.isclose(sum(probabilities), 1, rel_tol=1e-4)
+    with pytest.raises(ValueError, match="'mlp' or 'cnn'"):
+        digits.make_model("rnn")
+
+
+@pytest.mark.parametrize("dataset", classify_2d.DATASETS)
+def test_classify_2d_every_dataset_learns(dataset):
+    demo = classify_2d.Classify2D(dataset, layers=2, width=16, lr=0.05, side=10)
+    events = []
+    demo.train(200, events.append, every=50)
+    assert [e["step"] for e in events] == [50, 100, 150, 200]
+    assert events[-1]["loss"] < events[0]["loss"]
+    assert len(events[-1]["boundary"]) == 100 and events[-1]["boundary"] != events[0]["boundary"]
+    assert demo.accuracy() > (0.8 if dataset == "spirals" else 0.9)
+
+
+def test_classify_2d_main_and_bad_controls(capsys):
+    assert classify_2d.main(["--dataset", "gaussians", "--steps", "60"]) > 0.9
+    assert "training accuracy" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="activation must be one of"):
+        classify_2d.make_model(activation="swish")
+    with pytest.raises(ValueError, match="dataset must be one of"):
+        classify_2d.make_data("moons")
+
+
+def test_curve_fit_main_and_added_points(capsys):
+    assert curve_fit.main(["--steps", "300"]) < 0.05
+    assert "fitted y" in capsys.readouterr().out
+    demo = curve_fit.CurveFit([0.0], [0.5])
+    demo.set_points([0.0, 0.5], [0.5, -0.5])  # the page adds a point with a click
+    demo.train(300)
+    curve = demo.curve()
+    assert len(curve) == curve_fit.CURVE_POINTS
+    assert abs(curve[50] - 0.5) < 0.1 and abs(curve[75] + 0.5) < 0.1  # x = 0 and x = 0.5
+    with pytest.raises(ValueError, match="as many x as y"):
+        demo.set_points([0.1], [])
+
+
+def test_char_lm_main_learns_and_samples(capsys):
+    loss = char_lm.main(["--steps", "40"])
+    assert loss < math.log(66) - 0.8  # well below a uniform guess over the text's characters
+    assert "a sample at temperature" in capsys.readouterr().out
+    demo = char_lm.CharLM(text="abcabcabc" * 20, context=8, width=16, layers=1)
+    events = []
+    demo.train(20, events.append, every=10, sample_every=10, sample_length=12)
+    assert [len(e["sample"]) for e in events] == [12, 12]
+    assert set(demo.sample("ab", 30, temperature=0.5)) <= set("abc")
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        demo.sample(temperature=0)
+
+
+def test_server_serves_the_demo_sources(tmp_path):
+    from server.app import Settings, create_app
+    from server.testing import running_server
+
+    with running_server(create_app(Settings(data_dir=tmp_path))) as base:
+        for name in DEMOS:
+            response = httpx.get(f"{base}/demos/py/{name}.py")
+            assert response.status_code == 200, name
+            assert response.text == (REPO / "demos" / f"{name}.py").read_text()
+        assert httpx.get(f"{base}/demos/py/data/digits.npz").status_code == 404  # .py files only
+        assert httpx.get(f"{base}/demos/py/../pyproject.toml").status_code in (400, 404)
