@@ -2,7 +2,7 @@
 
 A session starts the server on a free port (after ``python -m server.assets``)
 and one headless Chromium; tests open pages at http://127.0.0.1:PORT/ and drive
-the runtime (``web/webgrad.js``) through the playground's ``window.webgradRuntime``.
+the runtime (``web/runtime/webgrad.js``) through the playground's ``window.webgradRuntime``.
 
 Missing pieces (no chromium, no assets, no WebGPU adapter) skip the tests with
 the reason outside CI; under ``CI=true`` they fail instead, so CI never passes
@@ -149,13 +149,14 @@ class Runtime:
         }}""", [arg, int(timeout_s * 1000)])
 
     def run(self, code: str, timeout_s: float = 120.0) -> dict:
-        """{stdout, stderr, result} of ``code``, or {error: {message, traceback, pythonType, stdout}}."""
+        """{stdout, stderr, result, display} of ``code``, or {error: {message, traceback, pythonType, line, stdout}}."""
         return self.evaluate(f"""async (code) => {{
             try {{
                 return await window.{self.name}.run(code);
             }} catch (err) {{
                 return {{error: {{message: err.message, traceback: err.traceback || null,
-                                  pythonType: err.pythonType || null, stdout: err.stdout || ""}}}};
+                                  pythonType: err.pythonType || null, line: err.line ?? null,
+                                  stdout: err.stdout || ""}}}};
             }}
         }}""", code, timeout_s)
 

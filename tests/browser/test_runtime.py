@@ -247,3 +247,115 @@ def test_cross_origin_page_without_coop_coep(browser, host_url):
         assert runtime.ok("2 * 21")["result"] == 42  # usable again after the restart
     finally:
         context.close()
+
+
+def test_input_on_a_page_without_shared_memory_says_why(browser, host_url):
+    context = browser.new_context()
+    try:
+        runtime = Runtime(context.new_page(), name="hosted")
+        runtime.boot(host_url)
+        error = runtime.run("input('name? ')")["error"]
+        assert error["pythonType"] == "EOFError"
+        assert "cross-origin isolated" in error["message"] and "set the value in the code" in error["message"]
+        assert not [line for line in runtime.console if line.startswith(("error", "pageerror"))]
+    finally:
+        context.close()
+
+
+def test_results_come_with_a_display_bundle(webgpu_runtime):
+    out = webgpu_runtime.ok("import webgrad\nwebgrad.arange(3, device='webgpu')")
+    assert out["result"] == [0, 1, 2]
+    assert out["display"]["text/plain"] == repr(__import__("webgrad").arange(3)).replace(")", ", device='webgpu')")
+    out = webgpu_runtime.ok("from webgrad import nn\nwebgrad.summary(nn.Linear(4, 2), input_size=(1, 4))")
+    assert "<table" in out["display"]["text/html"] and "Linear" in out["display"]["text/plain"]
+    assert webgpu_runtime.ok("x = 1")["display"] is None
+
+
+def test_cell_source_is_known_to_tracebacks_and_inspect(webgpu_runtime):
+    out = webgpu_runtime.ok("import inspect\nclass Net:\n    def forward(self):\n        return 1\n"
+                            "inspect.getsource(Net)")
+    assert out["result"] == "class Net:\n    def forward(self):\n        return 1\n"
+    error = webgpu_runtime.run("x = 1\ny = x +\n")["error"]
+    assert error["pythonType"] == "SyntaxError" and error["line"] == 2
+    assert 'File "<playground>", line 2' in error["traceback"]
+
+
+def test_files_api(webgpu_runtime):
+    outcome = webgpu_runtime.evaluate("""async () => {
+        const files = window.webgradRuntime.files;
+        await files.write("sub/a.txt", "text from the page");
+        const read = new TextDecoder().decode(await files.read("sub/a.txt"));
+        const listed = (await files.list()).map((f) => [f.path, f.size]);
+        await files.delete("sub/a.txt");
+        const refused = await files.read("../etc/passwd").then(() => null, (err) => err.message);
+        const missing = await files.read("nothing.txt").then(() => null, (err) => err.message);
+        return {read, listed, refused, missing};
+    }""")
+    assert outcome["read"] == "text from the page"
+    assert ["sub/a.txt", 18] in outcome["listed"]
+    assert "not a relative path inside the working directory" in outcome["refused"]
+    assert "nothing.txt" in outcome["missing"]
+    assert webgpu_runtime.ok("import os\nos.path.exists('sub/a.txt')")["result"] is False
+
+
+def test_boot_failure_names_a_missing_asset(webgpu_runtime):
+    outcome = webgpu_runtime.evaluate("""async () => {
+        const {boot} = await import("/webgrad.js");
+        try {
+            await boot({baseUrl: location.origin + "/nowhere/"});
+            return null;
+        } catch (err) {
+            return {name: err.name, cause: err.cause, message: err.message};
+        }
+    }""", timeout_s=30)
+    assert outcome["name"] == "BootError" and outcome["cause"] == "asset"
+    assert "/nowhere/runtime/worker.js answered 404" in outcome["message"]
+    assert "python -m server.assets" in outcome["message"]
+
+
+CSP_PAGE = """<!doctype html><meta charset="utf-8"><title>strict host</title><link rel="icon" href="data:,">
+<script type="module" nonce="n0nce">
+import {{boot}} from "{server}webgrad.js";
+try {{
+  window.hosted = await boot({{device: "cpu"}});
+}} catch (err) {{
+  window.webgradBootError = `${{err.name}} ${{err.cause}}: ${{err.message}}`;
+}}
+</script>"""
+
+
+def test_boot_under_a_csp_without_wasm_unsafe_eval_fails_fast_and_says_why(browser, server_url):
+    """A third-party page whose CSP lacks 'wasm-unsafe-eval': the Blob worker inherits it, so
+    Pyodide cannot compile WebAssembly. boot() must reject (it used to hang forever)."""
+    page = CSP_PAGE.format(server=server_url).encode()
+    origin = server_url.rstrip("/")
+    # Everything else the runtime needs is allowed (Chrome checks a module Blob worker against script-src).
+    policy = f"default-src 'none'; script-src 'nonce-n0nce' {origin} blob:; connect-src {origin}".encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the stdlib's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Security-Policy", policy.decode())
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        tab.goto(f"http://127.0.0.1:{server.server_address[1]}/")
+        tab.wait_for_function("() => window.hosted || window.webgradBootError", timeout=30_000)
+        failure = tab.evaluate("window.webgradBootError || null")
+        assert failure is not None, "booted although WebAssembly should be blocked"
+        assert failure.startswith("BootError csp:"), failure
+        assert "Content-Security-Policy" in failure and "'wasm-unsafe-eval'" in failure
+    finally:
+        context.close()
+        server.shutdown()
+        server.server_close()

@@ -22,6 +22,9 @@
 //                isolated (SharedArrayBuffer); elsewhere input() raises EOFError saying so.
 //   interruptGraceMs  how long interrupt() waits for Python before restarting the worker (3000)
 //   bootTimeoutMs     how long the worker may take to start answering (15000)
+// A page on another site with a Content-Security-Policy needs, for the webgrad host H:
+//   script-src H blob: 'wasm-unsafe-eval'; connect-src H   (Pyodide compiles WebAssembly; the
+//   worker is a Blob-URL module worker, which Chrome checks against script-src)
 // Boot failures reject within seconds with a BootError: .cause is "csp" (WebAssembly blocked:
 // the page's CSP lacks 'wasm-unsafe-eval'), "asset" (a file answered 404 or could not be
 // fetched), "worker" (no Web Worker: CSP worker-src, or the script missing), "timeout" or
@@ -109,8 +112,8 @@ async function explainWorkerError(workerUrl) {
                          "check that the webgrad server is running; the page's CSP connect-src must allow it");
   }
   return new BootError(BOOT_CAUSES.WORKER, `the Web Worker ${workerUrl} could not start`,
-                       "allow it in the page's Content-Security-Policy (worker-src/script-src must allow " +
-                       "the webgrad host and blob:), and check the browser console");
+                       "allow it in the page's Content-Security-Policy: script-src (and worker-src, if set) " +
+                       "must allow the webgrad host and blob:; then check the browser console");
 }
 
 export class Runtime {
