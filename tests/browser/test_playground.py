@@ -240,3 +240,34 @@ def test_device_picker_reboots_and_restart_clears_state(playground):
     assert page.runtime.run("kept")["error"]["pythonType"] == "NameError"
     assert "restarted" in page.output()
     assert page.errors == []
+
+
+def test_output_stays_bounded_and_charts_take_100k_points(playground):
+    page = playground()
+    p = page.page
+    page.type_code("for i in range(3000):\n    print('line', i)\n"
+                   "for i in range(100_000):\n    webgrad_progress({'step': i, 'loss': 1 / (i + 1), 'lr': 0.01})\n")
+    p.keyboard.press("Control+Enter")
+    assert page.wait_idle(timeout_ms=300_000).startswith("done")
+    box = p.eval_on_selector("#output", "e => ({client: e.clientHeight, scroll: e.scrollHeight, top: e.scrollTop})")
+    assert box["client"] < 600 < box["scroll"]  # a scroll box, not a 55,000 px page
+    assert box["top"] + box["client"] >= box["scroll"] - 2  # it followed the output to the end
+    assert "line 2999" in page.output()
+    p.wait_for_function("() => document.querySelector('.chart[data-field=loss] figcaption').textContent"
+                        ".startsWith('loss: 1.000e-5')")
+    assert p.evaluate("() => window.webgradPlayground.charts.points") == 200_000  # loss and lr
+    assert p.locator(".chart").count() == 2
+    page.shot("playground-100k")
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("name", ["regression", "digits_mlp", "store_predict"])
+def test_examples_run_in_the_page_on_webgpu(webgpu_runtime, name):
+    """The same files as the menu's, on the browser's WebGPU (the cpu runs are above and native)."""
+    out = webgpu_runtime.ok((EXAMPLES / f"{name}.py").read_text(), timeout_s=600)
+    assert out["display"]["text/plain"]
+    if name != "store_predict":
+        assert "on webgpu" in out["stdout"]
+    if name in ("digits_mlp", "store_predict"):
+        accuracy = float(re.search(r"test accuracy ([0-9.]+)", out["stdout"]).group(1))
+        assert accuracy > 0.9, out["stdout"]
