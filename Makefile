@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PORT ?= 8000
 
-.PHONY: install serve test lint bench
+.PHONY: install serve test lint bench mutation
 
 # Everything the two commands need on a fresh machine (apt, pip, npm, browser assets).
 install:
@@ -19,6 +19,10 @@ lint:
 
 test: install lint
 	$(PYTHON) -m pytest tests
+
+# Planted bugs (tests/hostile/mutation.py): each must make its test subset fail. Slow; not part of `make test`.
+mutation:
+	$(PYTHON) tests/hostile/mutation.py
 
 bench: install
 	$(PYTHON) bench/mlp_step.py
