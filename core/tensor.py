@@ -265,8 +265,9 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     # -- dtype and device -----------------------------------------------------
-    def to(self, *args, dtype=None, device=None, copy=False) -> "Tensor":
-        """``t.to("webgpu")``, ``t.to(webgrad.float64)``, ``t.to(other_tensor)``."""
+    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False, memory_format=None) -> "Tensor":
+        """``t.to("webgpu")``, ``t.to(webgrad.float64)``, ``t.to(other_tensor)``.
+        ``non_blocking`` and ``memory_format`` are accepted as in PyTorch (moves are synchronous here)."""
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device

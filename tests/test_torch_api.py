@@ -245,3 +245,8 @@ def test_deepcopy_of_tensors_and_state_dicts(device):
     assert t.tolist() == [1.0, 1.0]  # its own memory
     with pytest.raises(RuntimeError, match="graph leaves"):
         copy.deepcopy(t * 2)
+
+
+def test_to_accepts_non_blocking(device):
+    x = webgrad.ones(2).to(webgrad.device(device), non_blocking=True)
+    assert x.device == device and x.tolist() == [1.0, 1.0]
