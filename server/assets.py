@@ -11,10 +11,11 @@ What ends up where (all of it gitignored, all of it served by ``server/app.py``)
     server/assets/wheels/          webgrad-<version>-py3-none-any.whl from the working
                                    tree, and latest.json naming it
     server/assets/vendor/tfjs/     TensorFlow.js 4.22 bundles (the benchmark peer)
-    web/build/                     the page bundles (URL /build/): every web/<name>/main.js
+    web/build/                     the page bundles (URL /build/): every web/<path>/main.js
                                    bundled by esbuild, with the npm packages it imports
-                                   (CodeMirror, uPlot), into build/<name>.js, plus
-                                   build/<name>.css when it imports CSS
+                                   (CodeMirror, uPlot), into build/<path>.js, plus
+                                   build/<path>.css when it imports CSS (web/playground/main.js
+                                   -> /build/playground.js; web/demos/x/main.js -> /build/demos/x.js)
 
 Where things come from:
 
@@ -300,8 +301,9 @@ BUILD_STAMP = ".webgrad-build-stamp"
 
 
 def bundle_entries(web: Path) -> list[Path]:
-    """The page entry points: ``web/<name>/main.js`` (bundled to ``web/build/<name>.js``)."""
-    return sorted(path for path in web.glob("*/main.js") if path.parent.name != "build")
+    """The page entry points: every ``web/<path>/main.js`` (bundled to ``web/build/<path>.js``)."""
+    return sorted(path for path in web.rglob("main.js")
+                  if path.parent != web and path.relative_to(web).parts[0] != "build")
 
 
 def _web_sources(web: Path):
@@ -330,17 +332,23 @@ def ensure_bundles(web: Path, repo: Path = REPO) -> bool:
     if bundles_current(web, repo):
         return False
     entries = bundle_entries(web)
-    out = web / "build"
-    if out.exists():
-        shutil.rmtree(out)  # no stale bundle of a removed entry point stays served
-    out.mkdir(parents=True)
+    # Build into a fresh hidden folder, then swap it in: a running server never serves a
+    # half-written bundle, and no bundle of a removed entry point stays behind.
+    out, fresh, old = web / "build", web / ".build-new", web / ".build-old"
+    for folder in (fresh, old):
+        shutil.rmtree(folder, ignore_errors=True)
+    fresh.mkdir(parents=True)
     if entries:
         esbuild = repo / "node_modules" / ".bin" / "esbuild"
         _run([str(esbuild), *[str(e.relative_to(repo)) for e in entries], "--bundle", "--format=esm",
               "--target=es2022", "--minify", "--sourcemap", "--log-level=warning", "--legal-comments=linked",
-              f"--outbase={web.relative_to(repo)}", f"--outdir={out.relative_to(repo)}", "--entry-names=[dir]"],
+              f"--outbase={web.relative_to(repo)}", f"--outdir={fresh.relative_to(repo)}", "--entry-names=[dir]"],
              "esbuild (page bundles)", cwd=repo)
-    (out / BUILD_STAMP).write_text("\n".join(str(e.relative_to(web)) for e in entries) + "\n")
+    (fresh / BUILD_STAMP).write_text("\n".join(str(e.relative_to(web)) for e in entries) + "\n")
+    if out.exists():
+        os.replace(out, old)
+    os.replace(fresh, out)
+    shutil.rmtree(old, ignore_errors=True)
     return True
 
 
