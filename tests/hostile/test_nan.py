@@ -37,9 +37,10 @@ def _long_row():
 INPUTS = {"nan": _with_nan, "inf": _with_inf, "long_row": _long_row}
 
 
-def _first_nan_or(arg, x):
-    """numpy's and torch's argmax/argmin with NaN: the first NaN wins."""
-    return arg(x, axis=1)
+def _top2(x):
+    """torch.topk(x, 2, 1).values: NaN counts as larger than everything."""
+    order = np.argsort(-np.where(np.isnan(x), np.inf, x), axis=1, kind="stable")[:, :2]
+    return np.take_along_axis(x, order, 1)
 
 
 def _softmax(x):
@@ -79,6 +80,10 @@ ROWS = {
                          lambda x: np.sqrt((x * x).sum(1, keepdims=True)),
                          lambda x: x.norm("fro", dim=1, keepdim=True)),
     "softmax": (lambda x: x.softmax(1), _softmax, lambda x: x.softmax(1)),
+    "cumsum": (lambda x: x.cumsum(1), lambda x: np.cumsum(x, 1), lambda x: x.cumsum(1)),
+    "cumprod": (lambda x: webgrad.cumprod(x, 1), lambda x: np.cumprod(x, 1), lambda x: x.cumprod(1)),
+    "sort": (lambda x: webgrad.sort(x, 1)[0], lambda x: np.sort(x, 1), lambda x: x.sort(1)[0]),  # NaN last
+    "topk": (lambda x: webgrad.topk(x, 2, 1)[0], _top2, lambda x: x.topk(2, 1)[0]),
     "any": (lambda x: x.any(1), lambda x: x.any(1), lambda x: x.any(1)),
     "all": (lambda x: x.all(1), lambda x: x.all(1), lambda x: x.all(1)),
 }
