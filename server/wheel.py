@@ -38,9 +38,12 @@ class WheelBuildError(RuntimeError):
 
 
 def project_version(repo: Path = REPO) -> tuple[str, str]:
-    with open(repo / "pyproject.toml", "rb") as file:
-        project = tomllib.load(file)["project"]
-    return project["name"], project["version"]
+    try:
+        with open(repo / "pyproject.toml", "rb") as file:
+            project = tomllib.load(file)["project"]
+        return project["name"], project["version"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError) as error:  # e.g. caught mid-save by an editor
+        raise WheelBuildError(f"pyproject.toml has no readable [project] name and version ({error!r})") from error
 
 
 def wheel_file_name(repo: Path = REPO) -> str:
