@@ -302,3 +302,45 @@ def test_jacobian_of_a_custom_function_and_the_options():
     assert j.requires_grad  # differentiable again: d trace(J) / dx = 6x
     (d,) = webgrad.autograd.grad(webgrad.einsum("ii", j), leaf)
     assert_close(d, 6 * x.numpy(), 1e-12, 1e-12)
+
+
+def _legendre_fit(lib, Function, device, steps=300):
+    """The PyTorch tutorial's custom-Function example: fit a + b * P3(c + d * x) to sin(x)."""
+    import math
+
+    class LegendrePolynomial3(Function):
+        @staticmethod
+        def forward(ctx, input):  # noqa: A002  (the tutorial's name)
+            ctx.save_for_backward(input)
+            return 0.5 * (5 * input ** 3 - 3 * input)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (input,) = ctx.saved_tensors  # noqa: A001
+            return grad_output * 1.5 * (5 * input ** 2 - 1)
+
+    x = lib.linspace(-math.pi, math.pi, 2000, device=device, dtype=lib.float32)
+    y = lib.sin(x)
+    a = lib.full((), 0.0, device=device, dtype=lib.float32, requires_grad=True)
+    b = lib.full((), -1.0, device=device, dtype=lib.float32, requires_grad=True)
+    c = lib.full((), 0.0, device=device, dtype=lib.float32, requires_grad=True)
+    d = lib.full((), 0.3, device=device, dtype=lib.float32, requires_grad=True)
+    losses = []
+    for _ in range(steps):
+        y_pred = a + b * LegendrePolynomial3.apply(c + d * x)
+        loss = (y_pred - y).pow(2).sum()
+        losses.append(loss.item())
+        loss.backward()
+        with lib.no_grad():
+            for p in (a, b, c, d):
+                p -= 5e-6 * p.grad
+                p.grad = None
+    return np.array(losses)
+
+
+def test_tutorial_custom_function_training_matches_torch(device):
+    torch = need_module("torch")
+    ours = _legendre_fit(webgrad, Function, webgrad.device(device))
+    theirs = _legendre_fit(torch, torch.autograd.Function, torch.device("cpu"))
+    assert ours[-1] < 0.5 * ours[0]  # it learns
+    np.testing.assert_allclose(ours, theirs, rtol=2e-3)
