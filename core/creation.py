@@ -143,17 +143,30 @@ def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Uniform samples in [0, 1); reproducible with ``webgrad.manual_seed``."""
-    return _creation("rand", size, dtype, device, requires_grad, lambda b, s, d: b.uniform(s, 0.0, 1.0, d))
+def _from_generator(generator, draw):
+    """A ``make`` for ``_creation`` drawing on the host from ``generator``'s own stream
+    (then uploading), so a seeded Generator gives the same numbers on every device."""
+    from .random import numpy_generator_for
+
+    rng = numpy_generator_for(generator)
+    return lambda b, s, d: b.from_numpy(np.asarray(draw(rng, s)).astype(d.np), d)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Standard normal samples; reproducible with ``webgrad.manual_seed``."""
-    return _creation("randn", size, dtype, device, requires_grad, lambda b, s, d: b.normal(s, 0.0, 1.0, d))
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples in [0, 1); reproducible with ``webgrad.manual_seed`` (or ``generator``)."""
+    make = (_from_generator(generator, lambda rng, s: rng.random(s)) if generator is not None
+            else lambda b, s, d: b.uniform(s, 0.0, 1.0, d))
+    return _creation("rand", size, dtype, device, requires_grad, make)
 
 
-def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples; reproducible with ``webgrad.manual_seed`` (or ``generator``)."""
+    make = (_from_generator(generator, lambda rng, s: rng.standard_normal(s)) if generator is not None
+            else lambda b, s, d: b.normal(s, 0.0, 1.0, d))
+    return _creation("randn", size, dtype, device, requires_grad, make)
+
+
+def randint(low, high=None, size=None, dtype=None, device=None, *, generator=None) -> Tensor:
     """Integers in [low, high), like ``torch.randint(low, high, size)``."""
     if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
         high, size = None, high
@@ -163,14 +176,15 @@ def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
         raise TypeError("randint: size is required, e.g. randint(0, 10, (3,))")
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    return _creation("randint", (tuple(size),), dtype or dtypes.int64, device, False,
-                     lambda b, s, d: b.randint(s, low, high, d))
+    make = (_from_generator(generator, lambda rng, s: rng.integers(low, high, size=s)) if generator is not None
+            else lambda b, s, d: b.randint(s, low, high, d))
+    return _creation("randint", (tuple(size),), dtype or dtypes.int64, device, False, make)
 
 
-def randperm(n, dtype=None, device=None) -> Tensor:
+def randperm(n, dtype=None, device=None, *, generator=None) -> Tensor:
     from . import random as wg_random
 
-    perm = wg_random.numpy_generator().permutation(n)
+    perm = wg_random.numpy_generator_for(generator).permutation(n)
     return tensor(perm, dtype=dtype or dtypes.int64, device=device)
 
 
