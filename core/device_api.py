@@ -71,6 +71,22 @@ class device(str):  # noqa: N801  (torch's name)
     def __reduce__(self):
         return (device, (str.__str__(self),))
 
+    def __enter__(self) -> "device":
+        """``with webgrad.device("webgpu"):`` makes creation ops default to this device inside."""
+        from .backend import default_device, set_default_device
+
+        _previous.append(default_device())
+        set_default_device(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from .backend import set_default_device
+
+        set_default_device(_previous.pop())
+
+
+_previous: list = []  # default devices saved by ``with device(...)`` blocks
+
 
 _INTERNED: dict = {}
 

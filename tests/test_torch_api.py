@@ -265,3 +265,12 @@ def test_random_creation_takes_a_generator(device):
     assert draws(4) == first and draws(5) != first
     assert sorted(first[3]) == [0, 1, 2, 3, 4] and all(0 <= v < 10 for v in first[2])
     assert all(0 <= v < 1 for v in first[0])
+
+
+def test_device_as_context_manager_and_cuda_method(device):
+    before = webgrad.get_default_device()
+    with webgrad.device(device) as d:
+        assert d == device and webgrad.zeros(2).device == device
+    assert webgrad.get_default_device() == before
+    with pytest.raises(RuntimeError, match="no CUDA backend"):
+        webgrad.ones(2).cuda()
