@@ -273,6 +273,12 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         raise OpError(f"embedding: indices must be an int64 or int32 tensor, got {got}")
     if weight.ndim != 2:
         raise OpError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got {describe(weight)}")
+    if input.device == "cpu" and input.numel():  # free on the host; a device flags it in take
+        values = input._host()
+        bad = values[(values < 0) | (values >= weight.shape[0])]
+        if bad.size:
+            raise IndexError(f"embedding: index {int(bad[0])} is out of range for {weight.shape[0]} "
+                             f"embeddings (expected 0 <= index < {weight.shape[0]})")
     out = ops.take(weight, input)
     if padding_idx is not None:
         if padding_idx < 0:

@@ -74,6 +74,8 @@ def index_select(x, dim, index):
     _check_index("index_select", index)
     if index.ndim > 1:
         raise OpError(f"index_select: index must be 0-D or 1-D, got {describe(index)}")
+    if index.device == "cpu":  # free on the host, and names this op (a device flags it in take)
+        _check_range("index_select", index._host(), x.shape[d], d)
     return take(x.movedim(d, 0), index.reshape(-1)).movedim(0, d)
 
 

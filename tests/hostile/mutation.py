@@ -71,7 +71,13 @@ MUTANTS = [
            "  if (j < 0) { j = j + i32(p.rows); }\n  var v = T(0);",
            (H + "test_indexing.py -k getitem",)),
     Mutant("take_rejects_negatives", "core/ops/indexing.py", '    _check_range("take", index, x.shape[0], 0)\n',
-           "", (H + "test_indexing.py -k index_select or embedding",)),
+           "", (H + "test_indexing.py -k take",)),
+    Mutant("index_select_rejects_negatives", "core/ops/indexing.py",
+           '        _check_range("index_select", index._host(), x.shape[d], d)\n', "        pass\n",
+           (H + "test_indexing.py -k index_select",)),
+    Mutant("embedding_rejects_negatives", "core/nn/functional.py",
+           "bad = values[(values < 0) | (values >= weight.shape[0])]", "bad = values[values >= weight.shape[0]]",
+           (H + "test_indexing.py -k embedding",)),
     Mutant("scatter_flags_scan", "wgsl_kernels/index.wgsl",
            "      atomicOr(&errors[0], 1u);  // row 0", "      // row 0", (H + "test_indexing.py -k scatter_add",)),
     Mutant("setitem_all_or_nothing", "wgsl_kernels/index.wgsl",
@@ -180,7 +186,7 @@ def main() -> int:
         for mutant in chosen:
             verdict = run(mutant, root)
             caught += verdict == "caught"
-            print(f"{mutant.name:28s} {verdict}", flush=True)
+            print(f"{mutant.name:32s} {verdict}", flush=True)
     print(f"caught {caught} of {len(chosen)} mutants ({100 * caught / max(len(chosen), 1):.0f}%)")
     return 0 if caught == len(chosen) else 1
 

@@ -39,6 +39,15 @@ class Row:
     write: bool = False         # fn writes into x in place and returns x
     errors: tuple = (IndexError,)
 
+    @property
+    def message(self) -> str:
+        """What the cpu's error must say: the op's name, or torch's words for x[key]."""
+        for op in ("index_select", "index_add", "gather", "scatter_add", "take", "embedding", "one_hot",
+                   "cross_entropy", "nll_loss", "narrow"):
+            if self.name.startswith(op):
+                return op
+        return "out of bounds for dimension"  # getitem, setitem, index_put: as torch words it
+
     def valid(self, i: int) -> bool:
         return -self.n <= i < self.n if self.rule == "wrap" else 0 <= i < self.n
 
@@ -125,6 +134,8 @@ ROWS = [
         lambda x, i: x[[i, 0]], lambda x, i, torch: x.index_select(0, torch.tensor([i, 0]))),
     Row("index_select_columns", X2, 4, "nonneg", lambda x, i, d: webgrad.index_select(x, 1, _t([i], d)),
         lambda x, i: x[:, [i]], lambda x, i, torch: torch.index_select(x, 1, torch.tensor([i]))),
+    Row("take_rows", X2, 3, "nonneg", lambda x, i, d: webgrad.ops.take(x, _t([[i], [1]], d)),  # the primitive itself
+        lambda x, i: x[np.array([[i], [1]])], lambda x, i, torch: x.index_select(0, torch.tensor([i, 1]))),
     Row("gather_rows", X2, 3, "nonneg", lambda x, i, d: x.gather(0, _t([[i, 0, 1, 2]], d)),
         lambda x, i: np.take_along_axis(x, np.array([[i, 0, 1, 2]]), 0),
         lambda x, i, torch: x.gather(0, torch.tensor([[i, 0, 1, 2]]))),
@@ -179,8 +190,9 @@ def test_index_bounds(row, i, device):
         expected = np.asarray(row.ref(row.data.copy(), i))
         assert_close(row.fn(target, i, device), expected, 1e-6, 1e-6, msg=f"{row.name}[{i}]")
         return
-    with pytest.raises(row.errors):
-        _read(row.fn(target, i, device))  # the cpu raises in fn, webgpu at this read
+    # The cpu raises in fn, naming the op; webgpu at this read, naming the kernel that saw it.
+    with pytest.raises(row.errors, match=row.message if device == "cpu" else None):
+        _read(row.fn(target, i, device))
     # A bad write writes nothing (webgpu skips it in the kernel), and the error is not raised twice.
     np.testing.assert_array_equal(target.numpy(), row.data, err_msg=f"{row.name}[{i}] changed its target")
     np.testing.assert_array_equal(x.numpy(), row.data, err_msg=f"{row.name}[{i}] changed its input")
@@ -203,5 +215,6 @@ def test_rule_matches_torch(row):
 def test_every_index_taking_op_has_a_row():
     """New index-taking functions need rows here: the list of covered names is checked."""
     covered = {r.name.split("_")[0] for r in ROWS}
-    for name in ("getitem", "setitem", "index", "gather", "scatter", "narrow", "embedding", "one", "cross", "nll"):
+    for name in ("getitem", "setitem", "index", "take", "gather", "scatter", "narrow", "embedding", "one", "cross",
+                 "nll"):
         assert name in covered, name
