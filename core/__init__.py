@@ -67,8 +67,10 @@ def __getattr__(name):
     import importlib
 
     if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends",
-                "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx"):
+                "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx", "graph"):
         return importlib.import_module(f"webgrad.{name}")
+    if name == "compile":  # graph mode (core/graph/), like torch.compile
+        return importlib.import_module("webgrad.graph").compile
     if name == "autocast":
         return importlib.import_module("webgrad.amp").autocast
     if name in ("save", "load"):

@@ -67,6 +67,11 @@ def common_device(op_name: str, tensors) -> str:
     return device
 
 
+# webgrad.compile's hook (core/graph/trace.py): the active Tracer, which records every op
+# into a graph while a compiled function is traced, or None. One check per op while None.
+TRACER = None
+
+
 def apply(op: Op, *inputs, **attrs):
     """Run ``op`` on Tensors ``inputs`` and record it for autograd when needed.
     This is the hot path of every op: keep it lean."""
@@ -82,6 +87,8 @@ def apply(op: Op, *inputs, **attrs):
             if t._requires_grad:
                 autograd.record(op, inputs, attrs, out)
                 break
+    if TRACER is not None:
+        TRACER.record(op, inputs, attrs, out)
     return out
 
 
@@ -89,6 +96,8 @@ def apply_inplace(op: Op, *tensors, **attrs):
     """Run an in-place op that overwrites the data of its first ``op.mutates``
     tensors (an optimizer step, ``fill_``, ``__setitem__``) and bump their
     version counters so autograd notices stale saved values."""
+    if TRACER is not None and TRACER.record_inplace(op, tensors, attrs):
+        return tensors[0]  # a replay collecting an optimizer's per-step scalars: nothing runs
     device = common_device(op.name, tensors) if len(tensors) > 1 else tensors[0].device
     written = tensors[:op.mutates]
     for t in written:

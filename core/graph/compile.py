@@ -1,0 +1,340 @@
+"""``webgrad.compile``: trace a function (forward, backward, optimizer step) once per
+signature, optimize the graph, and replay it on later calls.
+
+The first call with a new signature runs the function eagerly under a ``Tracer``
+(so its result is the eager result); later calls with the same signature replay
+the plan: a flat list of backend calls into planned slots, with no autograd
+bookkeeping, no shape inference and no Python from the function. On WebGPU each
+call encodes its dispatches into the device's open encoder, which is submitted
+once, at the next readback.
+
+Signature: each tensor argument's shape, dtype, device and requires_grad, the
+other arguments' values, whether grad mode is on; guards: the train/eval flag
+of every module that ran and the identity of every captured tensor's data (a
+parameter replaced with ``p.data = ...`` re-traces). A graph break (a host read
+such as ``.item()`` inside the function) makes that signature run eagerly, with
+one warning naming the file and line.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+import weakref
+from collections import OrderedDict
+
+from .. import autograd
+from ..backend import get_backend
+from ..ops import registry
+from ..tensor import Tensor
+from . import passes
+from .ir import Graph, Value
+from .trace import GraphBreak, Tracer
+
+__all__ = ["compile", "CompiledFunction", "GraphBreak"]
+
+
+# -- argument and result structures ------------------------------------------------
+def _flatten(obj, tensors: list):
+    """``obj`` with every Tensor replaced by its index in ``tensors`` (appended): the
+    structure is hashable and used both as part of the signature and to rebuild results."""
+    if isinstance(obj, Tensor):
+        tensors.append(obj)
+        return ("T", len(tensors) - 1)
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, tuple(_flatten(x, tensors) for x in obj))
+    if isinstance(obj, dict):
+        return ("dict", tuple((k, _flatten(v, tensors)) for k, v in obj.items()))
+    try:
+        hash(obj)
+        return ("C", obj)
+    except TypeError:
+        return ("id", id(obj))
+
+
+def _unflatten(spec, tensors: list, constants: dict):
+    tag, body = spec
+    if tag == "T":
+        return tensors[body]
+    if tag in ("list", "tuple"):
+        items = [_unflatten(s, tensors, constants) for s in body]
+        return items if tag == "list" else tuple(items)
+    if tag == "dict":
+        return {k: _unflatten(s, tensors, constants) for k, s in body}
+    return constants.get(id(spec), body)
+
+
+class _Slot:
+    """Stands in for a Tensor when a replay calls a backend kernel: backends read ``_data``."""
+    __slots__ = ("_data",)
+
+
+class _Stale(Exception):
+    """A replay found Python state it cannot follow; the call re-traces."""
+
+
+class _Capture:
+    """Set as the registry's tracer while an optimizer's ``step()`` runs at a replay: its
+    in-place updates are not run, only their attrs (lr, bias corrections...) are kept."""
+
+    def __init__(self):
+        self.calls: list = []
+
+    def record(self, op, inputs, attrs, out):
+        pass
+
+    def record_inplace(self, op, tensors, attrs) -> bool:
+        self.calls.append((op, tensors[0]._data, attrs))
+        return True
+
+    def host_read(self, t):
+        pass
+
+
+class Plan:
+    """One signature's graph lowered to a list of backend calls."""
+
+    def __init__(self, graph: Graph, guards, modules, optimizers, out_spec, out_constants):
+        self.graph = graph
+        self.guards = guards
+        self.modules = [(weakref.ref(m), m.training) for m in modules]
+        self.out_spec, self.out_constants = out_spec, out_constants
+        self.backend = get_backend(graph.device)
+        self.dispatches = None  # per replay, measured (WebGPU)
+        self._lower(optimizers)
+
+    def _lower(self, optimizers):
+        graph, backend = self.graph, self.backend
+        index = {id(node): i for i, node in enumerate(graph.nodes)}
+        last_use: dict[int, int] = {}
+        for i, node in enumerate(graph.nodes):
+            for v in node.inputs:
+                last_use[v.id] = i
+        keep = {v.id for v in graph.outputs} | {g.id for _, g in graph.grads}
+        written_consts = {v.id for node in graph.nodes if node.inplace
+                          for v in node.inputs[:node.op.mutates] if v.source == "const"}
+        self.fixed = [(v.id, v.data) for v in graph.values if v.source in ("capture", "const")
+                      and v.id not in written_consts]
+        self.copied = [(v.id, v) for v in graph.values if v.id in written_consts]
+        self.args = [(v.id, v.index) for v in graph.values if v.source == "arg"]
+        self.random = [(v.id, getattr(backend, v.data[0]), v.data[1]) for v in graph.values if v.source == "random"]
+        self.steps = []
+        for i, node in enumerate(graph.nodes):
+            drop = tuple(v.id for v in node.inputs if last_use[v.id] == i and v.source == "node" and v.id not in keep)
+            slots = [_Slot() for _ in node.inputs]
+            ids = tuple(v.id for v in node.inputs)
+            out = node.output
+            self.steps.append((node.op, ids, slots, dict(node.attrs), None if out is None else out.id,
+                               None if out is None else out.shape, None if out is None else out.dtype, drop))
+        self.optimizers = [(weakref.ref(opt), [self.steps[index[id(n)]] for n in nodes],
+                            [n.inputs[0].data for n in nodes]) for opt, nodes in optimizers]
+        # Written captured tensors get their version bumped, as the eager in-place ops do.
+        written = {v.id for node in graph.nodes if node.inplace for v in node.inputs[:node.op.mutates]}
+        owner = {id(data): ref for ref, data in self.guards}
+        self.grads = [(owner[id(p.data)], g) for p, g in graph.grads if id(p.data) in owner]
+        self.bump = [ref for ref, data in self.guards
+                     if any(v.data is data and v.id in written for v in graph.values if v.source == "capture")]
+
+    def matches(self) -> bool:
+        for ref, data in self.guards:
+            t = ref()
+            if t is None or t._data is not data:
+                return False
+        for ref, training in self.modules:
+            m = ref()
+            if m is None or m.training != training:
+                return False
+        return True
+
+    def _refresh_optimizers(self):
+        """Run each optimizer's ``step()`` with its updates captured, not run: it advances its
+        Python state (step counts) as eagerly and gives this step's scalars to the replay."""
+        for ref, steps, datas in self.optimizers:
+            opt = ref()
+            if opt is None:
+                raise _Stale()
+            saved = {id(p): dict(s) for p, s in opt.state.items()}
+            params = {id(data) for data in datas}
+            lent = [p for group in opt.param_groups for p in group["params"]
+                    if p.grad is None and id(p._data) in params]
+            for p in lent:  # step() skips parameters without .grad; the replay makes them
+                p.grad = p
+            capture = _Capture()
+            registry.TRACER = capture
+            try:
+                opt.step()
+            finally:
+                registry.TRACER = None
+                for p in lent:
+                    p.grad = None
+            calls = capture.calls
+            if len(calls) != len(steps) or any(op is not s[0] or data is not d
+                                               for (op, data, _), s, d in zip(calls, steps, datas)):
+                for p, s in opt.state.items():
+                    s.update(saved.get(id(p), {}))
+                raise _Stale()
+            for (_, _, attrs), s in zip(calls, steps):
+                s[3].update(attrs)
+
+    def run(self, flat_args):
+        if self.optimizers:
+            self._refresh_optimizers()
+        backend = self.backend
+        env = [None] * len(self.graph.values)
+        for i, data in self.fixed:
+            env[i] = data
+        for i, v in self.copied:  # a constant the graph writes: fresh from its first contents
+            env[i] = backend.contiguous(v.data) if hasattr(backend, "contiguous") else v.data.copy()
+        for i, k in self.args:
+            env[i] = flat_args[k]._data
+        for i, draw, args in self.random:
+            env[i] = draw(*args)
+        for check, check_args in self.graph.checks:
+            check(*[Tensor._make(env[a.id], a.shape, a.dtype, self.graph.device) if isinstance(a, Value) else a
+                    for a in check_args])
+        device = getattr(backend, "device", None)
+        before = getattr(device, "dispatches", None)
+        run, run_inplace = backend.run, backend.run_inplace
+        for op, ids, slots, attrs, out, shape, dtype, drop in self.steps:
+            for s, i in zip(slots, ids):
+                s._data = env[i]
+            if out is None:
+                run_inplace(op, slots, attrs)
+            else:
+                env[out] = run(op, slots, attrs, shape, dtype)
+            for s in slots:
+                s._data = None
+            for i in drop:
+                env[i] = None
+        if before is not None:
+            self.dispatches = device.dispatches - before
+        for ref in self.bump:
+            t = ref()
+            if t is not None:
+                t._bump_version()
+        graph = self.graph
+        outs = [Tensor._make(env[v.id], v.shape, v.dtype, graph.device) for v in graph.outputs]
+        for ref, g in self.grads:
+            t = ref()
+            if t is not None:
+                t.grad = Tensor._make(env[g.id], g.shape, g.dtype, graph.device)
+        return _unflatten(self.out_spec, outs, self.out_constants)
+
+
+class _Eager:
+    """A signature that broke the graph: it runs eagerly."""
+
+    def __init__(self, reason):
+        self.reason = reason
+
+    def matches(self) -> bool:
+        return True
+
+
+class CompiledFunction:
+    """The callable ``webgrad.compile(fn)`` returns. ``.graph`` is the latest traced graph,
+    ``.explain()`` says what was traced, where it broke, and what a replay dispatches."""
+
+    def __init__(self, fn, cache_size=8, optimize=True):
+        if not callable(fn):
+            raise TypeError(f"webgrad.compile: expected a function, got {type(fn).__name__}")
+        if not isinstance(cache_size, int) or cache_size < 1:
+            raise ValueError(f"webgrad.compile: cache_size must be a positive int, got {cache_size!r}")
+        self.fn = fn
+        self.cache_size = cache_size
+        self.optimize = optimize
+        self.cache: OrderedDict = OrderedDict()
+        self.breaks: list[str] = []
+        self.traces = 0
+        self.replays = 0
+        self._latest = None
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        flat: list = []
+        spec = _flatten((args, kwargs), flat)
+        key = (spec, autograd.is_grad_enabled(),
+               tuple((tuple(t.shape), t.dtype.name, str(t.device), t._requires_grad) for t in flat))
+        plan = self.cache.get(key)
+        if plan is not None and plan.matches():
+            self.cache.move_to_end(key)
+            if isinstance(plan, _Eager):
+                return self.fn(*args, **kwargs)
+            try:
+                result = plan.run(flat)
+                self.replays += 1
+                return result
+            except _Stale:
+                pass
+        return self._trace(key, flat, args, kwargs)
+
+    def _trace(self, key, flat, args, kwargs):
+        self.traces += 1
+        with Tracer(flat) as tracer:
+            result = self.fn(*args, **kwargs)
+        outs: list = []
+        out_spec = _flatten(result, outs)
+        guards = None if tracer.broken else tracer.finish(outs)
+        if tracer.broken:
+            self._break(tracer.broken)
+            self._store(key, _Eager(tracer.broken))
+            return result
+        graph = tracer.graph
+        if self.optimize:
+            passes.run(graph)
+        plan = Plan(graph, guards, tracer.modules.values(), tracer.optimizers.values(), out_spec, {})
+        self._latest = plan
+        self._store(key, plan)
+        return result
+
+    def _store(self, key, plan):
+        self.cache[key] = plan
+        self.cache.move_to_end(key)
+        while len(self.cache) > self.cache_size:
+            self.cache.popitem(last=False)
+
+    def _break(self, reason):
+        if reason not in self.breaks:
+            self.breaks.append(reason)
+            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            warnings.warn(f"webgrad.compile({name}): graph break at {reason}; this call signature runs "
+                          f"eagerly (same results, no replay)", UserWarning, stacklevel=4)
+
+    @property
+    def graph(self) -> Graph | None:
+        """The most recently traced graph (``print(fn.graph)`` shows its IR)."""
+        return None if self._latest is None else self._latest.graph
+
+    def explain(self) -> str:
+        """What was traced: signatures, graph breaks, nodes, fused kernels and dispatches per replay."""
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        lines = [f"webgrad.compile({name}): {self.traces} trace(s), {self.replays} replay(s), "
+                 f"{len(self.cache)} cached signature(s)"]
+        lines.append(f"graph breaks: {len(self.breaks)}")
+        lines += [f"  {b}" for b in self.breaks]
+        for i, plan in enumerate(self.cache.values()):
+            if isinstance(plan, _Eager):
+                lines.append(f"signature {i}: eager (graph break)")
+                continue
+            g = plan.graph
+            fused = [n for n in g.nodes if n.fused is not None]
+            lines.append(f"signature {i}: {len(g.nodes)} nodes on {g.device}, {len(fused)} fused kernel(s), "
+                         f"dispatches per replay: {'not measured yet' if plan.dispatches is None else plan.dispatches}")
+            for n in fused:
+                lines.append(f"  fused: {' -> '.join(m.op.name for m in n.fused)} ({n.output.type_str()})")
+            for line in passes.report(g):
+                lines.append(f"  {line}")
+        return "\n".join(lines)
+
+
+def compile(fn=None, *, cache_size: int = 8, optimize: bool = True):  # noqa: A001  (torch.compile's name)
+    """Compile ``fn`` (usable as ``@webgrad.compile`` or ``webgrad.compile(fn, cache_size=4)``).
+
+    Example:
+        >>> @webgrad.compile
+        ... def train_step(x, y):
+        ...     opt.zero_grad(); loss = F.cross_entropy(model(x), y); loss.backward(); opt.step()
+        ...     return loss
+    """
+    if fn is None:
+        return lambda f: CompiledFunction(f, cache_size, optimize)
+    return CompiledFunction(fn, cache_size, optimize)

@@ -1,0 +1,36 @@
+"""Graph passes: each takes a Graph, rewrites it in place and returns what it changed.
+
+``run`` applies them in order: constant folding, common-subexpression elimination,
+dead-code elimination. Each pass keeps the graph's meaning: in-place nodes stay
+where they are, and nothing is merged or moved across one (see cse.py).
+"""
+from __future__ import annotations
+
+from .cse import eliminate_common_subexpressions
+from .dce import eliminate_dead_code
+from .fold import fold_constants
+from .memory import plan_memory
+
+__all__ = ["run", "report", "eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants",
+           "plan_memory"]
+
+
+def run(graph) -> dict:
+    """Optimize ``graph`` in place; the counts of what each pass did are kept on the graph."""
+    stats = {"folded": fold_constants(graph), "cse": eliminate_common_subexpressions(graph),
+             "dce": eliminate_dead_code(graph)}
+    graph.stats = stats
+    return stats
+
+
+def report(graph) -> list:
+    """Lines for ``explain()``: what the passes removed and the planned memory."""
+    stats = getattr(graph, "stats", None)
+    lines = []
+    if stats is not None:
+        lines.append(f"passes: {stats['folded']} node(s) folded to constants, {stats['cse']} merged as common "
+                     f"subexpressions, {stats['dce']} dead node(s) removed")
+    mem = plan_memory(graph)
+    lines.append(f"memory: {len(mem['nodes_allocating'])} node outputs allocate, peak {mem['peak_bytes']} bytes "
+                 f"with lifetimes (vs {mem['total_bytes']} bytes if none were freed)")
+    return lines

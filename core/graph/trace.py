@@ -1,0 +1,255 @@
+"""Tracing: run a function eagerly once and record every primitive op into a Graph.
+
+``ops.registry.apply``/``apply_inplace`` report each op to the active ``Tracer``
+(``registry.TRACER``); that one hook sees forward ops, autograd's vjps (which are
+ops too) and the optimizers' fused in-place updates. Tensors are matched to
+graph values by their backend data object (``detach()`` and ``.data`` make new
+Tensor objects over the same data). Data that no op made is a graph input:
+an argument, a captured tensor (parameter, optimizer state, cached scalar), a
+constant made during the trace, or a random draw (recorded by wrapping the
+backend's random methods for the duration of the trace, so replays draw anew).
+
+A read of tensor values on the host (``.item()``, ``.numpy()``, ``bool(t)``,
+printing) stops the trace: a *graph break*. The traced call itself finishes
+eagerly, so its result is always right.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import weakref
+from types import FrameType
+
+from ..ops import registry
+from ..tensor import Tensor
+from .ir import Graph, Node
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_RANDOM = ("uniform", "normal", "randint")
+_CREATION = ("full", "from_numpy", "arange")
+# Host reads that only validate inputs (class targets and index bounds on cpu, where
+# they are free): not a graph break; each replay calls the same check on its tensors.
+_CHECKS = {("functional_loss.py", "_class_targets"), ("indexing.py", "_check_bounds")}
+
+
+class GraphBreak(Exception):
+    """Why a function cannot be replayed as a graph (message names file and line)."""
+
+
+def user_frame(depth: int = 2):
+    """The innermost frame outside the webgrad package (the user's line)."""
+    frame: FrameType | None = sys._getframe(depth)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    return frame
+
+
+def where(frame) -> str:
+    return "<unknown>" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+class Tracer:
+    """Records ops while the traced function runs eagerly."""
+
+    def __init__(self, flat_args):
+        self.graph: Graph | None = None
+        self.by_data: dict[int, object] = {}  # id(data) -> Value
+        self.keep: list = []  # data objects kept alive so their ids stay unique
+        self.owners: dict[int, list] = {}  # Value id -> weakrefs of Tensors seen holding it
+        self.made_here: set[int] = set()  # ids of data the backend created during the trace
+        self.random: dict[int, tuple] = {}  # id(data) -> (method, args)
+        self.snapshots: dict[int, object] = {}  # Value id -> data copy before the first write
+        self.read_before_write: set[int] = set()
+        self.written: set[int] = set()
+        self.broken: str | None = None
+        self.modules: dict[int, object] = {}  # nn.Modules whose forward ran (train/eval guard)
+        self.optimizers: dict[int, tuple] = {}  # id -> (optimizer, [its in-place nodes])
+        self.args = {id(t._data): i for i, t in enumerate(flat_args)}
+        self.flat_args = flat_args
+        self._patched: list = []
+
+    # -- entering and leaving ------------------------------------------------------
+    def __enter__(self):
+        if registry.TRACER is not None:
+            raise RuntimeError("webgrad.compile: a compiled function was called while another is being traced; "
+                               "compile the outer function only")
+        registry.TRACER = self
+        from ..backend import _BACKENDS
+
+        for backend in list(_BACKENDS.values()):
+            self._watch_backend(backend)
+        return self
+
+    def __exit__(self, *exc):
+        registry.TRACER = None
+        for backend, name in self._patched:
+            delattr(backend, name)  # back to the class's method
+        self._patched.clear()
+
+    def _watch_backend(self, backend):
+        """Wrap this backend's creation and random methods (instance attributes, removed in
+        ``__exit__``) so data made during the trace is known, and random draws become nodes."""
+        for name in _RANDOM + _CREATION:
+            method = getattr(backend, name)
+
+            def wrapped(*args, _method=method, _name=name):
+                data = _method(*args)
+                self.keep.append(data)
+                self.made_here.add(id(data))
+                if _name in _RANDOM:
+                    self.random[id(data)] = (_name, args)
+                return data
+            setattr(backend, name, wrapped)
+            self._patched.append((backend, name))
+
+    # -- values ---------------------------------------------------------------------
+    def value_of(self, t):
+        key = id(t._data)
+        value = self.by_data.get(key)
+        if value is None:
+            if key in self.args:
+                value = self.graph.new_value(t.shape, t.dtype, "arg", index=self.args[key])
+            elif key in self.random:
+                value = self.graph.new_value(t.shape, t.dtype, "random", data=self.random[key])
+            else:
+                value = self.graph.new_value(t.shape, t.dtype, "capture", data=t._data)
+            self.by_data[key] = value
+            self.keep.append(t._data)
+        if value.source == "capture":
+            refs = self.owners.setdefault(value.id, [])
+            if not any(r() is t for r in refs):
+                refs.append(weakref.ref(t))
+        return value
+
+    def _start(self, device):
+        if self.graph is None:
+            self.graph = Graph(device)
+            for t in self.flat_args:
+                if t.device == device:
+                    self.value_of(t)
+
+    # -- the hooks registry.apply / apply_inplace / Tensor._host call -------------------
+    def record(self, op, inputs, attrs, out):
+        if self.broken:
+            return
+        self._start(out.device)
+        if out.device != self.graph.device:
+            return self.stop(f"ops on two devices ({self.graph.device} and {out.device})")
+        ins = [self.value_of(t) for t in inputs]
+        for v in ins:
+            if v.id not in self.written:
+                self.read_before_write.add(v.id)
+        output = self.graph.new_value(out.shape, out.dtype, "node")
+        self.by_data[id(out._data)] = output
+        self.keep.append(out._data)
+        self._add(Node(op, ins, dict(attrs), output))
+
+    def record_inplace(self, op, tensors, attrs) -> bool:
+        if self.broken:
+            return False
+        self._start(tensors[0].device)
+        ins = [self.value_of(t) for t in tensors]
+        for v in ins[op.mutates:]:
+            if v.id not in self.written:
+                self.read_before_write.add(v.id)
+        for t, v in zip(tensors[:op.mutates], ins[:op.mutates]):
+            if v.source == "capture" and v.id not in self.written and id(v.data) in self.made_here:
+                # A tensor made in the trace and then written: keep its first contents, a
+                # replay starts from them again if the tensor turns out to be a temporary.
+                import numpy as np
+
+                from ..backend import get_backend
+
+                backend = get_backend(t.device)
+                self.snapshots[v.id] = backend.from_numpy(np.array(backend.to_numpy(t._data)), t.dtype)
+            self.written.add(v.id)
+        self._add(Node(op, ins, dict(attrs)))
+        return False  # run it
+
+    def _add(self, node):
+        frame = user_frame(3)
+        node.source = where(frame)
+        self.graph.nodes.append(node)
+        self._note_context(len(self.graph.nodes) - 1, node)
+
+    def _note_context(self, index, node):
+        """Remember the nn.Modules running (their train/eval flag guards the graph) and
+        the optimizer whose ``step`` issued an in-place update (its scalars, e.g. Adam's
+        bias corrections, change per step and are re-read at every replay)."""
+        from ..nn.modules.module import Module
+        from ..optim.optimizer import Optimizer
+
+        frame = sys._getframe(3)
+        while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, Module):
+                self.modules.setdefault(id(owner), owner)
+            elif node.inplace and isinstance(owner, Optimizer) and frame.f_code.co_name == "step":
+                self.optimizers.setdefault(id(owner), (owner, []))[1].append(node)
+            frame = frame.f_back
+
+    def host_read(self, t) -> None:
+        """A tensor's values went to the host inside the traced function: a graph break,
+        unless it is one of the input checks below, which a replay runs again."""
+        if self.broken:
+            return
+        reader = sys._getframe(2)
+        if (os.path.basename(reader.f_code.co_filename), reader.f_code.co_name) in _CHECKS:
+            return self._record_check(reader)
+        frame: FrameType | None = reader
+        call = "a host read"
+        while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            call = frame.f_code.co_name
+            frame = frame.f_back
+        names = {"__bool__": "bool(tensor)", "__repr__": "printing a tensor", "__str__": "printing a tensor",
+                 "__format__": "formatting a tensor", "__array__": "np.asarray(tensor)"}
+        self.stop(f"{names.get(call, f'Tensor.{call}()')} reads tensor values on the host", frame)
+
+    def _record_check(self, frame):
+        """Keep the check's function and arguments; tensors among them become graph values."""
+        code = frame.f_code
+        names = code.co_varnames[:code.co_argcount]
+        args = [frame.f_locals[n] for n in names]
+        args = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
+        self.graph.checks.append((frame.f_globals[code.co_name], args))
+
+    def stop(self, reason, frame=None):
+        if frame is None:
+            frame = user_frame(3)
+        self.broken = f"{where(frame)}: {reason}"
+
+    # -- the end of the trace -------------------------------------------------------------
+    def finish(self, flat_out):
+        """Bind the returned tensors and parameter gradients, then sort captured inputs:
+        data made during the trace that nothing outside holds becomes a constant."""
+        graph = self.graph
+        if graph is None:
+            self.stop("the function ran no tensor op")
+            return None
+        for t in flat_out:
+            graph.outputs.append(self.value_of(t))
+        for v in graph.inputs_of_kind("capture"):
+            for ref in self.owners.get(v.id, []):
+                t = ref()
+                if t is not None and t.grad is not None and id(t.grad._data) in self.by_data:
+                    g = self.by_data[id(t.grad._data)]
+                    if g.source == "node" and all(p is not v for p, _ in graph.grads):
+                        graph.grads.append((v, g))
+        # Drop what the trace holds, then see which tensors anything else still holds.
+        self.keep.clear()
+        gc.collect()
+        guards = []  # (weakref to a tensor, the data it must still hold at a replay)
+        for v in graph.inputs_of_kind("capture"):
+            refs = [r for r in self.owners.get(v.id, []) if r() is not None]
+            if refs:
+                guards.append((refs[0], v.data))
+            elif id(v.data) in self.made_here:
+                v.source = "const"
+                if v.id in self.snapshots:
+                    v.data = self.snapshots[v.id]
+            elif v.id in self.read_before_write:
+                self.stop("a tensor from outside the function was read and then replaced during the call "
+                          "(e.g. .grad accumulated without zero_grad); it cannot be captured")
+                return None
+        return guards

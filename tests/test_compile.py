@@ -1,0 +1,212 @@
+"""webgrad.compile: a traced and replayed train step gives the eager results, on cpu and webgpu."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import webgrad
+import webgrad.nn as nn
+import webgrad.nn.functional as F
+from tests.conftest import assert_close
+
+
+def _data(device, n_steps=4, batch=16, image=False, seed=0):
+    rng = np.random.default_rng(seed)
+    shape = (batch, 1, 8, 8) if image else (batch, 64)
+    xs = [webgrad.tensor(rng.standard_normal(shape).astype(np.float32), device=device) for _ in range(n_steps)]
+    ys = [webgrad.tensor(rng.integers(0, 10, batch), device=device) for _ in range(n_steps)]
+    return xs, ys
+
+
+def _mlp(device, dropout=0.0):
+    webgrad.manual_seed(0)
+    layers = [nn.Linear(64, 32), nn.ReLU()] + ([nn.Dropout(dropout)] if dropout else []) + [nn.Linear(32, 10)]
+    return nn.Sequential(*layers).to(device)
+
+
+def _cnn(device):
+    webgrad.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(4 * 4 * 4, 10)).to(device)
+
+
+def _train(make_model, make_opt, xs, ys, compiled, scheduler=False):
+    """Losses, parameters and grads after one step per batch, eagerly or compiled."""
+    model = make_model()
+    opt = make_opt(model.parameters())
+    sched = webgrad.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5) if scheduler else None
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    fn = webgrad.compile(step) if compiled else step
+    losses = []
+    for x, y in zip(xs, ys):
+        losses.append(fn(x, y).item())
+        if sched is not None:
+            sched.step()
+    return losses, [p.detach().numpy() for p in model.parameters()], [p.grad.numpy() for p in model.parameters()], fn
+
+
+@pytest.mark.parametrize("kind, make_opt", [
+    ("mlp", lambda ps: webgrad.optim.Adam(ps, lr=1e-2)),
+    ("mlp", lambda ps: webgrad.optim.SGD(ps, lr=0.1, momentum=0.9)),
+    ("cnn", lambda ps: webgrad.optim.Adam(ps, lr=1e-2)),
+    ("cnn", lambda ps: webgrad.optim.SGD(ps, lr=0.1)),
+])
+def test_train_step_matches_eager(device, kind, make_opt):
+    image = kind == "cnn"
+    xs, ys = _data(device, image=image)
+    make_model = (lambda: _cnn(device)) if image else (lambda: _mlp(device))
+    eager = _train(make_model, make_opt, xs, ys, compiled=False)
+    compiled = _train(make_model, make_opt, xs, ys, compiled=True)
+    fn = compiled[3]
+    assert fn.traces == 1 and fn.replays == len(xs) - 1, fn.explain()
+    np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(compiled[1] + compiled[2], eager[1] + eager[2]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_changing_learning_rate_is_followed(device):
+    """The optimizer's per-step scalars (lr from a scheduler, Adam's bias corrections) are
+    re-read at every replay, not frozen at the traced values."""
+    xs, ys = _data(device)
+    make_opt = lambda ps: webgrad.optim.Adam(ps, lr=1e-2)  # noqa: E731
+    eager = _train(lambda: _mlp(device), make_opt, xs, ys, compiled=False, scheduler=True)
+    compiled = _train(lambda: _mlp(device), make_opt, xs, ys, compiled=True, scheduler=True)
+    assert compiled[3].replays == len(xs) - 1
+    for a, b in zip(compiled[1], eager[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_changed_shape_retraces_and_cache_is_bounded(device):
+    model = _mlp(device)
+    fn = webgrad.compile(lambda x: model(x).relu().sum(), cache_size=2)
+    for batch in (4, 4, 8, 8, 3, 4):
+        x = webgrad.randn(batch, 64, device=device)
+        assert_close(fn(x), model(x).relu().sum().detach().numpy(), rtol=1e-5, atol=1e-5)
+    assert fn.traces == 4  # 4, 8, 3 (evicts 4, the least recently used), then 4 again
+    assert len(fn.cache) == 2
+
+
+def test_train_eval_and_replaced_parameter_retrace(device):
+    model = _mlp(device, dropout=0.5)
+    fn = webgrad.compile(lambda x: model(x))
+    x = webgrad.randn(4, 64, device=device)
+    fn(x)
+    fn(x)
+    model.eval()
+    out = fn(x)
+    assert fn.traces == 2
+    assert_close(out, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+    model[0].weight.data = webgrad.zeros(32, 64, device=device)
+    out = fn(x)
+    assert fn.traces == 3
+    assert_close(out, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_graph_break_falls_back_to_eager_with_one_warning(device):
+    def branchy(x):
+        if x.sum() > 0:  # data-dependent control flow: bool(tensor)
+            return x * 2
+        return x - 1
+
+    fn = webgrad.compile(branchy)
+    pos = webgrad.ones(3, device=device)
+    neg = -webgrad.ones(3, device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = [fn(pos), fn(neg), fn(pos), fn(neg)]
+    breaks = [w for w in caught if "graph break" in str(w.message)]
+    assert len(breaks) == 1, [str(w.message) for w in caught]
+    assert "test_compile.py:" in str(breaks[0].message) and "bool(tensor)" in str(breaks[0].message)
+    for r, expected in zip(results, ([2.0] * 3, [-2.0] * 3, [2.0] * 3, [-2.0] * 3)):
+        assert_close(r, expected)
+    report = fn.explain()
+    assert "graph breaks: 1" in report and "test_compile.py:" in report
+
+
+@pytest.mark.parametrize("read", [lambda t: t.item(), lambda t: t.numpy(), lambda t: print(t)])
+def test_host_reads_break_the_graph(device, read, capsys):
+    def f(x):
+        y = x.sum()
+        read(y)
+        return y * 2
+
+    fn = webgrad.compile(f)
+    with pytest.warns(UserWarning, match="graph break"):
+        fn(webgrad.ones(3, device=device))
+    assert_close(fn(webgrad.full((3,), 2.0, device=device)), 12.0)
+    assert fn.replays == 0
+
+
+def test_dropout_draws_fresh_numbers_at_every_replay(device):
+    fn = webgrad.compile(lambda x: F.dropout(x, 0.5, training=True))
+    x = webgrad.ones(256, device=device)
+    masks = [fn(x).numpy() for _ in range(4)]
+    assert fn.replays == 3
+    for m in masks:
+        assert set(np.unique(m)) <= {0.0, 2.0}
+    for i in range(4):
+        for j in range(i):
+            assert not np.array_equal(masks[i], masks[j]), "a replay repeated earlier random numbers"
+
+
+def test_graph_print_and_explain(device):
+    xs, ys = _data(device, n_steps=2)
+    *_, fn = _train(lambda: _mlp(device), lambda ps: webgrad.optim.Adam(ps, lr=1e-2), xs, ys, compiled=True)
+    text = str(fn.graph)
+    for word in ("args:", "captures:", "matmul(", "cross_entropy(", "adam_step(", "return %", "grads"):
+        assert word in text, text
+    report = fn.explain()
+    assert "graph breaks: 0" in report and "1 replay(s)" in report
+    assert "peak" in report and "dispatches per replay" in report
+    if device == "webgpu":
+        assert "not measured" not in report
+
+
+def test_decorator_forms_and_bad_arguments():
+    @webgrad.compile
+    def double(x):
+        return x * 2
+
+    @webgrad.compile(cache_size=1)
+    def triple(x):
+        return x * 3
+
+    assert_close(double(webgrad.ones(2)), [2.0, 2.0])
+    assert_close(triple(webgrad.ones(2)), [3.0, 3.0])
+    assert double.__name__ == "double"
+    with pytest.raises(TypeError, match="webgrad.compile: expected a function"):
+        webgrad.compile(3)
+    with pytest.raises(ValueError, match="cache_size"):
+        webgrad.compile(double, cache_size=0)
+
+
+def test_input_checks_run_again_at_replay():
+    """cross_entropy checks class targets on cpu; a replay runs that check too."""
+    model = _mlp("cpu")
+    fn = webgrad.compile(lambda x, y: F.cross_entropy(model(x), y))
+    x = webgrad.randn(2, 64)
+    fn(x, webgrad.tensor([1, 2]))
+    fn(x, webgrad.tensor([1, 2]))
+    assert fn.replays == 1
+    with pytest.raises(IndexError, match="out of bounds"):
+        fn(x, webgrad.tensor([1, -5]))
+
+
+def test_non_tensor_results_and_arguments():
+    fn = webgrad.compile(lambda x, scale, opts: {"y": x * scale, "n": opts["n"]})
+    a = fn(webgrad.ones(2), 2.0, {"n": 1})
+    b = fn(webgrad.ones(2), 2.0, {"n": 1})
+    c = fn(webgrad.ones(2), 3.0, {"n": 1})
+    assert fn.traces == 2 and fn.replays == 1
+    assert_close(a["y"], [2.0, 2.0]) and a["n"] == 1
+    assert_close(b["y"], [2.0, 2.0]) and b["n"] == 1
+    assert_close(c["y"], [3.0, 3.0])
