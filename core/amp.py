@@ -83,7 +83,8 @@ class autocast:  # noqa: N801  (PyTorch's name)
 
     Works as a context manager and as a decorator. ``dtype`` defaults to bfloat16 on
     cpu and float16 elsewhere, as PyTorch; float16/bfloat16 must be what was asked
-    for (anything else raises, as PyTorch does on cpu).
+    for (anything else raises, as PyTorch does on cpu). Without ``device_type`` it is
+    ``torch.cuda.amp.autocast`` (``webgrad.cuda.amp`` is this module): "cuda", so disabled.
 
     Example:
         >>> with webgrad.autocast(device_type="cpu"):
@@ -92,7 +93,7 @@ class autocast:  # noqa: N801  (PyTorch's name)
         webgrad.float32
     """
 
-    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+    def __init__(self, device_type="cuda", dtype=None, enabled=True, cache_enabled=None):
         self.device_type = _check_device_type("autocast", device_type)
         if dtype is None:
             dtype = get_autocast_dtype(self.device_type) if is_autocast_enabled(self.device_type) else \
@@ -129,13 +130,13 @@ class GradScaler:
     """Dynamic loss scaling, as ``torch.amp.GradScaler``: scale the loss, unscale grads, skip non-finite steps.
 
     Args:
-        device: "cpu" or "webgpu" scale for real; "cuda" disables the scaler (with a
-            warning), as PyTorch does without CUDA.
+        device: "cpu" or "webgpu" scale for real; "cuda" (the default, as in PyTorch)
+            disables the scaler with a warning, as PyTorch does without CUDA.
         init_scale, growth_factor, backoff_factor, growth_interval: PyTorch's
             dynamic-scale schedule. enabled: False makes every method a pass-through.
 
     Example:
-        >>> scaler = webgrad.amp.GradScaler()
+        >>> scaler = webgrad.amp.GradScaler("cpu")
         >>> scaler.scale(loss).backward()
         >>> scaler.unscale_(optimizer)          # optional: to clip the real gradients
         >>> nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -143,7 +144,7 @@ class GradScaler:
         >>> scaler.update()
     """
 
-    def __init__(self, device="cpu", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+    def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
         device = _check_device_type("GradScaler", str(device))
         if enabled and device == "cuda":

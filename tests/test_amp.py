@@ -75,7 +75,11 @@ def test_grad_scaler_disabled_and_cuda_pass_through():
         warnings.simplefilter("error")
         off = webgrad.amp.GradScaler(enabled=False)
     with pytest.warns(UserWarning, match="no CUDA"):
-        cuda = webgrad.amp.GradScaler("cuda")
+        cuda = webgrad.amp.GradScaler()  # PyTorch's default device is "cuda"
+    with pytest.warns(UserWarning, match="no CUDA"):  # torch.cuda.amp.* as scripts spell them
+        with webgrad.cuda.amp.autocast(dtype=webgrad.float16):
+            assert not webgrad.amp.is_autocast_enabled()
+        assert not webgrad.cuda.amp.GradScaler(enabled=True).is_enabled()
     for scaler in (off, cuda):
         loss = (w * w).sum()
         assert scaler.scale(loss) is loss
@@ -90,7 +94,7 @@ def test_grad_scaler_disabled_and_cuda_pass_through():
 def test_grad_scaler_unscale_then_clip_and_errors():
     w = webgrad.tensor([3.0, 4.0], requires_grad=True)
     opt = webgrad.optim.SGD([w], lr=1.0)
-    scaler = webgrad.amp.GradScaler(init_scale=1024.0)
+    scaler = webgrad.amp.GradScaler("webgpu", init_scale=1024.0)
     scaler.scale((w * w).sum()).backward()
     scaler.unscale_(opt)
     assert np.allclose(w.grad.numpy(), [6.0, 8.0])
@@ -100,6 +104,6 @@ def test_grad_scaler_unscale_then_clip_and_errors():
     with pytest.raises(RuntimeError, match="step\\(\\) has already been called"):
         scaler.step(opt)
     scaler.update()
-    restored = webgrad.amp.GradScaler()
+    restored = webgrad.amp.GradScaler("cpu")
     restored.load_state_dict(scaler.state_dict())
     assert restored.get_scale() == 1024.0
