@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from .conftest import Runtime, free_port
+from .conftest import BOOT_TIMEOUT_MS, Runtime, free_port
 
 
 def test_boot_auto_reports_device_and_reason(browser, server_url):
@@ -359,3 +359,21 @@ def test_boot_under_a_csp_without_wasm_unsafe_eval_fails_fast_and_says_why(brows
         context.close()
         server.shutdown()
         server.server_close()
+
+
+def test_boot_failure_names_a_missing_pyodide_file(browser, server_url):
+    """A file Pyodide loads itself (here its standard library) answers 404: boot() rejects
+    naming it, instead of hanging inside Pyodide."""
+    context = browser.new_context()
+    try:
+        context.route("**/pyodide/python_stdlib.zip", lambda route: route.fulfill(status=404, body="Not Found"))
+        runtime = Runtime(context.new_page())
+        runtime.page.goto(server_url + "?device=cpu")
+        runtime.page.wait_for_function("() => window.webgradRuntime || window.webgradBootError",
+                                       timeout=BOOT_TIMEOUT_MS)
+        failure = runtime.page.evaluate("window.webgradBootError || null")
+        assert failure is not None and "boot failed (asset)" in failure, failure
+        assert "pyodide/python_stdlib.zip answered 404" in failure and "python -m server.assets" in failure
+        assert runtime.page.inner_text("#device") == "boot failed"
+    finally:
+        context.close()

@@ -76,9 +76,10 @@ async function startRuntime(device) {
   try {
     const started = await boot({
       device,
-      onBoot: ({message, fraction}) => {
+      onBoot: ({stage, message, fraction}) => {  // also after a restart
         $("boot-progress").value = fraction;
         $("boot-label").textContent = message;
+        $("boot").classList.toggle("done", stage === "ready");
       },
     });
     runtime = started;

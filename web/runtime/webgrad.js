@@ -22,6 +22,7 @@
 //                isolated (SharedArrayBuffer); elsewhere input() raises EOFError saying so.
 //   interruptGraceMs  how long interrupt() waits for Python before restarting the worker (3000)
 //   bootTimeoutMs     how long the worker may take to start answering (15000)
+//   stageTimeoutMs    how long one boot stage may take before boot() gives up (120000)
 // A page on another site with a Content-Security-Policy needs, for the webgrad host H:
 //   script-src H blob: 'wasm-unsafe-eval'; connect-src H   (Pyodide compiles WebAssembly; the
 //   worker is a Blob-URL module worker, which Chrome checks against script-src)
@@ -138,6 +139,7 @@ export class Runtime {
     this.inputMode = null;
     this.interruptGraceMs = options.interruptGraceMs ?? 3000;
     this.bootTimeoutMs = options.bootTimeoutMs ?? 15000;
+    this.stageTimeoutMs = options.stageTimeoutMs ?? 120000;
     this.onInput = options.onInput || ((prompt) => self.prompt(prompt));
     this._listeners = {boot: new Set(), progress: new Set(), stdout: new Set(), stderr: new Set(),
                        input: new Set(), restart: new Set()};
@@ -184,6 +186,8 @@ export class Runtime {
     const {worker, blobUrl, workerUrl} = started_;
     this._worker = worker;
     let alive = false;
+    let lastMessage = performance.now();
+    let stage = "starting the worker";
     /** @type {Promise<void>} */
     const ready = new Promise((resolve, reject) => { this._booting = {resolve, reject}; });
     const fail = (error) => {
@@ -191,14 +195,21 @@ export class Runtime {
       this._booting = null;
       this._rejectAll(error);
     };
-    const watchdog = setTimeout(() => {
-      if (!alive) {
+    // Watchdogs: the worker must say it is alive soon, and then make progress through the stages.
+    const watchdog = setInterval(() => {
+      const quiet = performance.now() - lastMessage;
+      if (!alive && quiet > this.bootTimeoutMs) {
         fail(new BootError(BOOT_CAUSES.TIMEOUT, `the worker did not answer within ${this.bootTimeoutMs} ms`,
                            "check the browser console; the page's CSP must allow the worker and its imports"));
+      } else if (alive && quiet > this.stageTimeoutMs) {
+        fail(new BootError(BOOT_CAUSES.TIMEOUT, `booting stalled for ${Math.round(quiet / 1000)} s at: ${stage}`,
+                           "check the browser console and the network tab for a failed request"));
       }
-    }, this.bootTimeoutMs);
+    }, Math.min(1000, this.bootTimeoutMs));
     worker.onmessage = (event) => {
       alive = true;
+      lastMessage = performance.now();
+      if (event.data.type === MSG.BOOT) stage = event.data.message;
       this._receive(event.data);
     };
     worker.onerror = (event) => {
@@ -218,7 +229,7 @@ export class Runtime {
       if (this._worker === worker) this._worker = null;
       throw err;
     } finally {
-      clearTimeout(watchdog);
+      clearInterval(watchdog);
       if (blobUrl) URL.revokeObjectURL(blobUrl);
     }
     this.bootMs = Math.round(performance.now() - started);

@@ -92,15 +92,23 @@ async function fetchAsset(url, options) {
   return response;
 }
 
+// Pyodide's own files: a missing one would leave loadPyodide hanging, so ask for them first.
+const PYODIDE_FILES = ["pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
+
 async function importPyodide(indexURL) {
   const url = indexURL + "pyodide.mjs";
+  const present = Promise.all(PYODIDE_FILES.map((name) => fetchAsset(indexURL + name, {method: "HEAD"})));
+  present.catch(() => {});  // awaited below
+  let module;
   try {
-    return await import(url);
+    module = await import(url);
   } catch (err) {
     await fetchAsset(url, {method: "HEAD"});  // names a 404 precisely
-    throw new BootFailure(BOOT_CAUSES.ASSET, `could not load ${url} (${err.message || err})`,
-                          "run `python -m server.assets` on the server");
+    throw new BootFailure(BOOT_CAUSES.CSP, `could not import ${url}, although the server has it (${err.message || err})`,
+                          `allow ${new URL(url).origin} in the page's Content-Security-Policy script-src`);
   }
+  await present;
+  return module;
 }
 
 async function fetchWheelOnce(baseUrl) {
