@@ -41,6 +41,9 @@ from .ops import (  # noqa: F401
     argsort, bucketize, cumprod, cumsum, einsum, ger, outer, searchsorted, sort, topk, tril, triu, unique,
 )
 from .random import multinomial  # noqa: F401
+from .determinism import (  # noqa: F401
+    are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms,
+)
 from .autograd import enable_grad, no_grad, set_grad_enabled, functional_grad as grad  # noqa: F401
 from .autograd import is_grad_enabled  # noqa: F401
 from .autograd import inference_mode, is_inference_mode_enabled  # noqa: F401

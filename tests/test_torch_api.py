@@ -274,3 +274,26 @@ def test_device_as_context_manager_and_cuda_method(device):
     assert webgrad.get_default_device() == before
     with pytest.raises(RuntimeError, match="no CUDA backend"):
         webgrad.ones(2).cuda()
+
+
+def test_use_deterministic_algorithms_guards_the_atomic_scatter(device):
+    webgrad.use_deterministic_algorithms(True)
+    try:
+        assert webgrad.are_deterministic_algorithms_enabled()
+        small = webgrad.zeros(4, 2, device=device, requires_grad=True)
+        small.index_select(0, webgrad.tensor([0, 0, 3], device=device)).sum().backward()  # deterministic path
+        assert small.grad[:, 0].tolist() == [2.0, 0.0, 0.0, 1.0]
+        big = webgrad.zeros(70000, 2, device=device, requires_grad=True)
+        picked = big.index_select(0, webgrad.zeros(70000, dtype=webgrad.int64, device=device)).sum()
+        if device == "webgpu":  # the atomic scatter: refused, or allowed with a warning
+            with pytest.raises(RuntimeError, match="does not have a deterministic implementation"):
+                picked.backward(retain_graph=True)
+            webgrad.use_deterministic_algorithms(True, warn_only=True)
+            with pytest.warns(UserWarning, match="deterministic"):
+                picked.backward()
+        else:
+            picked.backward()
+        assert big.grad[0, 0].item() == 70000.0
+    finally:
+        webgrad.use_deterministic_algorithms(False)
+    assert not webgrad.are_deterministic_algorithms_enabled()

@@ -143,6 +143,9 @@ def _scatter_into(backend, op_name, out, index, src, dim):
                        strides={0: index_strides, 1: src_strides})
         _dispatch(backend, "scatter_add", op_name, out.kind, index, src, out, params, out.numel())
         return
+    from ...determinism import alert_not_deterministic
+
+    alert_not_deterministic(f"{op_name} on webgpu (atomic scatter-add of {index.numel()} values)")
     out_strides = list(contiguous_strides(out.shape))
     step = out_strides[dim]
     out_strides[dim] = 0
