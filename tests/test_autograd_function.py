@@ -344,3 +344,18 @@ def test_tutorial_custom_function_training_matches_torch(device):
     theirs = _legendre_fit(torch, torch.autograd.Function, torch.device("cpu"))
     assert ours[-1] < 0.5 * ours[0]  # it learns
     np.testing.assert_allclose(ours, theirs, rtol=2e-3)
+
+
+def test_legacy_variable_matches_torch():
+    torch = need_module("torch")
+    from webgrad.autograd import Variable
+
+    x = webgrad.ones(2)
+    v = Variable(x, requires_grad=True)
+    tv = torch.autograd.Variable(torch.ones(2), requires_grad=True)
+    assert v is not x and v.requires_grad == tv.requires_grad and not x.requires_grad
+    assert isinstance(x, Variable) and v.is_leaf
+    (v * 3).sum().backward()
+    assert v.grad.tolist() == [3.0, 3.0]
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        Variable([1.0])
