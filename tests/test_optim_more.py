@@ -102,6 +102,33 @@ def test_lbfgs_matches_torch(device, history_size):
     assert t_losses[-1] < t_losses[0] / 2
 
 
+def test_lbfgs_state_dict_resumes_identically():
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((3, 2)).astype(np.float32), rng.standard_normal(2).astype(np.float32)
+
+    def make():
+        params = [webgrad.tensor(a, requires_grad=True), webgrad.tensor(b, requires_grad=True)]
+        opt = webgrad.optim.LBFGS(params, lr=0.3, max_iter=3)
+
+        def closure():
+            opt.zero_grad()
+            loss = ((params[0] ** 2).sum() - 1) ** 2 + ((params[1] - 0.5) ** 4).sum()
+            loss.backward()
+            return loss
+        return params, opt, closure
+    params, opt, closure = make()
+    opt.step(closure)
+    saved = opt.state_dict()
+    params2, opt2, closure2 = make()
+    for p, q in zip(params2, params):
+        p.detach().copy_(q.detach())
+    opt2.load_state_dict(saved)
+    opt.step(closure)
+    opt2.step(closure2)
+    for p, q in zip(params, params2):
+        assert np.allclose(p.detach().numpy(), q.detach().numpy())
+
+
 # -- schedulers ------------------------------------------------------------------------------------------
 
 SCHEDULERS = [

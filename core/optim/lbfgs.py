@@ -60,6 +60,24 @@ class LBFGS(Optimizer):
         if group["lr"] <= 0:
             raise ValueError(f"LBFGS: invalid learning rate: {group['lr']}")
 
+    def load_state_dict(self, state_dict: dict) -> None:
+        """As the base class, keeping the flat (all-parameter) history vectors LBFGS stores under parameter 0."""
+        flat_keys = ("d", "old_dirs", "old_stps", "prev_flat_grad")
+        saved = state_dict.get("state", {}) if isinstance(state_dict, dict) else {}
+        first = next((k for k in saved if k in (0, "0")), None)
+        flat = {k: v for k, v in (saved[first] if first is not None else {}).items() if k in flat_keys}
+        if first is not None:
+            stripped = dict(saved)
+            stripped[first] = {k: v for k, v in saved[first].items() if k not in flat_keys}
+            state_dict = {**state_dict, "state": stripped}
+        super().load_state_dict(state_dict)
+        p = self._params[0]
+
+        def copy(t):
+            return None if t is None else t.detach().to(device=p.device, dtype=p.dtype).clone()
+        for key, value in flat.items():
+            self.state[p][key] = [copy(t) for t in value] if isinstance(value, (list, tuple)) else copy(value)
+
     def _flat_grad(self):
         return ops.cat([(p.grad if p.grad is not None else zeros(*p.shape, dtype=p.dtype, device=p.device))
                         .reshape(-1) for p in self._params])
