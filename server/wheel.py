@@ -37,6 +37,35 @@ class WheelBuildError(RuntimeError):
     pass
 
 
+# The wasm kernels (core/backend/wasm/gemm.c): built into the wheel's copy of the
+# sources, never into the tree, so the wheel always matches the C it came from.
+# zig's clang is deterministic: the same source and flags give the same bytes.
+WASM_SOURCE = Path("core", "backend", "wasm", "gemm.c")
+WASM_FLAGS = ["--target=wasm32-freestanding", "-O3", "-g0", "-msimd128", "-nostdlib", "-Wl,--no-entry",
+              "-Wl,--strip-all", "-Wl,--export-memory", "-Wl,--export=__heap_base"]
+WASM_BUILDS = {"gemm_simd.wasm": [], "gemm_relaxed.wasm": ["-mrelaxed-simd", "-DRELAXED"]}
+
+
+def compile_wasm(source_root: Path) -> list[Path]:
+    """Compile the C kernel under ``source_root`` into its folder; return the .wasm paths."""
+    source = source_root / WASM_SOURCE
+    built = []
+    for name, extra in WASM_BUILDS.items():
+        target = source.parent / name
+        # Relative paths: the temporary folder's name would otherwise end up in the module.
+        command = [sys.executable, "-m", "ziglang", "cc", *WASM_FLAGS, *extra, "-o", name, source.name]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, cwd=source.parent)
+        except OSError as error:
+            raise WheelBuildError(f"compiling {WASM_SOURCE} failed: {error}") from error
+        if result.returncode != 0:
+            hint = ("; install zig's compiler with `pip install ziglang` (scripts/install-deps does)"
+                    if "No module named ziglang" in result.stderr else "")
+            raise WheelBuildError(f"compiling {WASM_SOURCE} into {name} failed{hint}:\n{result.stderr}")
+        built.append(target)
+    return built
+
+
 def project_version(repo: Path = REPO) -> tuple[str, str]:
     try:
         with open(repo / "pyproject.toml", "rb") as file:
@@ -103,6 +132,7 @@ def build_wheel(out_dir: Path, repo: Path = REPO, log=print) -> Path:
         for file in PROJECT_FILES:
             if (repo / file).exists():
                 shutil.copy2(repo / file, source / file)
+        compile_wasm(source)
         built = Path(temp, "dist")
         # --no-build-isolation: use the setuptools already installed, so this
         # works offline; --no-deps: numpy comes from Pyodide, not from here.

@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import random as wg_random
+from . import wasm as wasm_gemm
 from .blas import blas_threads, matmul_size
+from .wasm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy_backend.use_wasm_gemm)
 
 
 def _stored(array: np.ndarray, dtype) -> np.ndarray:
@@ -27,8 +29,13 @@ class NumpyBackend:
         kernel = op.impls.get("numpy")
         if kernel is None:
             raise NotImplementedError(f"{op.name}: no numpy kernel")
-        if op.name == "matmul":  # one BLAS thread for small products (see blas.py)
-            blas_threads.choose(matmul_size(inputs[0]._data, inputs[1]._data))
+        if op.name == "matmul":
+            x, y = inputs[0]._data, inputs[1]._data
+            size = matmul_size(x, y)
+            if wasm_gemm.wants(x, y, size):  # Pyodide: float32 products in wasm (see wasm/)
+                kernel = wasm_gemm.matmul
+            else:  # one BLAS thread for small products (see blas.py)
+                blas_threads.choose(size)
         result = kernel(*[t._data for t in inputs], **attrs)
         if type(result) is not np.ndarray:
             result = np.asarray(result)

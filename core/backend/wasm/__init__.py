@@ -1,0 +1,174 @@
+"""float32 matmul for the numpy backend inside Pyodide: a SIMD GEMM in wasm.
+
+Pyodide's numpy has no optimized BLAS: its matmul runs at ~1-2 GFLOP/s, 20-70x
+behind TF.js's wasm backend. ``gemm.c`` (beside this file) is a blocked SIMD128
+GEMM; the wheel build (server/wheel.py) compiles it with ``python -m ziglang cc``
+into ``gemm_simd.wasm`` and ``gemm_relaxed.wasm`` (relaxed-SIMD fused
+multiply-add) and ships both in the wheel. On the first large float32 product
+in Pyodide the relaxed build is instantiated if the engine validates it, else
+the plain SIMD one; an engine without wasm SIMD keeps numpy.
+
+Why this and not the alternatives the issue named: scipy's OpenBLAS sgemm would
+need a 13 MB scipy wheel and 6 MB of OpenBLAS before the first product (its speed
+was not measured here); a kernel that reads Pyodide's own heap avoids the copies
+but would share Pyodide's stack and data addresses with a module built without
+emscripten. This module owns its memory instead: the operands are copied in and
+the product out (O(n^2) against O(n^3) work), safe whatever Pyodide does. The
+kernel is 4 KB; the bench (bench/browser_bench.py) compares it with TF.js wasm.
+
+Natively numpy's BLAS stays; ``use_wasm_gemm(False)`` (or the environment
+variable ``WEBGRAD_WASM_GEMM=0`` before import) keeps numpy in Pyodide too, so
+the op table can run against both.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+IN_PYODIDE = sys.platform == "emscripten"
+# Below this many multiply-adds numpy's own loop is as fast: the calls into JS and
+# the copies cost tens of microseconds (measured in Pyodide: 40 x 40 x 40 was a
+# tie, 64 x 128 x 10 already faster here).
+MIN_MULTIPLY_ADDS = 1 << 16
+# The module's memory only grows (wasm cannot shrink it); larger products use numpy.
+MAX_BYTES = 1 << 30
+PAGE = 65536
+
+_enabled = IN_PYODIDE and os.environ.get("WEBGRAD_WASM_GEMM", "1") != "0"
+_kernel: _Kernel | None = None
+_failed = False
+# Products computed here and the build in use (the browser tests read them).
+stats: dict[str, Any] = {"calls": 0, "variant": None}
+
+
+def use_wasm_gemm(enabled: bool = True) -> bool:
+    """Route large float32 products in Pyodide to the wasm GEMM (True) or numpy (False).
+
+    Returns the previous setting. Outside Pyodide it stays off: numpy's BLAS is faster.
+    """
+    global _enabled
+    previous = _enabled
+    _enabled = bool(enabled) and IN_PYODIDE
+    return previous
+
+
+def wants(x: np.ndarray, y: np.ndarray, multiply_adds: int) -> bool:
+    """Whether ``np.matmul(x, y)`` (both at least 2-D) should run here."""
+    if not _enabled or _failed or x.dtype != np.float32 or y.dtype != np.float32:
+        return False
+    return multiply_adds >= MIN_MULTIPLY_ADDS and _load() is not None
+
+
+def _load() -> _Kernel | None:
+    global _kernel, _failed
+    if _kernel is None and not _failed:
+        try:
+            _kernel = _Kernel(Path(__file__).parent)
+            stats["variant"] = _kernel.variant
+        except Exception as error:  # no SIMD, a wheel without the .wasm: numpy still works
+            _failed = True
+            warnings.warn(f"webgrad: the wasm matmul could not be loaded ({error}); "
+                          f"float32 matmul stays on numpy", RuntimeWarning, stacklevel=3)
+    return _kernel
+
+
+class _Kernel:
+    def __init__(self, folder: Path):
+        import js  # type: ignore[import-not-found]  # Pyodide's bridge to JavaScript
+
+        for variant in ("relaxed", "simd"):
+            path = folder / f"gemm_{variant}.wasm"
+            data = path.read_bytes()
+            code = js.Uint8Array.new(len(data))
+            code.assign(data)
+            if js.WebAssembly.validate(code):
+                break
+        else:
+            raise RuntimeError("this engine has no WebAssembly SIMD")
+        # Synchronous compile: fine in a worker (where webgrad's runtime runs Pyodide).
+        exports = js.WebAssembly.Instance.new(js.WebAssembly.Module.new(code)).exports
+        self.variant = "relaxed-simd" if variant == "relaxed" else "simd"
+        self._js = js
+        self._memory = exports.memory
+        self._sgemm = exports.sgemm
+        self._base = (getattr(exports, "__heap_base").value + 15) // 16 * 16
+        self._work_bytes = exports.work_floats() * 4
+        self._size = self._memory.buffer.byteLength
+        self._views: dict[tuple[int, int], object] = {}
+
+    def _reserve(self, total: int) -> None:
+        need = self._base + total - self._size
+        if need > 0:
+            self._memory.grow(-(-need // PAGE))
+            self._size = self._memory.buffer.byteLength
+            self._views.clear()  # growing detaches the old ArrayBuffer and its views
+
+    def _view(self, offset: int, length: int):
+        """A Float32Array over our memory, kept: each call into JS costs microseconds,
+        and a training loop asks for the same few (offset, length) pairs every step."""
+        view = self._views.get((offset, length))
+        if view is None:
+            if len(self._views) >= 256:
+                self._views.clear()
+            view = self._views[offset, length] = self._js.Float32Array.new(self._memory.buffer, offset, length)
+        return view
+
+    def matmul(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        """``out[...] = x @ y`` for float32 ``x`` (..., m, k), ``y`` (..., k, n); out contiguous."""
+        batch = out.shape[:-2]
+        count = math.prod(batch)
+        a, (sa, ra, ca) = _operand(x, batch, count)
+        b, (sb, rb, cb) = _operand(y, batch, count)
+        offsets, total = [], 0
+        for size in (a.size * 4, b.size * 4, out.size * 4, self._work_bytes):
+            offsets.append(self._base + total)
+            total += (size + 15) // 16 * 16
+        self._reserve(total)
+        self._view(offsets[0], a.size).assign(a)
+        self._view(offsets[1], b.size).assign(b)
+        m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
+        self._sgemm(count, m, n, k, offsets[0], sa, ra, ca, offsets[1], sb, rb, cb, offsets[2], offsets[3])
+        self._view(offsets[2], out.size).assign_to(out)
+
+
+def _operand(x: np.ndarray, batch: tuple, count: int):
+    """A C-contiguous array holding ``x``'s matrices, and (batch, row, column) strides
+    in elements that read matrix b's element (i, j) from it. A transposed matrix
+    (``.mT`` of a contiguous one) is read in place; one matrix for the whole batch
+    gets batch stride 0."""
+    rows, cols = x.shape[-2:]
+    own = math.prod(x.shape[:-2])
+    if own != count and own != 1:  # broadcast over some batch dims only: materialize
+        x = np.broadcast_to(x, batch + (rows, cols))
+        own = count
+    x3 = x.reshape(own, rows, cols)
+    step = 0 if own == 1 else rows * cols
+    if x3.flags.c_contiguous:
+        return x3, (step, cols, 1)
+    xt = x3.swapaxes(-1, -2)
+    if xt.flags.c_contiguous:
+        return xt, (step, 1, rows)
+    return np.ascontiguousarray(x3), (step, cols, 1)
+
+
+def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``np.matmul(x, y)`` for float32 operands of at least 2 dims, in wasm."""
+    shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])
+    out = np.empty(shape, np.float32)
+    if out.size == 0:
+        return out
+    if x.shape[-1] == 0:
+        out[...] = 0
+        return out
+    kernel = _load()
+    if kernel is None or out.nbytes + x.nbytes + y.nbytes > MAX_BYTES:
+        return np.matmul(x, y)
+    kernel.matmul(x, y, out)
+    stats["calls"] += 1
+    return out
