@@ -5,6 +5,8 @@ Screenshots go to tests/browser/screenshots/ (gitignored): look at them after a 
 from __future__ import annotations
 
 import re
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -271,3 +273,34 @@ def test_examples_run_in_the_page_on_webgpu(webgpu_runtime, name):
     if name in ("digits_mlp", "store_predict"):
         accuracy = float(re.search(r"test accuracy ([0-9.]+)", out["stdout"]).group(1))
         assert accuracy > 0.9, out["stdout"]
+
+
+def test_models_panel_download_and_delete_and_drop_upload(playground, server_url):
+    page = playground()
+    p = page.page
+    page.runtime.ok("import webgrad\nfrom webgrad import nn\nwebgrad.store.push(nn.Linear(2, 1), 'panel-test')")
+    p.click("#models-refresh")
+    row = p.locator("#models li", has_text="panel-test")
+    row.wait_for()
+    with p.expect_download() as download:
+        row.get_by_role("button", name="Download", exact=True).click()
+    weights = open(download.value.path(), "rb").read()
+    header = int.from_bytes(weights[:8], "little")
+    assert b'"weight"' in weights[8:8 + header] and b'"bias"' in weights[8:8 + header]
+    p.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Delete", exact=True).click()
+    p.wait_for_function("() => !document.getElementById('models').textContent.includes('panel-test')")
+    assert "deleted panel-test" in p.inner_text("#models-status")
+    with pytest.raises(urllib.error.HTTPError) as gone:
+        urllib.request.urlopen(server_url + "api/models/panel-test", timeout=10)
+    assert gone.value.code == 404
+    # A file dropped on the Files panel lands in Python's working directory.
+    p.evaluate("""() => {
+        const data = new DataTransfer();
+        data.items.add(new File(["dropped text"], "dropped.txt", {type: "text/plain"}));
+        document.getElementById("drop").dispatchEvent(new DragEvent("drop", {dataTransfer: data, bubbles: true,
+                                                                             cancelable: true}));
+    }""")
+    p.locator("#files li", has_text="dropped.txt").wait_for()
+    assert page.runtime.ok("open('dropped.txt').read()")["result"] == "dropped text"
+    assert page.errors == []

@@ -126,8 +126,8 @@ export class ModelsPanel {
   async remove(name) {
     if (!window.confirm(`Delete the stored model ${name}?`)) return;
     const response = await fetch(`/api/models/${encodeURIComponent(name)}`, {method: "DELETE", headers: CLIENT_HEADER});
-    this.status.textContent = response.ok ? `deleted ${name}` : `deleting ${name} failed: ${response.status}`;
     await this.refresh();
+    this.status.textContent = response.ok ? `deleted ${name}` : `deleting ${name} failed: ${response.status}`;
   }
 
   showEmbed(name) {
