@@ -377,3 +377,58 @@ def test_boot_failure_names_a_missing_pyodide_file(browser, server_url):
         assert runtime.page.inner_text("#device") == "boot failed"
     finally:
         context.close()
+
+
+# -- the worker's Python (webgrad.web.worker), natively: no browser needed ---------------------
+
+def test_worker_python_trims_tracebacks_to_the_users_frames():
+    from webgrad.web import worker
+
+    machinery = "/lib/python312.zip/_pyodide/_base.py"
+    scope: dict = {}
+    exec(compile("def run(f):\n    return f()\n", machinery, "exec"), scope)  # stands in for Pyodide's frames
+    code = "import webgrad\n\ndef bad():\n    return webgrad.ones(2, 3) @ webgrad.ones(4, 1)\n\nbad()\n"
+    worker.register_source(code, worker.CELL)
+    try:
+        scope["run"](lambda: exec(compile(code, worker.CELL, "exec"), {}))
+    except Exception as error:  # noqa: BLE001 (the test inspects it)
+        described = worker.describe_error(error)
+    assert described["ok"] is False and described["type"] == "OpError"
+    text = described["traceback"]
+    assert "_pyodide" not in text and "worker.py" not in text
+    assert 'File "<playground>", line 4, in bad' in text and "return webgrad.ones(2, 3) @" in text
+    assert "ops/linalg.py" in text  # webgrad's frames stay
+    assert described["line"] == 4 and described["message"].endswith("inner dimensions differ (3 != 4)")
+
+
+def test_worker_python_display_and_jsonable():
+    import numpy as np
+
+    import webgrad
+    from webgrad.web import worker
+
+    t = webgrad.tensor([[1.5, 2.0]])
+    assert worker.display(t) == webgrad.display.rich_repr(t)
+    assert worker.display(t)["text/plain"] == repr(t)
+    assert worker.jsonable({"t": t, "n": np.float32(0.5), (1, 2): (3, {4})}) == {"t": [[1.5, 2.0]], "n": 0.5,
+                                                                                 "(1, 2)": [3, [4]]}
+
+    class Html:
+        def _repr_html_(self):
+            return "<b>hi</b>"
+
+    assert worker.display(Html())["text/html"] == "<b>hi</b>"
+
+
+def test_worker_python_input_without_a_page_says_what_to_do(monkeypatch, tmp_path):
+    from webgrad.web import worker
+
+    monkeypatch.setattr(worker, "_hooks", None)
+    with pytest.raises(EOFError, match="cross-origin isolated.*set the value in the code"):
+        worker._input("name? ")
+    worker.progress({"step": 1})  # natively a no-op
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.txt").write_text("abc")
+    (tmp_path / ".hidden").write_text("x")
+    listed = __import__("json").loads(worker.list_files(str(tmp_path)))
+    assert [(f["path"], f["size"]) for f in listed] == [("sub/a.txt", 3)]
