@@ -295,6 +295,9 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
         if wanted is None and t._retains_grad and t._node is edge:
             t.grad = _owned(g.detach()) if t.grad is None else t.grad + g.detach()
 
+    from ..ops import registry
+
+    prof = registry.PROFILER  # webgrad.profiler: each node's vjp is one event ("MulBackward")
     with set_grad_enabled(create_graph):
         for t, g in zip(roots, root_grads):
             deliver(t, t._node or LEAF, g)
@@ -307,7 +310,11 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
                     "Trying to backward through the graph a second time; its saved values were "
                     "freed. Pass retain_graph=True to the first backward() to keep them.")
             _check_versions(node)
+            if prof is not None:
+                mark = prof.begin_backward(node, g)
             grads = node.op.vjp(g, *node.inputs, out=_saved_output(node, create_graph), **node.attrs)
+            if prof is not None:
+                prof.end(mark, None, "", ())
             if not isinstance(grads, tuple):
                 grads = (grads,)
             for t, edge, gi in zip(node.inputs, node.edges, grads):

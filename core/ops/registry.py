@@ -67,6 +67,11 @@ def common_device(op_name: str, tensors) -> str:
     return device
 
 
+# webgrad.profiler's hook: the recording profile (core/profiler.py) or None. While None,
+# ``apply`` and ``apply_inplace`` pay one check for it.
+PROFILER: Any = None
+
+
 # webgrad.compile's hook (core/graph/trace.py): the active Tracer, which records every op
 # into a graph while a compiled function is traced, or None. One check per op while None.
 TRACER = None
@@ -75,6 +80,9 @@ TRACER = None
 def apply(op: Op, *inputs, **attrs):
     """Run ``op`` on Tensors ``inputs`` and record it for autograd when needed.
     This is the hot path of every op: keep it lean."""
+    prof = PROFILER
+    if prof is not None:  # profiling: time this op as one event
+        mark = prof.begin_op(op, inputs)
     device = inputs[0].device
     for t in inputs:
         if t.device != device:
@@ -89,6 +97,8 @@ def apply(op: Op, *inputs, **attrs):
                 break
     if TRACER is not None:
         TRACER.record(op, inputs, attrs, out)
+    if prof is not None:
+        prof.end_op(mark, op, inputs, out)
     return out
 
 
@@ -98,6 +108,9 @@ def apply_inplace(op: Op, *tensors, **attrs):
     version counters so autograd notices stale saved values."""
     if TRACER is not None and TRACER.record_inplace(op, tensors, attrs):
         return tensors[0]  # a replay collecting an optimizer's per-step scalars: nothing runs
+    prof = PROFILER
+    if prof is not None:  # profiling: time this op as one event
+        mark = prof.begin_op(op, tensors)
     device = common_device(op.name, tensors) if len(tensors) > 1 else tensors[0].device
     written = tensors[:op.mutates]
     for t in written:
@@ -106,6 +119,8 @@ def apply_inplace(op: Op, *tensors, **attrs):
     get_backend(device).run_inplace(op, tensors, attrs)
     for t in written:
         t._bump_version()
+    if prof is not None:
+        prof.end_op(mark, op, tensors, None)
     return tensors[0]
 
 

@@ -75,6 +75,34 @@ class BindGroupCache:
         self.groups.clear()
 
 
+class DispatchTimer:
+    """GPU time of every dispatch, for ``webgrad.profiler`` ('timestamp-query'): while a
+    timer is attached, each dispatch runs in its own compute pass whose beginning and
+    end write a timestamp into a query set; ``submit`` resolves them and reads them back
+    (a wait, only while profiling). ``results`` holds (dispatch number, kernel, start ns,
+    end ns); timestamps are nanoseconds in the GPU's own time base."""
+
+    CAPACITY = 1024  # dispatches per query set; a full set makes the device submit
+
+    def __init__(self, device):
+        wgpu = device._wgpu
+        self.query_set = device.device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * self.CAPACITY)
+        self.resolved = device.device.create_buffer(
+            size=16 * self.CAPACITY, label="profiler timestamps",
+            usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        self.pending: list = []   # (dispatch number, kernel) in query order, not yet read
+        self.results: list = []
+
+    def pass_args(self, number: int, kernel: str) -> dict:
+        index = 2 * len(self.pending)
+        self.pending.append((number, kernel))
+        return {"timestamp_writes": {"query_set": self.query_set, "beginning_of_pass_write_index": index,
+                                     "end_of_pass_write_index": index + 1}}
+
+    def full(self) -> bool:
+        return len(self.pending) >= self.CAPACITY
+
+
 class NativeDevice:
     """wgpu-py (Vulkan/Metal/D3D12; llvmpipe on machines without a GPU)."""
 
@@ -98,7 +126,11 @@ class NativeDevice:
             "max-compute-workgroup-size-x": adapter.limits["max-compute-workgroup-size-x"],
             "max-storage-buffers-per-shader-stage": adapter.limits["max-storage-buffers-per-shader-stage"],
         }
-        self.device = adapter.request_device_sync(required_limits=wanted, label="webgrad")
+        # 'timestamp-query' lets webgrad.profiler time each dispatch on the GPU.
+        features = [name for name in ("timestamp-query",) if name in adapter.features]
+        self.device = adapter.request_device_sync(required_limits=wanted, required_features=features,
+                                                  label="webgrad")
+        self.timestamps = "timestamp-query" in features
         limits = self.device.limits
         self.limits = {
             "max_storage_buffer_binding_size": int(limits["max-storage-buffer-binding-size"]),
@@ -118,6 +150,9 @@ class NativeDevice:
         self._pipelines = {}
         self.dispatches = 0       # counters the profiler reads
         self.submits = 0
+        self.reads = 0
+        self.timer: DispatchTimer | None = None  # set by webgrad.profiler to time dispatches
+        self._probe = None        # a 4-byte buffer read back by wait()
 
     # -- buffers ------------------------------------------------------------------
     def create_buffer(self, size: int, label: str):
@@ -133,7 +168,15 @@ class NativeDevice:
 
     def read(self, buffer, offset: int, size: int) -> memoryview:
         self.submit()
+        self.reads += 1
         return self.device.queue.read_buffer(buffer, offset, size)
+
+    def wait(self) -> None:
+        """Submit and block until the GPU has finished all work (profiler's op-boundary sync)."""
+        self.submit()
+        if self._probe is None:
+            self._probe = self.create_buffer(4, "wait probe")
+        self.device.queue.read_buffer(self._probe, 0, 4)  # a read waits for the queue to drain
 
     async def read_async(self, buffer, offset: int, size: int):
         return self.read(buffer, offset, size)
@@ -168,28 +211,52 @@ class NativeDevice:
                 layout=layout, entries=entries, label=label))
             if self._encoder is None:
                 self._encoder = self.device.create_command_encoder(label="webgrad batch")
-                self._pass = self._encoder.begin_compute_pass(label="webgrad pass")
+            timer = self.timer
+            if self._pass is None:
+                timed = {} if timer is None else timer.pass_args(self.dispatches, pipe.label or label)
+                self._pass = self._encoder.begin_compute_pass(label="webgrad pass", **timed)
             self._pass.set_pipeline(pipe)
             self._pass.set_bind_group(0, group)
             self._pass.dispatch_workgroups(*grid)
+            if timer is not None:  # profiling: one pass per dispatch, so its timestamps time it alone
+                self._pass.end()
+                self._pass = None
         except Exception as err:
             raise DeviceError(f"webgpu: {label}: {err}") from err
         self.dispatches += 1
+        if timer is not None and timer.full():
+            self.submit()
 
     def submit(self) -> None:
         if self._encoder is None:
             return
-        self._pass.end()
+        if self._pass is not None:
+            self._pass.end()
+        timer = self.timer
+        if timer is not None and timer.pending:
+            self._encoder.resolve_query_set(timer.query_set, 0, 2 * len(timer.pending), timer.resolved, 0)
         commands = self._encoder.finish()
         self.device.queue.write_buffer(self._arena, 0, self._uniforms.take())
         try:
             self.device.queue.submit([commands])
         except Exception as err:
             raise DeviceError(f"webgpu: submit failed: {err}") from err
-        self._encoder = self._pass = None
-        self._uniforms = UniformArena()
-        self._used.clear()
+        finally:
+            self._encoder = self._pass = None
+            self._uniforms = UniformArena()
+            self._used.clear()
         self.submits += 1
+        if timer is not None and timer.pending:
+            self._collect(timer)
+
+    def _collect(self, timer: DispatchTimer) -> None:
+        import numpy as np
+
+        raw = self.device.queue.read_buffer(timer.resolved, 0, 16 * len(timer.pending))
+        stamps = np.frombuffer(raw, dtype=np.uint64).reshape(-1, 2)
+        for (number, kernel), (start, end) in zip(timer.pending, stamps.tolist()):
+            timer.results.append((number, kernel, start, end))
+        timer.pending.clear()
 
     def close(self) -> None:
         """Destroy the device (webgrad.webgpu.reset); the object is unusable afterwards."""
