@@ -54,7 +54,7 @@ def test_the_hook_is_none_unless_a_profile_records():
     assert registry.PROFILER is None
     with pytest.raises(ZeroDivisionError):
         with profile():
-            1 / 0
+            raise ZeroDivisionError("inside the profile")
     assert registry.PROFILER is None
 
 
