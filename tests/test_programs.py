@@ -79,6 +79,7 @@ CASES = {
     "vae": (0.05, 0.5, 0.1),
     "regression": (0.3, 0.01, 0.3),
     "custom_function": (1e-4, 1e-4, 1e-4),
+    "word_language_model": (0.05, 0.02, 0.15),
 }
 # Programs whose weights start from constants: the whole curve is compared, point by point.
 STEPWISE = {"custom_function"}
