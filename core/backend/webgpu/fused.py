@@ -1,0 +1,64 @@
+"""Generated WGSL for fused elementwise chains (``webgrad.graph.passes.fuse``).
+
+``fused_source`` is the one function that splices expressions: each step of the
+chain becomes a small WGSL function whose body is that op's own ``Elementwise``
+expression (from its ``defop``) with the type names A/B/O made concrete, and
+``op()`` calls them in order. The result runs in the existing unary/binary/ternary
+shader (broadcasting and strided inputs as for any elementwise op), so a fused chain
+costs one dispatch and writes one buffer.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+from ...ops.registry import OPS
+from .array import KIND
+from .backend import kind_of, launcher
+from .elementwise import _plan
+from .source import PRELUDES, SPLICE_SIGNATURE, read
+
+_TYPE_NAME = re.compile(r"\b([ABO])\b")
+
+
+def _step_function(j, name, in_kinds, out_kind) -> str:
+    record = OPS[name].impls["wgsl"]
+    in_kind = in_kinds[0] if len(in_kinds) < 3 else in_kinds[1]
+    expr = record.expression(in_kind, out_kind)
+    if expr is None:
+        raise TypeError(f"fused {name}: not supported on webgpu for element type {in_kind}")
+    names = {"A": in_kinds[0], "B": in_kinds[1] if len(in_kinds) == 3 else in_kinds[0], "O": out_kind}
+    expr = _TYPE_NAME.sub(lambda m: names[m.group(1)], expr)
+    params = ", ".join(f"{'abc'[i]}: {k}" for i, k in enumerate(in_kinds))
+    return f"fn step{j}({params}) -> {out_kind} {{\n  return {expr};\n}}"
+
+
+@functools.lru_cache(maxsize=512)
+def fused_source(record, file: str, types: tuple) -> str:
+    """The WGSL module of one fused chain in ``file``'s layout (type aliases ``types``)."""
+    parts = [f"alias {n} = {t};" for n, t in types]
+    parts += [read(p) for p in PRELUDES.get(file, ())]
+    body = []
+    for j, (name, args, in_dtypes, out_dtype, _) in enumerate(record.steps):
+        parts.append(_step_function(j, name, [KIND[d] for d in in_dtypes], KIND[out_dtype]))
+        call = ", ".join("abc"[i] if kind == "in" else f"t{i}" for kind, i in args)
+        body.append(f"  let t{j} = step{j}({call});")
+    body.append(f"  return t{len(record.steps) - 1};")
+    parts.append(SPLICE_SIGNATURE[file] + " {\n" + "\n".join(body) + "\n}")
+    parts.append(read(file))
+    return "\n".join(parts)
+
+
+@launcher("fused")
+def launch_fused(backend, op, record, arrays, attrs, shape, dtype):
+    out_kind = kind_of(dtype)
+    out = backend.empty(shape, out_kind, op.name)
+    plan = _plan(op.name, arrays, tuple(shape), out_kind, None)
+    if plan is None:
+        return out
+    file, entry, types, constants, params, groups, label = plan
+    key = ("fused", record, file, types, tuple(sorted(constants.items())))
+    pipeline = backend.device.pipeline(key, fused_source(record, file, types), entry, constants, label)
+    backend.device.dispatch(pipeline, [a.buffer for a in arrays] + [out.buffer], params,
+                            backend.grid(groups, label), label)
+    return out

@@ -1,0 +1,88 @@
+"""Fewer copies: the ones autograd adds so that each ``.grad`` owns its memory.
+
+- ``transpose_matmuls``: ``permute(matmul(a, b), (1, 0))`` becomes
+  ``matmul(permute(b), permute(a))`` (``(ab)^T = b^T a^T``); matmul kernels read
+  transposed operands through their strides, so the product lands in the wanted
+  layout and the copy that made it contiguous has nothing left to do.
+- ``elide_copies``: a ``copy`` of a value that a node has just made (optionally
+  reshaped), that nothing else reads and that is laid out contiguously, is that
+  value: the copy's readers use it directly.
+"""
+from __future__ import annotations
+
+from ...kernels import Elementwise, View
+from ...ops.registry import OPS
+from ..ir import Node
+
+
+def _uses(graph) -> dict:
+    uses: dict[int, int] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            uses[v.id] = uses.get(v.id, 0) + 1
+    for v in graph.outputs:
+        uses[v.id] = uses.get(v.id, 0) + 1
+    for _, g in graph.grads:
+        uses[g.id] = uses.get(g.id, 0) + 1
+    for node in graph.nodes:
+        if node.inplace:  # a written value is pinned: count it as used elsewhere
+            for v in node.inputs:
+                uses[v.id] = uses.get(v.id, 0) + 2
+    return uses
+
+
+def transpose_matmuls(graph) -> int:
+    uses = _uses(graph)
+    made = {n.output.id: n for n in graph.nodes if not n.inplace}
+    permute, changed = OPS["permute"], 0
+    nodes = []
+    for node in graph.nodes:
+        src = made.get(node.inputs[0].id) if node.op is permute and node.inputs else None
+        if (src is not None and src.op.name == "matmul" and node.attrs.get("dims") == (1, 0)
+                and len(src.output.shape) == 2 and uses.get(src.output.id) == 1 and src in nodes):
+            a, b = src.inputs
+            if len(a.shape) != 2 or len(b.shape) != 2:
+                nodes.append(node)
+                continue
+            bt = graph.new_value((b.shape[1], b.shape[0]), b.dtype, "node")
+            at = graph.new_value((a.shape[1], a.shape[0]), a.dtype, "node")
+            nodes.remove(src)
+            nodes += [Node(permute, [b], {"dims": (1, 0)}, bt, source=src.source),
+                      Node(permute, [a], {"dims": (1, 0)}, at, source=src.source),
+                      Node(src.op, [bt, at], dict(src.attrs), node.output, source=node.source)]
+            changed += 1
+            continue
+        nodes.append(node)
+    graph.nodes = nodes
+    return changed
+
+
+def _fresh(node) -> bool:
+    """Whether ``node`` always writes a new contiguous buffer on every backend (some numpy
+    kernels may hand back their input, e.g. a cast to the same dtype: those are left alone)."""
+    name = node.op.name
+    elementwise = isinstance(node.op.impls.get("wgsl"), Elementwise) and name not in ("cast", "copy")
+    return name in ("matmul", "sum") or name.startswith("fused_") or elementwise
+
+
+def elide_copies(graph) -> int:
+    uses = _uses(graph)
+    made = {n.output.id: n for n in graph.nodes if not n.inplace}
+    replace: dict = {}
+    nodes, removed = [], 0
+    for node in graph.nodes:
+        node.inputs = [replace.get(v.id, v) for v in node.inputs]
+        if node.op.name == "copy" and not node.attrs and uses.get(node.inputs[0].id) == 1:
+            src = made.get(node.inputs[0].id)
+            base = src
+            if src is not None and isinstance(src.op.impls.get("wgsl"), View) and src.op.name == "reshape":
+                base = made.get(src.inputs[0].id) if uses.get(src.inputs[0].id) == 1 else None
+            if base is not None and _fresh(base) and node.output.dtype is node.inputs[0].dtype:
+                replace[node.output.id] = node.inputs[0]
+                removed += 1
+                continue
+        nodes.append(node)
+    graph.nodes = nodes
+    graph.outputs = [replace.get(v.id, v) for v in graph.outputs]
+    graph.grads = [(p, replace.get(g.id, g)) for p, g in graph.grads]
+    return removed
