@@ -541,10 +541,10 @@ class profile:  # noqa: N801  (torch's name)
         shapes = tuple(tuple(t.shape) for t in inputs if hasattr(t, "shape")) if self.record_shapes else ()
         event = FunctionEvent(len(self._events), name, kind, device_type, 0,
                               self._stack[-1] if self._stack else None, shapes)
-        if device_type == "webgpu":
+        if device_type == "webgpu" or (kind == "user" and self._backend is not None):
             if self._backend is None:  # the device was made after the profile started
                 self._attach_device()
-            if self._backend is not None:
+            if self._backend is not None:  # (user ranges count the dispatches inside them too)
                 device = self._backend.device
                 if self._sync:
                     device.wait()
