@@ -87,6 +87,7 @@ def test_changing_learning_rate_is_followed(device):
 
 def test_changed_shape_retraces_and_cache_is_bounded(device):
     model = _mlp(device)
+    model.requires_grad_(False)
     fn = webgrad.compile(lambda x: model(x).relu().sum(), cache_size=2)
     for batch in (4, 4, 8, 8, 3, 4):
         x = webgrad.randn(batch, 64, device=device)
@@ -97,6 +98,7 @@ def test_changed_shape_retraces_and_cache_is_bounded(device):
 
 def test_train_eval_and_replaced_parameter_retrace(device):
     model = _mlp(device, dropout=0.5)
+    model.requires_grad_(False)
     fn = webgrad.compile(lambda x: model(x))
     x = webgrad.randn(4, 64, device=device)
     fn(x)
@@ -192,6 +194,7 @@ def test_decorator_forms_and_bad_arguments():
 def test_input_checks_run_again_at_replay():
     """cross_entropy checks class targets on cpu; a replay runs that check too."""
     model = _mlp("cpu")
+    model.requires_grad_(False)
     fn = webgrad.compile(lambda x, y: F.cross_entropy(model(x), y))
     x = webgrad.randn(2, 64)
     fn(x, webgrad.tensor([1, 2]))
@@ -210,3 +213,29 @@ def test_non_tensor_results_and_arguments():
     assert_close(a["y"], [2.0, 2.0]) and a["n"] == 1
     assert_close(b["y"], [2.0, 2.0]) and b["n"] == 1
     assert_close(c["y"], [3.0, 3.0])
+
+
+def test_differentiable_result_without_backward_runs_eagerly(device):
+    """A replay records no autograd graph: a function whose result needs backward later
+    runs eagerly (one warning saying to compile the whole step), so backward still works."""
+    w = webgrad.ones(3, device=device, requires_grad=True)
+    fn = webgrad.compile(lambda x: (x * w).sum())
+    with pytest.warns(UserWarning, match="compile the whole step"):
+        fn(webgrad.ones(3, device=device)).backward()
+    fn(webgrad.ones(3, device=device)).backward()
+    assert_close(w.grad, [2.0, 2.0, 2.0])
+    assert fn.replays == 0
+
+
+def test_gradients_of_arguments_are_set_at_replay(device):
+    def grad_of_input(x):
+        y = (x * x).sum()
+        y.backward()
+        return y
+
+    fn = webgrad.compile(grad_of_input)
+    for k in (1.0, 2.0, 3.0):
+        x = webgrad.full((4,), k, device=device, requires_grad=True)
+        fn(x)
+        assert_close(x.grad, [2 * k] * 4)
+    assert fn.replays == 2

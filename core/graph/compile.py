@@ -130,7 +130,8 @@ class Plan:
         # Written captured tensors get their version bumped, as the eager in-place ops do.
         written = {v.id for node in graph.nodes if node.inplace for v in node.inputs[:node.op.mutates]}
         owner = {id(data): ref for ref, data in self.guards}
-        self.grads = [(owner[id(p.data)], g) for p, g in graph.grads if id(p.data) in owner]
+        self.grads = [(owner[id(p.data)], g) for p, g in graph.grads if p.source == "capture" and id(p.data) in owner]
+        self.arg_grads = [(p.index, g) for p, g in graph.grads if p.source == "arg"]
         self.bump = [ref for ref, data in self.guards
                      if any(v.data is data and v.id in written for v in graph.values if v.source == "capture")]
 
@@ -217,6 +218,8 @@ class Plan:
             t = ref()
             if t is not None:
                 t.grad = Tensor._make(env[g.id], g.shape, g.dtype, graph.device)
+        for k, g in self.arg_grads:
+            flat_args[k].grad = Tensor._make(env[g.id], g.shape, g.dtype, graph.device)
         return _unflatten(self.out_spec, outs, self.out_constants)
 
 

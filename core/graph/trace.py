@@ -236,6 +236,15 @@ class Tracer:
                     g = self.by_data[id(t.grad._data)]
                     if g.source == "node" and all(p is not v for p, _ in graph.grads):
                         graph.grads.append((v, g))
+        for t in self.flat_args:  # x.grad of an argument that requires grad
+            v, g = self.by_data.get(id(t._data)), None if t.grad is None else self.by_data.get(id(t.grad._data))
+            if v is not None and g is not None and v.source == "arg" and g.source == "node":
+                graph.grads.append((v, g))
+        if not graph.grads and any(t._node is not None for t in flat_out):
+            self.stop("the result requires grad but the function runs no backward, and a replay records no "
+                      "autograd graph; compile the whole step (forward, backward, optimizer.step) or call it "
+                      "under webgrad.no_grad()")
+            return None
         # Drop what the trace holds, then see which tensors anything else still holds.
         self.keep.clear()
         gc.collect()
