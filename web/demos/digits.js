@@ -1,0 +1,71 @@
+// The digits demo page: train demos/digits.py's DigitsDemo (MLP or CNN) with a live chart,
+// then classify what is drawn on the pad (shrunk to 8x8 like the dataset, ten bars).
+import {ProbabilityBars} from "../widget/bars.js";
+import {toPixels} from "../widget/image.js";
+import {DrawingPad} from "../widget/pad.js";
+import {LineChart} from "./chart.js";
+import {$, Demo, py} from "./common.js";
+
+const demo = new Demo("digits");
+const chart = new LineChart($("chart"), ["loss", "accuracy"]);
+const bars = new ProbabilityBars($("bars"), "0123456789".split(""));
+let busy = false, again = false;
+
+function showPreview(pixels) {
+  const context = $("preview").getContext("2d");
+  const image = context.createImageData(8, 8);
+  pixels.forEach((v, i) => {
+    image.data.set([255 * v, 255 * v, 255 * v, 255], 4 * i);
+  });
+  context.putImageData(image, 0, 0);
+}
+
+async function classify(pad) {
+  if (!pad.drawn) return;
+  const pixels = toPixels(pad.canvas, {height: 8, width: 8, fit: "ink"});
+  showPreview(pixels);
+  if (demo.fresh || demo.running) {
+    $("prediction").textContent = "";
+    $("status").textContent = demo.running ? "training… (predictions after it stops)" : "train a model first";
+    return;
+  }
+  if (busy) { again = true; return; }
+  busy = true;
+  try {
+    const probabilities = await demo.call(`digits_demo.predict(${py(Array.from(pixels, (v) => +v.toFixed(4)))})`);
+    bars.show(probabilities);
+    $("prediction").textContent = String(probabilities.indexOf(Math.max(...probabilities)));
+  } catch (error) {
+    $("prediction").textContent = "";
+    demo.setStatus(`prediction failed: ${error.message}`, "error");
+  } finally {
+    busy = false;
+  }
+  if (again) { again = false; classify(pad); }
+}
+
+const pad = new DrawingPad($("pad"), {lineWidth: 24, onchange: classify});
+$("clear").addEventListener("click", () => {
+  pad.clear();
+  bars.clear();
+  $("prediction").textContent = "";
+  showPreview(new Float32Array(64));
+});
+
+$("kind").addEventListener("change", () => {
+  $("model-name").value = `digits-${$("kind").value}`;
+  // The CNN is a class of demos/digits.py: the widget runs its source only when told to trust it.
+  $("embed").dataset.attrs = `input="canvas"${$("kind").value === "cnn" ? " trust-code" : ""}`;
+});
+
+$("train").addEventListener("click", async () => {
+  chart.reset();
+  const kind = $("kind").value, steps = Number($("steps").value) || 300, lr = Number($("lr").value) || 0.01;
+  await demo.train(`digits_demo = digits.DigitsDemo(${py(kind)}, lr=${py(lr)})\n`
+    + `digits_demo.train(${py(steps)}, webgrad_progress, every=10)`, (event) => chart.add(event));
+  classify(pad);
+});
+
+demo.wire({push: (name) => `digits_demo.push(${py(name)})`});
+demo.start().catch(() => {});  // the status line shows why
+/** @type {any} */ (window).webgradDemo = demo;  // for tests and the console
