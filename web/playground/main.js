@@ -178,6 +178,12 @@ const modelsPanel = new ModelsPanel({
 });
 
 $("run").addEventListener("click", () => runCode());
+document.addEventListener("keydown", (event) => {  // Ctrl/Cmd+Enter runs from anywhere on the page
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !event.defaultPrevented) {
+    event.preventDefault();
+    runCode();
+  }
+});
 $("stop").addEventListener("click", () => { if (runtime) runtime.interrupt(); });
 $("clear").addEventListener("click", () => output.clear());
 $("csv").addEventListener("click", () => download("progress.csv", charts.csv(), "text/csv"));
