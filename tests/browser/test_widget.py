@@ -1,0 +1,201 @@
+"""The <webgrad-model> widget on a third-party page: demos/embed/ served from ANOTHER port
+by a tiny static server, under a strict CSP, without COOP/COEP.
+
+A digits MLP is trained and pushed natively; the page's JavaScript must get the same class
+as Python for the same input. Failures (no such model, a file that is not a model, a broken
+architecture record, bad input, a CSP without 'wasm-unsafe-eval') must each fire `error`
+with a readable message, never leave a promise pending.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import sys
+import threading
+import time
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from .conftest import BOOT_TIMEOUT_MS, REPO, Runtime
+
+sys.path.insert(0, str(REPO))
+SHOTS = REPO / "tests" / "browser" / "screenshots"
+MODEL = "digits-mlp-widget"
+
+
+def host_policy(webgrad: str, wasm: bool) -> str:
+    """What a careful third-party site sends: scripts only from itself and the webgrad host."""
+    return "; ".join([
+        "default-src 'self'",
+        f"script-src 'self' {webgrad}" + (" 'wasm-unsafe-eval'" if wasm else ""),
+        f"worker-src blob: {webgrad}",  # the runtime's worker: a blob: module that imports the webgrad host's
+        f"connect-src 'self' {webgrad}",
+        "style-src 'self'",
+        "img-src 'self' data:",
+    ])
+
+
+class EmbedHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves demos/embed/; under /nowasm/ the same files with a CSP lacking 'wasm-unsafe-eval'."""
+
+    webgrad = ""
+
+    def translate_path(self, path):
+        self.wasm = not path.startswith("/nowasm/")
+        return super().translate_path(path.removeprefix("/nowasm").removeprefix("/nocsp"))
+
+    def end_headers(self):
+        if self.path.split("?")[0].endswith((".html", "/")) and "nocsp" not in self.path:
+            self.send_header("Content-Security-Policy", host_policy(self.webgrad, self.wasm))
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def embed_url(server_url):
+    webgrad = server_url.rstrip("/")
+    handler = type("Handler", (EmbedHandler,), {"webgrad": webgrad})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(handler, directory=str(REPO / "demos" / "embed")))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def trained(server_url):
+    """A digits MLP trained natively and pushed to the test server; its predictions on test images."""
+    from demos import digits
+
+    demo = digits.DigitsDemo("mlp")
+    demo.train(150)
+    demo.push(MODEL, url=server_url.rstrip("/"))
+    images = demo.x_test[:12].tolist()
+    expected = [max(range(10), key=p.__getitem__) for p in (demo.predict(image) for image in images)]
+    return {"images": images, "expected": expected}
+
+
+@pytest.fixture
+def host_page(browser):
+    contexts = []
+
+    def make(url: str, width: int = 1280):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        recorder = Runtime(page)
+        page.goto(url)
+        return page, recorder
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def wait_event(page, timeout_ms: int = BOOT_TIMEOUT_MS) -> dict:
+    page.wait_for_function("() => window.embedEvents && window.embedEvents.some((e) => e.type !== 'prediction')",
+                           timeout=timeout_ms)
+    return page.evaluate("() => window.embedEvents.find((e) => e.type !== 'prediction')")
+
+
+ADD_ELEMENT = """async ([src, wait]) => {
+    const element = document.createElement('webgrad-model');
+    element.setAttribute('src', src);
+    const outcome = new Promise((resolve) => {
+        element.addEventListener('error', (e) => resolve({type: 'error', message: e.detail.message}));
+        element.addEventListener('ready', () => resolve({type: 'ready'}));
+    });
+    const started = performance.now();
+    document.body.append(element);
+    const first = await Promise.race([outcome, new Promise((r) => setTimeout(() => r({type: 'nothing'}), wait))]);
+    let rejected = null;
+    try { await element.ready; } catch (error) { rejected = error.message; }
+    return {...first, rejected, ms: performance.now() - started};
+}"""
+
+
+def test_embedded_digits_model_predicts_like_python(host_page, embed_url, server_url, trained):
+    assert urlsplit(embed_url).port != urlsplit(server_url).port
+    page, recorder = host_page(f"{embed_url}index.html?webgrad={server_url.rstrip('/')}&model={MODEL}")
+    event = wait_event(page)
+    assert event == {"type": "ready", "detail": {"name": MODEL, "labels": list("0123456789")}}, recorder.console[-20:]
+    assert page.evaluate("() => self.crossOriginIsolated") is False  # no COOP/COEP on the host page
+    info = page.evaluate("() => document.querySelector('webgrad-model').info")
+    assert info["input_shape"] == [1, 64] and info["output_shape"] == [1, 10]
+    labels = page.evaluate("""async (images) => {
+        const element = document.querySelector('webgrad-model');
+        const out = [];
+        for (const image of images) out.push((await element.predict(new Float32Array(image))).label);
+        const nested = await element.predict([images[0].slice(0, 8), ...Array.from({length: 7},
+            (_, r) => images[0].slice(8 * (r + 1), 8 * (r + 2)))]);
+        return {out, nested: nested.label, probabilities: Array.from(nested.probabilities)};
+    }""", trained["images"])
+    assert labels["out"] == [str(i) for i in trained["expected"]]
+    assert labels["nested"] == str(trained["expected"][0])  # an 8x8 nested array is the same image
+    assert abs(sum(labels["probabilities"]) - 1) < 1e-4
+    # The drawing pad: a stroke gives a prediction event.
+    pad = page.locator("webgrad-model canvas")
+    box = pad.bounding_box()
+    page.mouse.move(box["x"] + 100, box["y"] + 20)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 100, box["y"] + 180, steps=10)
+    page.mouse.up()
+    page.wait_for_function("() => window.embedEvents.some((e) => e.type === 'prediction')", timeout=60_000)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "widget-embed-1280.png"), full_page=True)
+    # Bad input: a readable rejection and an error event, and the model still works after it.
+    bad = page.evaluate("""async () => {
+        const element = document.querySelector('webgrad-model');
+        const errors = [];
+        element.addEventListener('error', (e) => errors.push(e.detail.message));
+        let message = null;
+        try { await element.predict(new Float32Array(10)); } catch (error) { message = error.message; }
+        let other = null;
+        try { await element.predict('a string'); } catch (error) { other = error.message; }
+        const after = await element.predict(new Float32Array(64));
+        return {message, other, errors, after: after.label};
+    }""")
+    assert "takes input of shape [1,64]" in bad["message"] and "got 10 values" in bad["message"]
+    assert "predict() takes a Float32Array" in bad["other"]
+    assert bad["errors"] == [bad["message"], bad["other"]] and bad["after"] in list("0123456789")
+    assert [line for line in recorder.console if line.startswith(("error", "pageerror"))] == []
+
+
+def test_missing_and_malformed_models_fire_error(host_page, embed_url, server_url, trained):
+    webgrad = server_url.rstrip("/")
+    page, recorder = host_page(f"{embed_url}index.html?webgrad={webgrad}&model={MODEL}")
+    assert wait_event(page)["type"] == "ready"
+    # No such model: the record check answers before Python is involved.
+    missing = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/no-such-model", 5000])
+    assert missing["type"] == "error" and missing["ms"] < 5000
+    assert "no model at" in missing["message"] and "404" in missing["message"]
+    assert missing["rejected"] == missing["message"]
+    # A URL that is not a stored model at all.
+    not_model = page.evaluate(ADD_ELEMENT, [f"{webgrad}/demos/py/digits.py", 5000])
+    assert not_model["type"] == "error" and "is not a stored model" in not_model["message"]
+    # A stored model whose architecture record is broken (uploaded by hand).
+    weights = httpx.get(f"{webgrad}/api/models/{MODEL}/weights").content
+    record = {"webgrad": {"version": 1, "architecture": {"kind": "module", "class": "NoSuchLayer"},
+                          "input_shape": [1, 64]}}
+    response = httpx.put(f"{webgrad}/api/models/broken-arch", headers={"X-Webgrad-Client": "1"},
+                         files={"weights": ("model.safetensors", weights)}, data={"metadata": json.dumps(record)})
+    assert response.status_code in (200, 201), response.text
+    broken = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/broken-arch", 60_000])
+    assert broken["type"] == "error" and "broken-arch" in broken["message"], broken
+    assert "architecture" in broken["message"]
+    assert [line for line in recorder.console if line.startswith("pageerror")] == []
+
+
+def test_host_csp_without_wasm_unsafe_eval_fires_error_quickly(host_page, embed_url, server_url, trained):
+    started = time.monotonic()
+    page, _ = host_page(f"{embed_url}nowasm/index.html?webgrad={server_url.rstrip('/')}&model={MODEL}")
+    event = wait_event(page, timeout_ms=30_000)
+    assert event["type"] == "error" and "wasm-unsafe-eval" in event["detail"], event
+    assert time.monotonic() - started < 30

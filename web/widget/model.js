@@ -1,0 +1,228 @@
+// model.js: load(url) -> Model, a stored webgrad model usable from any page's JavaScript.
+//
+// The model is rebuilt in Python (webgrad.store.pull in the runtime's worker, from the
+// architecture record and safetensors weights stored with it), so the host page needs no
+// code but this. Models loaded on the same device share one runtime (one worker).
+// Every failure rejects with an Error whose message says what went wrong and what to do,
+// within `timeoutMs`: nothing stays pending forever.
+import {boot} from "../runtime/webgrad.js";
+import {imageDataOf, isImageLike, toPixels} from "./image.js";
+
+const ROOT = new URL("../", import.meta.url).href;  // the webgrad site this module came from
+const runtimes = new Map();  // device -> Promise<Runtime>
+let counter = 0;
+
+/** A failure of the widget: message for people, .kind for code ("load", "input", "predict", "boot"). */
+export class WidgetError extends Error {
+  constructor(kind, message) {
+    super(`webgrad widget: ${message}`);
+    this.name = "WidgetError";
+    this.kind = kind;
+  }
+}
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new WidgetError("timeout", `${what} took longer than ${Math.round(ms / 1000)} s `
+      + "(a slow connection or machine? pass a larger timeoutMs)")), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+function runtimeFor(device, baseUrl) {
+  const key = `${baseUrl} ${device}`;
+  if (!runtimes.has(key)) {
+    const started = boot({baseUrl, device, onInput: () => null}).then(async (runtime) => {
+      await runtime.run("from webgrad.web import widget as _webgrad_widget", {filename: "<widget>"});
+      return runtime;
+    }, (error) => {
+      runtimes.delete(key);  // a later load() may try again (e.g. after the page fixed its CSP)
+      throw new WidgetError("boot", error.message);
+    });
+    runtimes.set(key, started);
+  }
+  return runtimes.get(key);
+}
+
+// Python errors come back as PythonError: show its last line, not Pyodide's traceback.
+function pythonMessage(error) {
+  return error && error.pythonType ? `${error.pythonType}: ${error.message}` : String(error?.message || error);
+}
+
+function base64FromFloats(values) {
+  const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  let text = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(text);
+}
+
+function floatsFromBase64(text) {
+  const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  return new Float32Array(bytes.buffer);
+}
+
+function flatten(value, out, shape, depth) {
+  if (Array.isArray(value) || ArrayBuffer.isView(value)) {
+    const length = /** @type {any} */ (value).length;
+    if (shape.length === depth) shape.push(length);
+    else if (shape[depth] !== length) throw new WidgetError("input", "nested arrays are ragged: every row must "
+      + `have the same length (found ${length} where ${shape[depth]} was expected)`);
+    for (let i = 0; i < length; i++) flatten(value[i], out, shape, depth + 1);
+    return;
+  }
+  if (typeof value !== "number" || !Number.isFinite(value)) {
+    throw new WidgetError("input", `inputs must be finite numbers, found ${JSON.stringify(value) ?? typeof value}`);
+  }
+  out.push(value);
+}
+
+function softmax(values) {
+  const top = Math.max(...values);
+  const exps = Array.from(values, (v) => Math.exp(v - top));
+  const total = exps.reduce((a, b) => a + b, 0);
+  return new Float32Array(exps.map((e) => e / total));
+}
+
+export class Model {
+  constructor(key, url, info, runtime, options) {
+    this.key = key;
+    this.url = url;
+    this.info = info;
+    this.runtime = runtime;
+    this.options = options;
+    this.disposed = false;
+  }
+
+  /** The image layout {channels, height, width} the model takes, or null if it takes no image. */
+  imageLayout() {
+    const given = this.info.metadata?.image;
+    if (given && given.height && given.width) return {channels: 1, ...given};
+    const shape = this.info.input_shape || [];
+    if (shape.length === 4) return {channels: shape[1], height: shape[2], width: shape[3]};
+    if (shape.length === 3) return {channels: 1, height: shape[1], width: shape[2]};
+    const side = Math.round(Math.sqrt(shape[1]));
+    if (shape.length === 2 && side * side === shape[1] && side > 1) return {channels: 1, height: side, width: side};
+    return null;
+  }
+
+  /** input -> {data: Float32Array, shape}: the batch the model gets (batch size 1 unless given). */
+  toBatch(input, fit) {
+    const expected = this.info.input_shape;
+    let values, given;
+    if (isImageLike(input)) {
+      const layout = this.imageLayout();
+      if (!layout) throw new WidgetError("input", `this model takes input of shape [${expected}], not an image`);
+      values = toPixels(imageDataOf(input), {...layout, fit: fit || layout.fit || "full"});
+      given = [values.length];
+    } else if (input instanceof Float32Array || Array.isArray(input) || ArrayBuffer.isView(input)) {
+      const flat = [];
+      given = [];
+      flatten(input, flat, given, 0);
+      values = new Float32Array(flat);
+    } else {
+      throw new WidgetError("input", `predict() takes a Float32Array, (nested) arrays of numbers, ImageData, `
+        + `a <canvas> or an <img>; got ${input === null ? "null" : input?.constructor?.name || typeof input}`);
+    }
+    if (!expected) return {data: values, shape: given.length === 1 ? [1, given[0]] : given};
+    const perItem = expected.slice(1).reduce((a, b) => a * b, 1);
+    if (values.length === 0 || values.length % perItem !== 0) {
+      throw new WidgetError("input", `this model takes input of shape [${expected}] (${perItem} values per item); `
+        + `got ${values.length} values${given.length > 1 ? ` of shape [${given}]` : ""}`);
+    }
+    return {data: values, shape: [values.length / perItem, ...expected.slice(1)]};
+  }
+
+  /**
+   * Run the model. Resolves {outputs: Float32Array, shape, probabilities?, label?, index?}:
+   * for a classifier (output [N, K], K > 1) probabilities are the softmax of the first item's
+   * outputs (kept as they are if they already are probabilities), label its most likely class.
+   */
+  async predict(input, {fit = null} = {}) {
+    if (this.disposed) throw new WidgetError("predict", "this model was disposed; load() it again");
+    const batch = this.toBatch(input, fit);
+    const code = `_webgrad_widget.predict(${JSON.stringify(this.key)}, "${base64FromFloats(batch.data)}", `
+      + `${JSON.stringify(batch.shape)})`;
+    let answer;
+    try {
+      ({result: answer} = await withTimeout(this.runtime.run(code, {filename: "<widget>"}), this.options.timeoutMs,
+        "predict()"));
+    } catch (error) {
+      throw error instanceof WidgetError ? error : new WidgetError("predict", pythonMessage(error));
+    }
+    const outputs = floatsFromBase64(answer.outputs);
+    const result = {outputs, shape: answer.shape};
+    const classes = answer.shape.length === 2 ? answer.shape[1] : 0;
+    if (classes > 1) {
+      const first = outputs.subarray(0, classes);
+      const sum = first.reduce((a, b) => a + b, 0);
+      const already = first.every((v) => v >= 0 && v <= 1) && Math.abs(sum - 1) < 1e-3;
+      result.probabilities = already ? Float32Array.from(first) : softmax(first);
+      let index = 0;
+      for (let i = 1; i < classes; i++) if (result.probabilities[i] > result.probabilities[index]) index = i;
+      result.index = index;
+      result.label = this.info.labels?.[index] !== undefined ? String(this.info.labels[index]) : String(index);
+    }
+    return result;
+  }
+
+  /** Free the model in the worker (the runtime stays up for other models). */
+  async dispose() {
+    if (this.disposed) return;
+    this.disposed = true;
+    await this.runtime.run(`_webgrad_widget.dispose(${JSON.stringify(this.key)})`, {filename: "<widget>"})
+      .catch(() => {});
+  }
+}
+
+// A quick look at the model's record before booting Python: a 404 or a file that is not a
+// stored model fails in milliseconds, not after the runtime has started.
+async function checkRecord(url) {
+  let response;
+  try {
+    response = await fetch(url, {headers: {Accept: "application/json"}});
+  } catch (error) {
+    throw new WidgetError("load", `cannot fetch ${url} (${error.message}): is the webgrad server running and `
+      + "does the host page's CSP allow connecting to it (connect-src)?");
+  }
+  if (response.status === 404) throw new WidgetError("load", `no model at ${url} (404 Not Found): check the `
+    + "name; stored models are listed at /api/models");
+  if (!response.ok) throw new WidgetError("load", `${url} answered ${response.status} ${response.statusText}`);
+  let record;
+  try {
+    record = await response.json();
+  } catch {
+    throw new WidgetError("load", `${url} is not a stored model (its answer is not JSON); the src should look `
+      + "like http://HOST/api/models/NAME");
+  }
+  if (!record || typeof record !== "object" || typeof record.weights_url !== "string") {
+    throw new WidgetError("load", `${url} is not a stored model (no weights_url in its record); the src should `
+      + "look like http://HOST/api/models/NAME");
+  }
+}
+
+/**
+ * Load a stored model. options: {device: "auto"|"webgpu"|"cpu" (default "cpu": small models
+ * answer fastest there), trustCode (run a model's own class source), timeoutMs (120000)}.
+ */
+export async function load(url, {device = "cpu", trustCode = false, timeoutMs = 120_000, baseUrl = ROOT} = {}) {
+  if (typeof url !== "string" || !url) throw new WidgetError("load", "load(url) needs the model's URL, "
+    + "e.g. http://HOST/api/models/digits-mlp");
+  const absolute = new URL(url, document.baseURI).href;
+  const options = {timeoutMs};
+  const key = `m${++counter}`;
+  const work = (async () => {
+    const runtime = runtimeFor(device, baseUrl);
+    runtime.catch(() => {});  // reported below, after the record check
+    await checkRecord(absolute);
+    const ready = await runtime;
+    try {
+      const {result: info} = await ready.run(`await _webgrad_widget.load(${JSON.stringify(key)}, `
+        + `${JSON.stringify(absolute)}, ${trustCode ? "True" : "False"})`, {filename: "<widget>"});
+      return new Model(key, absolute, info, ready, options);
+    } catch (error) {
+      throw new WidgetError("load", `${absolute}: ${pythonMessage(error)}`);
+    }
+  })();
+  return withTimeout(work, timeoutMs, `loading ${absolute}`);
+}
