@@ -519,9 +519,7 @@ class profile:  # noqa: N801  (torch's name)
         self._counters = (getattr(device, "submits", 0), getattr(device, "reads", 0))
         self._sync = self.device_timing == "sync"
         if self.device_timing == "auto" and getattr(device, "timestamps", False):
-            from .backend.webgpu.device import DispatchTimer
-
-            self._timer = device.timer = DispatchTimer(device)
+            self._timer = device.timer = device.make_timer()
 
     def _timing_name(self) -> str:
         if self.device_timing is None:
@@ -691,7 +689,7 @@ class profile:  # noqa: N801  (torch's name)
 def _running(frame) -> bool:
     """Whether ``frame`` is on the current call stack (checked only when an op is
     the innermost open event: inside an op that calls ops, or after one raised)."""
-    f = sys._getframe(2)
+    f: Any = sys._getframe(2)
     while f is not None:
         if f is frame:
             return True

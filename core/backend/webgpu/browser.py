@@ -19,7 +19,7 @@ so a conversion never leaves a ``PyProxy`` behind; the only long-lived
 """
 from __future__ import annotations
 
-from .device import ARENA_SLOTS, UNIFORM_SLOT, BindGroupCache, DeviceError, UniformArena
+from .device import ARENA_SLOTS, UNIFORM_SLOT, BindGroupCache, DeviceError, DispatchTimer, UniformArena
 
 # Adapter names of WebGPU implementations that run on the CPU.
 CPU_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "softpipe", "warp")
@@ -57,8 +57,13 @@ class BrowserDevice:
         wanted = {name: getattr(have, name) for name in (
             "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeInvocationsPerWorkgroup",
             "maxComputeWorkgroupSizeX", "maxStorageBuffersPerShaderStage")}
+        # 'timestamp-query' lets webgrad.profiler time each dispatch on the GPU (Chrome may round
+        # the timestamps, to 100 us by default).
+        features = [name for name in ("timestamp-query",) if adapter.features.has(name)]
+        self.timestamps = bool(features)
         try:
             self.device = ffi.run_sync(adapter.requestDevice(self._obj({"requiredLimits": wanted,
+                                                                        "requiredFeatures": features,
                                                                         "label": "webgrad"})))
         except Exception as err:
             raise DeviceError(f"webgpu: requestDevice failed: {err}") from err
@@ -89,6 +94,7 @@ class BrowserDevice:
         self.dispatches = 0         # counters the profiler reads
         self.submits = 0
         self.reads = 0
+        self.timer: DispatchTimer | None = None  # set by webgrad.profiler to time dispatches
         # Asynchronous errors arrive through callbacks. The error handler's proxy lives as long as
         # the device (close() destroys it); the lost handler runs once and then destroys itself.
         self._on_error = ffi.create_proxy(self._uncaptured)
@@ -183,6 +189,12 @@ class BrowserDevice:
         self._check("read")
         return memoryview(data)
 
+    def wait(self) -> None:
+        """Submit and block until the GPU has finished all work (the profiler's op-boundary sync)."""
+        self.submit()
+        self._ffi.run_sync(self.queue.onSubmittedWorkDone())
+        self._check("wait")
+
     async def read_async(self, buffer, offset: int, size: int):
         if size == 0:
             self.submit()
@@ -251,20 +263,38 @@ class BrowserDevice:
                 self._obj({"layout": layout, "entries": entries, "label": label})))
             if self._encoder is None:
                 self._encoder = self.device.createCommandEncoder(self._obj({"label": "webgrad batch"}))
-                self._pass = self._encoder.beginComputePass(self._obj({"label": "webgrad pass"}))
+            timer = self.timer
+            if self._pass is None:
+                desc: dict = {"label": "webgrad pass"}
+                if timer is not None:
+                    desc["timestampWrites"] = timer.pass_args(self.dispatches, str(pipe.label or label))
+                self._pass = self._encoder.beginComputePass(self._obj(desc))
             self._pass.setPipeline(pipe)
             self._pass.setBindGroup(0, group)
             self._pass.dispatchWorkgroups(*grid)
+            if timer is not None:  # profiling: one pass per dispatch, so its timestamps time it alone
+                self._pass.end()
+                self._pass = None
         except Exception as err:
             raise DeviceError(f"webgpu: {label}: {err}") from err
         self._recent.append(label)
         del self._recent[:-_RECENT]
         self.dispatches += 1
+        if timer is not None and timer.full():
+            self.submit()
 
     def submit(self) -> None:
         if self._encoder is None:
             return
-        self._pass.end()
+        if self._pass is not None:
+            self._pass.end()
+        timer, staging, size = self.timer, None, 0
+        if timer is not None and timer.pending:
+            size = 16 * len(timer.pending)
+            staging = self.device.createBuffer(self._obj({"size": size, "usage": self._staging_usage,
+                                                          "label": "profiler timestamps"}))
+            self._encoder.resolveQuerySet(timer.query_set, 0, 2 * len(timer.pending), timer.resolved, 0)
+            self._encoder.copyBufferToBuffer(timer.resolved, 0, staging, 0, size)
         commands = self._encoder.finish()
         self.queue.writeBuffer(self._arena, 0, self._ffi.to_js(memoryview(self._uniforms.take())))
         try:
@@ -275,6 +305,18 @@ class BrowserDevice:
             self._encoder = self._pass = None
             self._used.clear()
         self.submits += 1
+        if staging is not None and timer is not None:
+            self._ffi.run_sync(staging.mapAsync(self._map_read, 0, size))
+            timer.add(self._unstage(staging, size))
+
+    def make_timer(self) -> DispatchTimer:
+        """A timer for webgrad.profiler to attach as ``self.timer`` (needs ``self.timestamps``)."""
+        usage = self._js.GPUBufferUsage
+        query_set = self.device.createQuerySet(self._obj({"type": "timestamp", "count": 2 * DispatchTimer.CAPACITY}))
+        resolved = self.device.createBuffer(self._obj({"size": 16 * DispatchTimer.CAPACITY,
+                                                       "label": "profiler timestamps",
+                                                       "usage": usage.QUERY_RESOLVE | usage.COPY_SRC}))
+        return DispatchTimer(query_set, resolved, ("querySet", "beginningOfPassWriteIndex", "endOfPassWriteIndex"))
 
     def close(self) -> None:
         """Destroy the device and the callbacks' proxies (the object is unusable afterwards)."""

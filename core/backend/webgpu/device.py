@@ -84,23 +84,30 @@ class DispatchTimer:
 
     CAPACITY = 1024  # dispatches per query set; a full set makes the device submit
 
-    def __init__(self, device):
-        wgpu = device._wgpu
-        self.query_set = device.device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * self.CAPACITY)
-        self.resolved = device.device.create_buffer(
-            size=16 * self.CAPACITY, label="profiler timestamps",
-            usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+    def __init__(self, query_set, resolved, keys=("query_set", "beginning_of_pass_write_index",
+                                                  "end_of_pass_write_index")):
+        self.query_set, self.resolved, self.keys = query_set, resolved, keys  # keys: the transport's spelling
         self.pending: list = []   # (dispatch number, kernel) in query order, not yet read
         self.results: list = []
 
     def pass_args(self, number: int, kernel: str) -> dict:
+        """The compute pass's ``timestampWrites`` for dispatch ``number``."""
         index = 2 * len(self.pending)
         self.pending.append((number, kernel))
-        return {"timestamp_writes": {"query_set": self.query_set, "beginning_of_pass_write_index": index,
-                                     "end_of_pass_write_index": index + 1}}
+        query_set, begin, end = self.keys
+        return {query_set: self.query_set, begin: index, end: index + 1}
 
     def full(self) -> bool:
         return len(self.pending) >= self.CAPACITY
+
+    def add(self, raw) -> None:
+        """Store the resolved (start, end) pairs of the pending dispatches, read back as ``raw``."""
+        import numpy as np
+
+        stamps = np.frombuffer(raw, dtype=np.uint64).reshape(-1, 2)
+        for (number, kernel), (start, end) in zip(self.pending, stamps.tolist()):
+            self.results.append((number, kernel, start, end))
+        self.pending.clear()
 
 
 class NativeDevice:
@@ -213,7 +220,8 @@ class NativeDevice:
                 self._encoder = self.device.create_command_encoder(label="webgrad batch")
             timer = self.timer
             if self._pass is None:
-                timed = {} if timer is None else timer.pass_args(self.dispatches, pipe.label or label)
+                timed = {} if timer is None else {"timestamp_writes": timer.pass_args(self.dispatches,
+                                                                                        pipe.label or label)}
                 self._pass = self._encoder.begin_compute_pass(label="webgrad pass", **timed)
             self._pass.set_pipeline(pipe)
             self._pass.set_bind_group(0, group)
@@ -247,16 +255,15 @@ class NativeDevice:
             self._used.clear()
         self.submits += 1
         if timer is not None and timer.pending:
-            self._collect(timer)
+            timer.add(self.device.queue.read_buffer(timer.resolved, 0, 16 * len(timer.pending)))
 
-    def _collect(self, timer: DispatchTimer) -> None:
-        import numpy as np
-
-        raw = self.device.queue.read_buffer(timer.resolved, 0, 16 * len(timer.pending))
-        stamps = np.frombuffer(raw, dtype=np.uint64).reshape(-1, 2)
-        for (number, kernel), (start, end) in zip(timer.pending, stamps.tolist()):
-            timer.results.append((number, kernel, start, end))
-        timer.pending.clear()
+    def make_timer(self) -> DispatchTimer:
+        """A timer for webgrad.profiler to attach as ``self.timer`` (needs ``self.timestamps``)."""
+        wgpu = self._wgpu
+        query_set = self.device.create_query_set(type=wgpu.QueryType.timestamp, count=2 * DispatchTimer.CAPACITY)
+        resolved = self.device.create_buffer(size=16 * DispatchTimer.CAPACITY, label="profiler timestamps",
+                                             usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        return DispatchTimer(query_set, resolved)
 
     def close(self) -> None:
         """Destroy the device (webgrad.webgpu.reset); the object is unusable afterwards."""

@@ -1,0 +1,54 @@
+"""webgrad.profiler inside Pyodide on the browser's WebGPU device: events, the table,
+the Chrome trace, and _repr_html_ for a notebook-style page."""
+from __future__ import annotations
+
+import json
+
+
+def test_profiler_in_pyodide(webgpu_runtime):
+    out = webgpu_runtime.ok("""
+import json, webgrad
+import webgrad.nn.functional as F
+from webgrad import nn
+from webgrad.backend.webgpu import backend
+device = backend().device
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to("webgpu")
+opt = webgrad.optim.Adam(model.parameters(), lr=1e-3)
+x = webgrad.randn(4, 8, device="webgpu")
+y = webgrad.tensor([0, 1, 2, 0], device="webgpu")
+def step():
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    return loss.item()
+step()
+results = {}
+for timing in ("auto", "sync"):
+    with webgrad.profiler.profile(record_shapes=True, profile_memory=True, device_timing=timing) as prof:
+        with webgrad.profiler.record_function("train_step"):
+            step()
+    events = prof.events()
+    mm = [e for e in events if e.name == "matmul"]
+    results[timing] = {
+        "names": sorted({e.name for e in events}),
+        "matmuls": len(mm), "dispatches": [e.dispatches for e in mm],
+        "device_us": sum(e.device_time_total for e in mm),
+        "kernels": len([e for e in events if e.kind == "kernel"]),
+        "table": prof.key_averages().table(sort_by="self_device_time_total", row_limit=10),
+    }
+prof.export_chrome_trace("/tmp/trace.json")
+{"results": results, "timestamps": device.timestamps, "trace": json.load(open("/tmp/trace.json")),
+ "html": prof.key_averages()._repr_html_()[:200]}
+""", timeout_s=240)["result"]
+    auto, sync = out["results"]["auto"], out["results"]["sync"]
+    for r in (auto, sync):
+        assert r["matmuls"] == 5 and r["dispatches"] == [1] * 5, r  # 2 forward, 3 in backward
+        assert {"train_step", "F.linear", "MatmulBackward", "Optimizer.step#Adam.step"} <= set(r["names"])
+    assert sync["device_us"] > 0 and "synchronization at op boundaries" in sync["table"]
+    if out["timestamps"]:
+        assert auto["kernels"] >= 5 and auto["device_us"] > 0 and "timestamp queries" in auto["table"]
+    else:
+        assert auto["kernels"] == 0 and "no 'timestamp-query'" in auto["table"]
+    complete = [e for e in out["trace"]["traceEvents"] if e["ph"] == "X"]
+    assert any(e["name"] == "matmul" and e["args"]["Input Dims"] for e in complete)
+    json.dumps(out["trace"])
+    assert out["html"].startswith("<table")
