@@ -80,6 +80,7 @@ CASES = {
     "regression": (0.3, 0.01, 0.3),
     "custom_function": (1e-4, 1e-4, 1e-4),
     "word_language_model": (0.05, 0.02, 0.15),
+    "seq2seq_transformer": (0.15, 0.05, 0.1),
 }
 # Programs whose weights start from constants: the whole curve is compared, point by point.
 STEPWISE = {"custom_function"}
