@@ -105,9 +105,9 @@ def _conv(t, m, x, out):
         raise ExportError(f"onnx.export: Conv padding_mode={m.padding_mode!r} is not exported; use 'zeros'")
     dims = m.weight.ndim - 2
     if isinstance(m.padding, str):
-        pads = {"valid": [0] * 2 * dims}.get(m.padding)
-        if pads is None:  # 'same': the pads the layer used, from the shapes it produced
+        if m.padding != "valid":
             raise ExportError("onnx.export: Conv padding='same' is not exported; give the padding as numbers")
+        pads = [0] * 2 * dims
     else:
         p = tuple(m.padding) if isinstance(m.padding, (tuple, list)) else (m.padding,) * dims
         pads = list(p) * 2
