@@ -238,6 +238,8 @@ class CosineAnnealingLR(LRScheduler):
                 for base_lr in self.base_lrs]
 
 
+_LRScheduler = LRScheduler  # the name older scripts subclass (PyTorch keeps it as an alias)
+
 from .lr_scheduler_extra import (  # noqa: E402
     ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts, LinearLR, MultiplicativeLR, OneCycleLR,
     PolynomialLR, ReduceLROnPlateau, SequentialLR,
