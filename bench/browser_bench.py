@@ -3,13 +3,16 @@
     python bench/browser_bench.py            # starts the site on a free port
     python bench/browser_bench.py --url http://127.0.0.1:8000/   # a running `make serve`
 
-Prints the boot time (``boot()`` to ready, cold: a fresh browser context each
-time) and, for the digits-MLP training step (64->128->10, batch 64, Adam, loss
-read back every step) and N x N matmuls (result read back), milliseconds per
-step for webgrad on WebGPU and on numpy-in-Pyodide, and TF.js on its WebGPU and
-wasm backends, with ratios against the TF.js backend of the same kind. The page
-is web/bench.html (open it in a browser to run the same thing by hand).
-Compare ratios, not absolute times: here both WebGPU adapters are CPU emulations.
+Prints the boot time (``boot()`` to ready: cold in a fresh browser context, then
+warm, a second visit in the same context with its HTTP cache, with the bytes that
+went over the network each time) next to TF.js's own start, and, for the
+digits-MLP training step (64->128->10, batch 64, Adam, loss read back every step),
+N x N matmuls and a 3x3 conv2d (results read back), milliseconds per step for
+webgrad on WebGPU and on the cpu in Pyodide (with its wasm matmul, and with
+numpy's own), and TF.js on its WebGPU and wasm backends, with ratios against the
+TF.js backend of the same kind. The page is web/bench.html (open it in a browser
+to run the same thing by hand). Compare ratios, not absolute times: here both
+WebGPU adapters are CPU emulations. ``--no-webgpu`` leaves the WebGPU runners out.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WEBGRAD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-PEERS = {"webgrad webgpu": "tfjs webgpu", "webgrad cpu (numpy in Pyodide)": "tfjs wasm"}
+PEERS = {"webgrad webgpu": "tfjs webgpu", "webgrad cpu (wasm matmul)": "tfjs wasm",
+         "webgrad cpu (numpy matmul)": "tfjs wasm"}
 
 
 def start_server():
@@ -50,22 +54,63 @@ def start_server():
     raise SystemExit("the server did not start")
 
 
-def measure_boot(browser, url, runs):
-    results = []
+def _visit(context, url, script):
+    """Open bench.html in ``context``, evaluate ``script``; return (its result, bytes fetched
+    from the network by the page and its workers, the largest such files)."""
+    requests = []
+
+    def record(request):
+        requests.append(request)
+
+    context.on("requestfinished", record)
+    page = context.new_page()
+    page.goto(url + "bench.html")
+    page.wait_for_selector("body[data-ready=true]")
+    result = page.evaluate(script)
+    context.remove_listener("requestfinished", record)
+    # responseBodySize is what came over the wire: 0 for an answer from the HTTP cache.
+    sizes = [(max(0, r.sizes()["responseBodySize"]), r.url.removeprefix(url)) for r in requests]
+    page.close()
+    return result, sum(size for size, _ in sizes), sorted(sizes, reverse=True)[:3]
+
+
+def measure_boot(playwright, url, runs):
+    """Cold boots (a fresh profile each) and, in the same profile, a warm second visit.
+
+    A profile on disk, as a user's browser has: an incognito-like context keeps its
+    HTTP cache in memory, which does not hold pyodide.asm.wasm (10 MB)."""
+    cold, warm = [], []
     for _ in range(runs):
-        context = browser.new_context()  # its own HTTP cache: a cold boot
-        page = context.new_page()
-        page.goto(url + "bench.html")
-        page.wait_for_selector("body[data-ready=true]")
-        results.append(page.evaluate("window.webgradBench.bootTime()"))
-        context.close()
-    return results
+        with tempfile.TemporaryDirectory(prefix="webgrad-bench-profile-") as profile:
+            context = playwright.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            cold.append(_visit(context, url, "window.webgradBench.bootTime()"))
+            warm.append(_visit(context, url, "window.webgradBench.bootTime()"))
+            context.close()
+    return cold, warm
+
+
+def measure_tfjs_boot(browser, url, backend):
+    context = browser.new_context()
+    result, fetched, _ = _visit(context, url, f"window.webgradBench.tfjsBootTime({backend!r})")
+    context.close()
+    return result, fetched
+
+
+def print_boots(label, boots):
+    ms = [b[0]["ms"] for b in boots]
+    info, fetched, largest = boots[-1]
+    print(f"boot() to ready, {label}, {len(ms)} runs: median {statistics.median(ms):.0f} ms "
+          f"(min {min(ms):.0f}, max {max(ms):.0f}); fetched {fetched / 1e6:.2f} MB, largest "
+          + ", ".join(f"{name} {size / 1e6:.2f} MB" for size, name in largest)
+          + f"\n  stages of the last: {info['timings']}; auto picked {info['device']}: {info['reason']}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running site (default: start python -m server on a free port)")
-    parser.add_argument("--boots", type=int, default=3, help="cold boots to time")
+    parser.add_argument("--boots", type=int, default=3, help="cold (and warm) boots to time")
+    parser.add_argument("--no-webgpu", action="store_true", help="leave out the WebGPU runners")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -76,11 +121,13 @@ def main() -> None:
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            boots = measure_boot(browser, url, args.boots)
-            ms = [b["ms"] for b in boots]
-            print(f"boot() to ready, cold, {len(ms)} runs: median {statistics.median(ms):.0f} ms "
-                  f"(min {min(ms):.0f}, max {max(ms):.0f}); stages of the last: {boots[-1]['timings']}; "
-                  f"auto picked {boots[-1]['device']}: {boots[-1]['reason']}")
+            cold, warm = measure_boot(playwright, url, args.boots)
+            print_boots("cold", cold)
+            print_boots("warm (second visit)", warm)
+            for backend in ("wasm",) if args.no_webgpu else ("wasm", "webgpu"):
+                tfjs, fetched = measure_tfjs_boot(browser, url, backend)
+                print(f"TF.js {backend} start, cold: scripts loaded at {tfjs['scriptsMs']:.0f} ms, then "
+                      f"setBackend + ready {tfjs['backendMs']:.0f} ms; fetched {fetched / 1e6:.2f} MB")
             page = browser.new_page()
             page.goto(url + "bench.html")
             page.wait_for_selector("body[data-ready=true]")
@@ -89,6 +136,8 @@ def main() -> None:
             tasks = page.evaluate("window.webgradBench.tasks")
             rows = []
             for index in range(len(tasks)):
+                if args.no_webgpu and "webgpu" in tasks[index]["runner"]:
+                    continue
                 row = page.evaluate("(i) => window.webgradBench.runTask(i)", index)
                 rows.append(row)
                 shown = f"{row['ms']:9.2f} ms" if row["ms"] is not None else f"   failed: {row.get('error')}"
