@@ -89,3 +89,38 @@ def test_server_serves_the_demo_sources(tmp_path):
             assert response.text == (REPO / "demos" / f"{name}.py").read_text()
         assert httpx.get(f"{base}/demos/py/data/digits.npz").status_code == 404  # .py files only
         assert httpx.get(f"{base}/demos/py/../pyproject.toml").status_code in (400, 404)
+
+
+def test_widget_python_half_pulls_and_predicts_like_the_model(tmp_path):
+    """webgrad.web.widget (what <webgrad-model> runs in the worker), natively against a live store."""
+    import asyncio
+    import base64
+
+    import numpy as np
+
+    from server.app import Settings, create_app
+    from server.testing import running_server
+    from webgrad.web import widget
+
+    demo = digits.DigitsDemo("mlp")
+    demo.train(30)
+    image = demo.x_test[:2].numpy().astype("<f4")
+    with running_server(create_app(Settings(data_dir=tmp_path))) as base:
+        demo.push("w-digits", url=base)
+        info = asyncio.run(widget.load("k", f"{base}/api/models/w-digits"))
+        assert info["input_shape"] == [1, 64] and info["labels"] == digits.LABELS
+        assert info["metadata"]["image"] == {"height": 8, "width": 8, "channels": 1}
+        out = widget.predict("k", base64.b64encode(image.tobytes()).decode(), [2, 64])
+        got = np.frombuffer(base64.b64decode(out["outputs"]), "<f4").reshape(out["shape"])
+        assert out["shape"] == [2, 10]
+        np.testing.assert_allclose(got, demo.model(demo.x_test[:2]).detach().numpy(), rtol=1e-5, atol=1e-6)
+        with pytest.raises(widget.WidgetError, match="not the 64 float32 values of shape"):
+            widget.predict("k", "AAAA", [1, 64])
+        import webgrad  # a weights-only push cannot be rebuilt: a clear error
+
+        webgrad.store.push(demo.model.state_dict(), "w-weights", url=base)
+        with pytest.raises(widget.WidgetError, match="holds weights only"):
+            asyncio.run(widget.load("k2", f"{base}/api/models/w-weights"))
+        widget.dispose("k")
+        with pytest.raises(widget.WidgetError, match="no model loaded"):
+            widget.predict("k", base64.b64encode(image[:1].tobytes()).decode(), [1, 64])

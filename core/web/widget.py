@@ -50,9 +50,11 @@ def predict(key: str, data_b64: str, shape) -> dict:
     if model is None:
         raise WidgetError(f"widget.predict: no model loaded under {key!r} (disposed, or the runtime restarted)")
     shape = [int(s) for s in shape]
-    values = np.frombuffer(base64.b64decode(data_b64), dtype="<f4")
-    if values.size != int(np.prod(shape)):
-        raise WidgetError(f"widget.predict: {values.size} values do not fill shape {shape}")
+    raw = base64.b64decode(data_b64)
+    if len(raw) != 4 * int(np.prod(shape)):
+        raise WidgetError(f"widget.predict: {len(raw)} bytes are not the {int(np.prod(shape))} float32 values "
+                          f"of shape {shape}")
+    values = np.frombuffer(raw, dtype="<f4")
     device = next((p.device for p in model.parameters()), None)
     with no_grad():
         output = model(tensor(values.reshape(shape).copy(), device=device))
