@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # run a
 
 import webgrad  # noqa: E402
 from webgrad import nn  # noqa: E402
-from webgrad.profiler import profile, record_function  # noqa: E402
+from webgrad.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 from demos.digits_cnn import DigitsCNN  # noqa: E402
 from demos.digits_mlp import build_model  # noqa: E402
@@ -84,9 +84,10 @@ def _run_config(model_name, device, compiled, steps, rows):
     before = device_counters(device)
     step()
     after = device_counters(device)
-    with profile(record_shapes=False):  # first profiled step warms the timed passes
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.WEBGPU] if device == "webgpu" else [])
+    with profile(activities=activities):  # the first profiled step warms the timed passes
         step()
-    with profile(profile_memory=True) as prof:
+    with profile(activities=activities, profile_memory=True) as prof:
         for _ in range(steps):
             with record_function("train_step"):
                 step()
@@ -112,7 +113,7 @@ def op_overhead(repeats: int = 500, rounds: int = 30) -> tuple[float, float, flo
     """Best ns per tiny cpu add, the three cases interleaved round by round (this machine
     is shared): no profile, a profile recording, one recording shapes and memory."""
     a, b = webgrad.ones(4), webgrad.ones(4)
-    cpu = [webgrad.profiler.ProfilerActivity.CPU]
+    cpu = [ProfilerActivity.CPU]
     best = [float("inf")] * 3
     for _ in range(rounds):
         for i, kwargs in enumerate((None, {}, {"record_shapes": True, "profile_memory": True})):

@@ -330,3 +330,24 @@ def test_bad_arguments_are_named():
         profile(device_timing="fast")
     with pytest.raises(ValueError, match="active=0"):
         schedule(wait=0, warmup=0, active=0)
+
+
+def test_a_compiled_replay_shows_its_ops(device):
+    w = webgrad.randn(3, 4, device=device)
+
+    @webgrad.compile
+    def f(x):
+        return (x @ w).relu().sum()
+    x = webgrad.randn(5, 3, device=device)
+    f(x)  # traces (eagerly)
+    with profile() as prof:
+        with record_function("replay"):
+            f(x)
+    mm = by_name(prof, "matmul")
+    assert len(mm) == 1 and mm[0].flops == 2 * 5 * 4 * 3 and mm[0].kind == "op"
+    assert mm[0].parent is by_name(prof, "replay")[0]
+    with profile() as prof:  # eager ops are not counted twice (apply times them, not the backend)
+        (x @ w).relu().sum()
+    assert len(by_name(prof, "matmul")) == 1
+    assert webgrad.backend.get_backend("cpu").run.__name__ == "run"
+    assert "run" not in vars(webgrad.backend.get_backend("cpu"))  # unwrapped after the profile

@@ -133,6 +133,28 @@ def _wrapped(name, fn, recorder):
     return timed
 
 
+def _replayed(run, recorder, device):
+    """A backend's ``run``/``run_inplace`` while recording: a call that does not come from
+    ``ops.registry.apply`` (a webgrad.compile replay calls the backend directly) is an op
+    event of its own; calls from ``apply`` pass through (apply timed them)."""
+    @functools.wraps(run)
+    def timed(op, inputs, *rest):
+        stack = recorder._stack
+        if stack and stack[-1]._frame is sys._getframe(1):
+            return run(op, inputs, *rest)
+        arrays = [getattr(t, "_data", t) for t in inputs]
+        event = recorder.begin(op.name, "op", arrays, device)
+        out = None
+        try:
+            out = run(op, inputs, *rest)
+        finally:
+            recorder.end(event, None, op.name, ())
+        if op.name == "matmul" and out is not None and recorder.with_flops:
+            event.flops = 2 * math.prod(out.shape) * arrays[0].shape[-1]
+        return out
+    return timed
+
+
 class profile:  # noqa: N801  (torch's name)
     """Record ops, backward nodes, ranges and WebGPU kernels while active (a context
     manager, or ``start()``/``stop()``). ``device_timing``: "auto" (timestamp queries
@@ -239,6 +261,12 @@ class profile:  # noqa: N801  (torch's name)
                 fn = cls.__dict__["step"]
                 self._patched.append((cls, "step", fn))
                 cls.step = _wrapped(f"Optimizer.step#{cls.__name__}.step", fn, self)
+        from ..backend import get_backend
+
+        for backend, device in ((get_backend("cpu"), "cpu"), (self._backend, "webgpu")):
+            for method in ("run", "run_inplace") if backend is not None else ():
+                self._patched.append((backend, method, vars(backend).get(method)))
+                setattr(backend, method, _replayed(getattr(backend, method), self, device))
         self._recording = True
         registry.PROFILER = self
 
@@ -246,7 +274,10 @@ class profile:  # noqa: N801  (torch's name)
         registry.PROFILER = None
         self._recording = False
         for owner, name, fn in reversed(self._patched):
-            setattr(owner, name, fn)
+            if fn is None:  # a backend method wrapped on the instance: the class's shows again
+                delattr(owner, name)
+            else:
+                setattr(owner, name, fn)
         self._patched = []
         if self._step_event is not None and self._step_event.end_ns is None:
             self.end(self._step_event, None, "", ())
