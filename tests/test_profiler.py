@@ -145,12 +145,14 @@ def test_composites_nest_their_primitives_and_are_restored(device):
 def test_an_op_that_raises_leaves_no_open_parent(device):
     a, b = webgrad.ones(2, 3, device=device), webgrad.ones(2, 3, device=device)
     with profile() as prof:
-        with pytest.raises(Exception, match="matmul"):
-            a @ b
-        a + b
-    add = by_name(prof, "add")[0]
-    assert add.parent is None
-    assert "matmul" not in names(prof)  # it never finished
+        with record_function("outer"):
+            with pytest.raises(Exception, match="mul"):
+                a * webgrad.ones(4, device=device)  # raises inside apply, after its event began
+            a + b
+        a - b
+    assert by_name(prof, "add")[0].parent is by_name(prof, "outer")[0]
+    assert by_name(prof, "sub")[0].parent is None
+    assert "mul" not in names(prof)  # it never finished
 
 
 def test_chrome_trace_is_valid_json_with_shapes(tmp_path, device):
@@ -287,7 +289,7 @@ def test_cpu_activity_alone_has_no_device_columns():
 
 
 @requires_webgpu
-def test_webgpu_kernels_timed_and_dispatches_counted():
+def test_webgpu_kernels_timed_and_dispatches_counted(tmp_path):
     a, b = webgrad.randn(16, 8, device="webgpu"), webgrad.randn(8, 4, device="webgpu")
     (a @ b).numpy()
     device = webgrad.backend.get_backend("webgpu").device
@@ -308,6 +310,10 @@ def test_webgpu_kernels_timed_and_dispatches_counted():
     assert "timestamp queries" in table
     total_kernels = sum(k.self_device_time_total for k in kernels)
     assert prof.key_averages().total_average().self_device_time_total == pytest.approx(total_kernels)
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    on_gpu = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X" and e["pid"] == 1]
+    assert "matmul.wgsl:matmul" in [e["name"] for e in on_gpu] and all(e["dur"] > 0 for e in on_gpu)
 
 
 @requires_webgpu
