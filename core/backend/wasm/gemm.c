@@ -19,9 +19,10 @@
  *                                    registers: MR * NR/4 accumulators, NR/4 loads of
  *                                    B and one splat of A per row and k.
  * MR x NR = 4 x 8: 8 accumulators + 2 B vectors + 1 splat + the product's temporary
- * fit the 16 SIMD registers x86-64 gives V8. Measured in node 20 (best of 7, busy
- * 2-core machine): 4 x 8 was as fast or faster than 5 x 8 and 6 x 8 at N = 256..1024
- * (V8 spilled the larger tiles), with and without relaxed FMA.
+ * fit the 16 SIMD registers x86-64 gives V8. Measured in headless Chromium (relaxed
+ * FMA, best of 3, busy 2-core machine): 4 x 8 ran at 12-17 GFLOP/s for N = 256..1024,
+ * 5 x 8 and 6 x 8 at 4-8 (V8 spills the larger tiles); relaxed FMA was 15-30% faster
+ * than the separate multiply and add.
  * Edges (M % MR, N % NR) are zero-padded in the packs and the tile is stored
  * through a small buffer. The first K slice stores C, the others add to it.
  */
