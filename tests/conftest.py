@@ -252,6 +252,10 @@ class _WebGPUErrorLog:
     def __init__(self):
         import logging
 
+        try:  # wgpu installs its own logger class for "wgpu" on import: let it, before we touch that logger
+            import wgpu  # noqa: F401
+        except ImportError:
+            pass
         self.records = []
         self.handler = logging.Handler(level=logging.ERROR)
         self.handler.emit = self.records.append
