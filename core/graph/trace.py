@@ -211,6 +211,10 @@ class Tracer:
         code = frame.f_code
         names = code.co_varnames[:code.co_argcount]
         args = [frame.f_locals[n] for n in names]
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        if not tensors:
+            return
+        self._start(tensors[0].device)
         args = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
         self.graph.checks.append((frame.f_globals[code.co_name], args))
 

@@ -85,7 +85,7 @@ def fuse_elementwise(graph) -> int:
             start, group = found
             if start <= last_write or any(n in chain for n in group):
                 continue
-            trial = group + chain
+            trial = sorted(group + chain, key=graph.nodes.index)
             if _fits_layout(_outside_inputs(trial)):
                 chain = trial
                 for n in group:
