@@ -1,6 +1,7 @@
 """webgrad.compile: a traced and replayed train step gives the eager results, on cpu and webgpu."""
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -284,13 +285,14 @@ def test_op_case_through_compile(case, device):
             sum(o.float().sum() for o in outs).backward()
         return [x.grad for x in xs]
 
+    def call(f, arrays, needs_grad):
+        xs = [webgrad.tensor(a, device=device, requires_grad=needs_grad and k) for a, k in zip(arrays, floats)]
+        out = f(*xs)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
     for fn, needs_grad in [(forward, False)] + ([(backward, True)] if grad else []):
         compiled = webgrad.compile(fn)
-
-        def run(f, arrays):
-            xs = [webgrad.tensor(a, device=device, requires_grad=needs_grad and k) for a, k in zip(arrays, floats)]
-            out = f(*xs)
-            return [o for o in (out if isinstance(out, (tuple, list)) else [out])]
+        run = functools.partial(call, needs_grad=needs_grad)
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # graph breaks (host reads) are fine: eager then
