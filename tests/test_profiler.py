@@ -331,6 +331,12 @@ def test_webgpu_sync_timing_and_no_timing():
     assert "not measured" in prof.key_averages().table()
 
 
+def test_torch_arguments_webgrad_does_not_record_warn():
+    with pytest.warns(UserWarning, match="with_stack is not recorded"):
+        profile(with_stack=True)
+    assert ProfilerActivity.CUDA is ProfilerActivity.WEBGPU  # CUDA scripts profile the accelerator here
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="device_timing='fast'"):
         profile(device_timing="fast")

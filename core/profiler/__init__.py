@@ -169,6 +169,14 @@ class profile:  # noqa: N801  (torch's name)
             raise ValueError(f"profile: unknown activities {unknown}; use webgrad.profiler.ProfilerActivity.CPU/WEBGPU")
         if device_timing not in ("auto", "sync", None):
             raise ValueError(f"profile: device_timing={device_timing!r}; use 'auto', 'sync' or None")
+        unsupported = [name for name, value in (("with_stack", with_stack), ("with_modules", with_modules),
+                                                ("experimental_config", experimental_config)) if value]
+        if unsupported:
+            import warnings
+
+            warnings.warn(f"profile: {', '.join(unsupported)} is not recorded by webgrad.profiler (ops, backward "
+                          f"nodes, composites and record_function ranges are); the argument is ignored",
+                          stacklevel=2)
         self.device = ProfilerActivity.WEBGPU in activities
         self.schedule, self.on_trace_ready = schedule, on_trace_ready
         self.record_shapes, self.profile_memory, self.with_flops = record_shapes, profile_memory, with_flops
