@@ -1,8 +1,10 @@
 """Browser tests: the real site (``python -m server``) in headless Chromium.
 
 A session starts the server on a free port (after ``python -m server.assets``)
-and one headless Chromium; tests open pages at http://127.0.0.1:PORT/ and drive
-the runtime (``web/runtime/webgrad.js``) through the playground's ``window.webgradRuntime``.
+and one headless Chromium, both through ``webgrad.browser`` (the runner users
+call as ``python -m webgrad.browser``, so everything here tests it too); tests
+open pages at http://127.0.0.1:PORT/ and drive the runtime (``web/runtime/webgrad.js``)
+through the playground's ``window.webgradRuntime``.
 
 Missing pieces (no chromium, no assets, no WebGPU adapter) skip the tests with
 the reason outside CI; under ``CI=true`` they fail instead, so CI never passes
@@ -17,19 +19,18 @@ import json
 import os
 import pathlib
 import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 import zipfile
 
 import pytest
 
+from webgrad.browser.session import CHROMIUM_ARGS, BrowserError, Site, find_chromium
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("WEBGRAD_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+try:  # the same search as the user's runner: WEBGRAD_CHROMIUM, Playwright's, then PATH
+    CHROMIUM: str | None = find_chromium()
+    _CHROMIUM_MISSING = ""
+except BrowserError as missing:
+    CHROMIUM, _CHROMIUM_MISSING = None, str(missing)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BOOT_TIMEOUT_MS = 120_000
 
@@ -49,57 +50,23 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for(url: str, process: subprocess.Popen | None, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"the server exited with code {process.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s")
-
-
 @pytest.fixture(scope="session")
 def server_url():
-    """Base URL (ending in /) of the site: a fresh ``python -m server`` on a free port."""
-    given = os.environ.get("WEBGRAD_BROWSER_TEST_URL")
-    if given:
-        yield given.rstrip("/") + "/"
-        return
-    assets = subprocess.run([sys.executable, "-m", "server.assets"], cwd=REPO, capture_output=True, text=True,
-                            timeout=900)
-    require(assets.returncode == 0, "`python -m server.assets` failed (offline, or the assets are missing):\n"
-            + assets.stdout[-2000:] + assets.stderr[-2000:])
-    port = free_port()
-    data = tempfile.TemporaryDirectory(prefix="webgrad-browser-data-")
-    log = tempfile.TemporaryFile()
-    env = dict(os.environ, PORT=str(port), WEBGRAD_DATA=data.name)
-    process = subprocess.Popen([sys.executable, "-m", "server", "--port", str(port), "--data", data.name,
-                                "--log-level", "warning"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
+    """Base URL (ending in /) of the site: a fresh ``python -m server`` on a free port, started
+    by ``webgrad.browser.Site`` (what ``python -m webgrad.browser`` uses), or the running
+    site named by WEBGRAD_BROWSER_TEST_URL."""
     try:
-        wait_for(url + "wheels/latest.json", process)
-    except RuntimeError as err:
-        process.kill()
-        log.seek(0)
-        pytest.fail(f"python -m server did not start: {err}\n{log.read().decode(errors='replace')[-3000:]}")
-    yield url
-    process.terminate()
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
-    data.cleanup()
+        site = Site(os.environ.get("WEBGRAD_BROWSER_TEST_URL")).start()
+    except BrowserError as err:
+        require(False, str(err))
+    yield site.url
+    site.close()
 
 
 @pytest.fixture(scope="session")
 def browser():
-    require(os.path.exists(CHROMIUM), f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    """One headless Chromium, found and launched as ``python -m webgrad.browser`` does."""
+    require(CHROMIUM is not None, _CHROMIUM_MISSING)
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
