@@ -14,6 +14,14 @@ of every module that ran and the identity of every captured tensor's data (a
 parameter replaced with ``p.data = ...`` re-traces). A graph break (a host read
 such as ``.item()`` inside the function) makes that signature run eagerly, with
 one warning naming the file and line.
+
+What a replay runs: the tensor ops, the random draws (fresh numbers each time), the
+cpu input checks of cross_entropy/indexing, and each optimizer's ``step()`` with its
+updates captured, not run (it advances step counts and yields this step's lr and
+bias corrections). What it does not run: any other Python in the function (prints,
+counters, ``lr_scheduler.step()``, appending to lists): keep those outside. The
+result of a replay carries no autograd graph (the traced function already ran its
+backward; a function whose result needs a later backward runs eagerly).
 """
 from __future__ import annotations
 
@@ -177,8 +185,6 @@ class Plan:
                 s[3].update(attrs)
 
     def run(self, flat_args):
-        if self.optimizers:
-            self._refresh_optimizers()
         backend = self.backend
         env = [None] * len(self.graph.values)
         for i, data in self.fixed:
@@ -187,11 +193,13 @@ class Plan:
             env[i] = backend.contiguous(v.data) if hasattr(backend, "contiguous") else v.data.copy()
         for i, k in self.args:
             env[i] = flat_args[k]._data
-        for i, draw, args in self.random:
-            env[i] = draw(*args)
-        for check, check_args in self.graph.checks:
+        for check, check_args in self.graph.checks:  # before anything changes state
             check(*[Tensor._make(env[a.id], a.shape, a.dtype, self.graph.device) if isinstance(a, Value) else a
                     for a in check_args])
+        if self.optimizers:
+            self._refresh_optimizers()
+        for i, draw, args in self.random:
+            env[i] = draw(*args)
         device = getattr(backend, "device", None)
         before = getattr(device, "dispatches", None)
         run, run_inplace = backend.run, backend.run_inplace
