@@ -261,7 +261,9 @@ def _webgrad_pytest(args, junit):
     import pytest
     for name in [m for m in sys.modules if m == "conftest" or m.startswith(("test_", "conftest."))]:
         del sys.modules[name]  # a second session in the same page collects afresh
-    code = pytest.main(list(args) + ["--junitxml", junit, "-p", "no:cacheprovider", "-p", "no:faulthandler"])
+    # webgrad is imported before pytest starts (the runtime did), so pytest cannot rewrite its asserts: say nothing.
+    quiet = ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
+    code = pytest.main(list(args) + ["--junitxml", junit, "-p", "no:cacheprovider", "-p", "no:faulthandler"] + quiet)
     sys.stdout.flush()
     sys.stderr.flush()
     return int(code)
