@@ -46,11 +46,10 @@ class DemoPage:
 
     def train(self, steps: int, timeout_ms: int = 300_000) -> str:
         """Click Train with ``steps`` and wait until the run ends; return the status line."""
+        runs = self.page.evaluate("() => window.webgradDemo.runs")
         self.page.fill("#steps", str(steps))
         self.page.click("#train")
-        self.page.wait_for_function("() => /^(done|stopped|Python|webgrad|[A-Z][a-z]+Error)/.test("
-                                    "document.getElementById('status').textContent) "
-                                    "&& document.getElementById('stop').disabled", timeout=timeout_ms)
+        self.page.wait_for_function("(runs) => window.webgradDemo.runs > runs", arg=runs, timeout=timeout_ms)
         return self.page.inner_text("#status")
 
     def canvas_pixels(self, selector: str) -> list[int]:

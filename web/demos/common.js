@@ -33,6 +33,7 @@ export class Demo {
     this.lastStep = null;
     this.fresh = true;  // true: no trained model in the worker (never trained, or the worker restarted)
     this.saved = null;
+    this.runs = 0;  // training runs ended (finished, stopped or failed)
   }
 
   setStatus(text, kind = "") {
@@ -110,6 +111,7 @@ export class Demo {
       return false;
     } finally {
       off();
+      this.runs += 1;
       this.running = false;
       this.buttons();
     }

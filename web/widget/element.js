@@ -51,7 +51,7 @@ export class WebgradModelElement extends HTMLElement {
   }
 
   connectedCallback() {
-    if (!this.ready) this.start();
+    if (!this.ready || this.model?.disposed) this.start();  // first time, or moved (disconnect disposed it)
   }
 
   attributeChangedCallback(name, before, after) {
@@ -66,6 +66,7 @@ export class WebgradModelElement extends HTMLElement {
     const generation = ++this.generation;
     this.model?.dispose();
     this.model = null;
+    this.shadow.querySelector(".box")?.remove();  // the pad of a previous src
     this.setStatus("loading the model…");
     const src = this.getAttribute("src");
     const device = this.getAttribute("device") || "cpu";
