@@ -203,6 +203,8 @@ def test_bytes_moved_count_inputs_and_output(device):
     with profile() as prof:
         a @ b
     assert by_name(prof, "matmul")[0].bytes == 4 * (12 + 15 + 20)
+    row = [r for r in table_rows(prof.key_averages().table()) if r["Name"] == "matmul"][0]
+    assert row["Bytes Moved"] == "188 b" and row["Total FLOPs"] == "120"
 
 
 def test_memory_fields(device):

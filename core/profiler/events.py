@@ -180,7 +180,7 @@ class EventList(list):
             columns += ["CPU Mem", "Self CPU Mem"] + (["WebGPU Mem", "Self WebGPU Mem"] if device else [])
         columns += ["# of Calls"] + (["Dispatches"] if device else [])
         flops = any(a.flops for a in averages)
-        columns += ["Total MFLOPs"] * flops + ["Input Shapes"] * bool(info.get("by_shape"))
+        columns += ["Total FLOPs"] * flops + ["Bytes Moved"] + ["Input Shapes"] * bool(info.get("by_shape"))
         rows = []
         for a in averages:
             row = [a.key, _pct(a.self_cpu_time_total, host_self), _us(a.self_cpu_time_total),
@@ -192,7 +192,8 @@ class EventList(list):
                 row += [_mem(a.cpu_memory_usage), _mem(a.self_cpu_memory_usage)]
                 row += [_mem(a.device_memory_usage), _mem(a.self_device_memory_usage)] if device else []
             row += [str(a.count)] + ([str(a.dispatches)] if device else [])
-            row += [f"{a.flops / 1e6:.3f}" if a.flops else "--"] * flops + [a.input_shapes] * bool(info.get("by_shape"))
+            row += [_count(a.flops) if a.flops else "--"] * flops + [_mem(a.bytes) if a.bytes else "--"]
+            row += [a.input_shapes] * bool(info.get("by_shape"))
             rows.append(row)
         notes = [f"Self CPU time total: {_us(sum(a.self_cpu_time_total for a in self))}"]
         if device:
@@ -218,6 +219,13 @@ def _us(us: float) -> str:
     if abs(us) >= 1e3:
         return f"{us / 1e3:.3f}ms"
     return f"{us:.3f}us"
+
+
+def _count(n: int) -> str:
+    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.3f}{unit}"
+    return str(n)
 
 
 def _pct(part: float, whole: float) -> str:
