@@ -135,11 +135,24 @@ def test_embedded_digits_model_predicts_like_python(host_page, embed_url, server
         for (const image of images) out.push((await element.predict(new Float32Array(image))).label);
         const nested = await element.predict([images[0].slice(0, 8), ...Array.from({length: 7},
             (_, r) => images[0].slice(8 * (r + 1), 8 * (r + 2)))]);
-        return {out, nested: nested.label, probabilities: Array.from(nested.probabilities)};
+        // The same image as a 64 x 64 <canvas> (each pixel an 8 x 8 grey block): resized back to 8 x 8.
+        const canvas = document.createElement('canvas');
+        canvas.width = canvas.height = 64;
+        const context = canvas.getContext('2d');
+        images[0].forEach((v, i) => {
+            const grey = Math.round(255 * v);
+            context.fillStyle = `rgb(${grey}, ${grey}, ${grey})`;
+            context.fillRect(8 * (i % 8), 8 * Math.floor(i / 8), 8, 8);
+        });
+        const fromCanvas = await element.predict(canvas);
+        const fromImageData = await element.predict(context.getImageData(0, 0, 64, 64));
+        return {out, nested: nested.label, probabilities: Array.from(nested.probabilities),
+                canvas: [fromCanvas.label, fromImageData.label]};
     }""", trained["images"])
     assert labels["out"] == [str(i) for i in trained["expected"]]
     assert labels["nested"] == str(trained["expected"][0])  # an 8x8 nested array is the same image
     assert abs(sum(labels["probabilities"]) - 1) < 1e-4
+    assert labels["canvas"] == [str(trained["expected"][0])] * 2
     # The drawing pad: a stroke gives a prediction event.
     pad = page.locator("webgrad-model canvas")
     box = pad.bounding_box()
