@@ -23,7 +23,7 @@ from types import FrameType
 
 from ..ops import registry
 from ..tensor import Tensor
-from .ir import Graph, Node
+from .ir import Graph, Node, Value
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RANDOM = ("uniform", "normal", "randint")
@@ -54,7 +54,7 @@ class Tracer:
 
     def __init__(self, flat_args):
         self.graph: Graph | None = None
-        self.by_data: dict[int, object] = {}  # id(data) -> Value
+        self.by_data: dict[int, Value] = {}  # id(data) -> Value
         self.keep: list = []  # data objects kept alive so their ids stay unique
         self.owners: dict[int, list] = {}  # Value id -> weakrefs of Tensors seen holding it
         self.made_here: set[int] = set()  # ids of data the backend created during the trace
