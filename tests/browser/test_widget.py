@@ -105,9 +105,10 @@ def wait_event(page, timeout_ms: int = BOOT_TIMEOUT_MS) -> dict:
     return page.evaluate("() => window.embedEvents.find((e) => e.type !== 'prediction')")
 
 
-ADD_ELEMENT = """async ([src, wait]) => {
+ADD_ELEMENT = """async ([src, wait, trust]) => {
     const element = document.createElement('webgrad-model');
     element.setAttribute('src', src);
+    if (trust) element.setAttribute('trust-code', '');
     const outcome = new Promise((resolve) => {
         element.addEventListener('error', (e) => resolve({type: 'error', message: e.detail.message}));
         element.addEventListener('ready', () => resolve({type: 'ready'}));
@@ -203,6 +204,15 @@ def test_missing_and_malformed_models_fire_error(host_page, embed_url, server_ur
     broken = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/broken-arch", 60_000])
     assert broken["type"] == "error" and "broken-arch" in broken["message"], broken
     assert "architecture" in broken["message"]
+    # A model whose class is the author's own code loads only when the page trusts it.
+    from demos import digits
+
+    digits.DigitsDemo("cnn").push("digits-cnn-widget", url=webgrad)
+    untrusted = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/digits-cnn-widget", 60_000])
+    assert untrusted["type"] == "error" and "DigitsCNN" in untrusted["message"]
+    assert "trust-code" in untrusted["message"]
+    trusted = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/digits-cnn-widget", 60_000, True])
+    assert trusted["type"] == "ready" and trusted["rejected"] is None
     assert [line for line in recorder.console if line.startswith("pageerror")] == []
 
 

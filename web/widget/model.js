@@ -47,7 +47,9 @@ function runtimeFor(device, baseUrl) {
 
 // Python errors come back as PythonError: show its last line, not Pyodide's traceback.
 function pythonMessage(error) {
-  return error && error.pythonType ? `${error.pythonType}: ${error.message}` : String(error?.message || error);
+  if (!error || !error.pythonType) return String(error?.message || error);
+  const text = String(error.message).replace(/^[\w.]*\w(Error|Exception|Interrupt): /, "");  // no "pkg.mod.X: "
+  return `${error.pythonType}: ${text}`;
 }
 
 function base64FromFloats(values) {
