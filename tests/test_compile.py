@@ -312,3 +312,20 @@ def test_op_case_through_compile(case, device):
                 continue
             assert g is not None, f"{case.name}: compiled gave no gradient"
             assert_close(g, e.detach().numpy(), rtol=1e-5, atol=1e-5, dtype=e.dtype, msg=case.name)
+
+
+def test_dropout_train_step_matches_eager_draw_for_draw(device):
+    """A replay draws from the global generator in the traced order, as eager does: with the
+    same seed a compiled step with dropout gives eager's numbers, step after step."""
+    xs, ys = _data(device)
+    make_opt = lambda ps: webgrad.optim.SGD(ps, lr=0.1)  # noqa: E731
+    runs = []
+    for compiled in (False, True):
+        model = _mlp(device, dropout=0.3)
+        webgrad.manual_seed(7)
+        runs.append(_train(functools.partial(lambda m: m, model), make_opt, xs, ys, compiled=compiled))
+    (eager_losses, eager_params, _, _), (losses, params, _, fn) = runs
+    assert fn.replays == len(xs) - 1
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5, atol=1e-6)
+    for a, b in zip(params, eager_params):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
