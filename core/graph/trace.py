@@ -31,6 +31,9 @@ _CREATION = ("full", "from_numpy", "arange")
 # Host reads that only validate inputs (class targets and index bounds on cpu, where
 # they are free): not a graph break; each replay calls the same check on its tensors.
 _CHECKS = {("functional_loss.py", "_class_targets"), ("indexing.py", "_check_bounds")}
+_USER_READS = {"__bool__": "bool(tensor)", "__repr__": "printing a tensor", "__str__": "printing a tensor",
+               "tensor_repr": "printing a tensor", "__format__": "formatting a tensor",
+               "__array__": "np.asarray(tensor)"}
 
 
 class GraphBreak(Exception):
@@ -199,14 +202,15 @@ class Tracer:
         if ((os.path.basename(reader.f_code.co_filename), reader.f_code.co_name) in _CHECKS
                 and (known is None or known.source != "node")):  # a replay checks before running ops
             return self._record_check(reader)
+        # Name the call: the Tensor method the user called (item, numpy, bool...), or the
+        # webgrad function that reads values itself (e.g. a cpu index check).
         frame: FrameType | None = reader
-        call = "a host read"
+        call = f"{reader.f_code.co_name}() in webgrad/{os.path.relpath(reader.f_code.co_filename, _PACKAGE_DIR)}"
         while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-            call = frame.f_code.co_name
+            if os.path.basename(frame.f_code.co_filename) in ("tensor.py", "printing.py"):
+                call = _USER_READS.get(frame.f_code.co_name, f"Tensor.{frame.f_code.co_name}()")
             frame = frame.f_back
-        names = {"__bool__": "bool(tensor)", "__repr__": "printing a tensor", "__str__": "printing a tensor",
-                 "__format__": "formatting a tensor", "__array__": "np.asarray(tensor)"}
-        self.stop(f"{names.get(call, f'Tensor.{call}()')} reads tensor values on the host", frame)
+        self.stop(f"{call} reads tensor values on the host", frame)
 
     def _record_check(self, frame):
         """Keep the check's function and arguments; tensors among them become graph values."""
