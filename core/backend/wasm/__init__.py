@@ -14,7 +14,10 @@ was not measured here); a kernel that reads Pyodide's own heap avoids the copies
 but would share Pyodide's stack and data addresses with a module built without
 emscripten. This module owns its memory instead: the operands are copied in and
 the product out (O(n^2) against O(n^3) work), safe whatever Pyodide does. The
-kernel is 4 KB; the bench (bench/browser_bench.py) compares it with TF.js wasm.
+kernel is 4 KB. bench/browser_bench.py, one headless Chromium run on a busy 2-core
+machine, time relative to TF.js 4.22 wasm (XNNPACK, one thread): matmul 256 / 512 /
+1024 at 0.72 / 0.70 / 0.97x here against 13 / 25 / 54x with numpy's own matmul; a
+3x3 conv2d (16x16x32x32 -> 32 channels) at 1.15x against 45x.
 
 Natively numpy's BLAS stays; ``use_wasm_gemm(False)`` (or the environment
 variable ``WEBGRAD_WASM_GEMM=0`` before import) keeps numpy in Pyodide too, so
