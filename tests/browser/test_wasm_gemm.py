@@ -119,7 +119,7 @@ def run(fn, arrays, fast):
     wasm_gemm.use_wasm_gemm(True)
     return [out.detach().numpy()] + [t.grad.numpy() for t in tensors]
 
-failures, calls = [], 0
+failures, calls, reference_calls = [], 0, 0
 jobs = [(F.conv2d, case, ((2, 4, 7, 6), (8, 4 // case.get("groups", 1), 3, 2), (8,))) for case in CONV2D]
 jobs += [(F.conv1d, case, ((2, 4, 9), (6, 4 // case.get("groups", 1), 3), (6,))) for case in CONV1D]
 for fn, case, shapes in jobs:
@@ -128,11 +128,13 @@ for fn, case, shapes in jobs:
     before = wasm_gemm.stats["calls"]
     fast = run(conv, arrays, True)
     calls += wasm_gemm.stats["calls"] - before > 0
-    reference = run(conv, arrays, False)
+    before = wasm_gemm.stats["calls"]
+    reference = run(conv, arrays, False)  # use_wasm_gemm(False): numpy's matmul throughout
+    reference_calls += wasm_gemm.stats["calls"] - before
     for what, got, want in zip(("out", "dx", "dw", "db"), fast, reference):
         if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
             failures.append(f"{fn.__name__} {case} {what}: max diff {np.abs(got - want).max()}")
-{"failures": failures, "with_calls": calls, "jobs": len(jobs)}
+{"failures": failures, "with_calls": calls, "jobs": len(jobs), "reference_calls": reference_calls}
 """
 
 
@@ -140,6 +142,7 @@ def test_conv_forward_and_backward_match_numpy_path(cpu_runtime):
     out = cpu_runtime.ok(CONV, timeout_s=300)["result"]
     assert out["failures"] == []
     assert out["with_calls"] == out["jobs"], out
+    assert out["reference_calls"] == 0, out  # the switch really keeps numpy
 
 
 RUN_OP_TABLE = FAST_PATH + """
