@@ -329,3 +329,34 @@ def test_dropout_train_step_matches_eager_draw_for_draw(device):
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5, atol=1e-6)
     for a, b in zip(params, eager_params):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_arguments_sharing_data_are_part_of_the_signature():
+    fn = webgrad.compile(lambda a, b: a * 2 + b)
+    x = webgrad.ones(3)
+    assert_close(fn(x, x), [3.0] * 3)
+    assert_close(fn(webgrad.ones(3), webgrad.zeros(3)), [2.0] * 3)  # not the (x, x) graph
+    assert fn.traces == 2
+
+
+def test_errors_inside_a_traced_function_leave_no_tracer_behind():
+    from webgrad.ops import registry
+
+    def bad(x):
+        _ = x * 2
+        raise KeyError("boom")
+
+    fn = webgrad.compile(bad)
+    with pytest.raises(KeyError):
+        fn(webgrad.ones(2))
+    assert registry.TRACER is None
+    assert_close(webgrad.ones(2) + 1, [2.0, 2.0])
+
+
+def test_a_compiled_function_called_inside_another_is_inlined():
+    inner = webgrad.compile(lambda x: x + 1)
+    outer = webgrad.compile(lambda x: inner(x) * 2)
+    for k in (1.0, 2.0):
+        assert_close(outer(webgrad.full((2,), k)), [2 * (k + 1)] * 2)
+    assert outer.replays == 1 and inner.traces == 0
+    assert "add(" in str(outer.graph)

@@ -261,10 +261,14 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        if registry.TRACER is not None:  # called inside another compiled function's trace: inline it
+            return self.fn(*args, **kwargs)
         flat: list = []
         spec = _flatten((args, kwargs), flat)
+        first: dict[int, int] = {}  # which arguments share data (the graph binds each data once)
         key = (spec, autograd.is_grad_enabled(),
-               tuple((tuple(t.shape), t.dtype.name, str(t.device), t._requires_grad) for t in flat))
+               tuple((tuple(t.shape), t.dtype.name, str(t.device), t._requires_grad,
+                      first.setdefault(id(t._data), k)) for k, t in enumerate(flat)))
         plan = self.cache.get(key)
         if plan is not None and plan.matches():
             self.cache.move_to_end(key)
