@@ -13,16 +13,16 @@ serve: install
 	$(PYTHON) -m server --port $(PORT)
 
 lint:
-	$(PYTHON) -m ruff check core tests demos bench server
+	$(PYTHON) -m ruff check core tests demos bench server scripts
 	$(PYTHON) -m mypy core
 	node_modules/.bin/tsc -p web/jsconfig.json  # type-checks the page-side JavaScript (checkJs)
 
 test: install lint
 	$(PYTHON) -m pytest tests
 
-# Planted bugs (tests/hostile/mutation.py): each must make its test subset fail. Slow; not part of `make test`.
+# Planted bugs (scripts/mutants.py, run by scripts/mutation.py): each must make its test subset fail. Slow; not part of `make test`.
 mutation:
-	$(PYTHON) tests/hostile/mutation.py
+	$(PYTHON) scripts/mutation.py
 
 bench: install
 	$(PYTHON) bench/mlp_step.py
