@@ -103,6 +103,13 @@ def main() -> None:
             host = host_share(args.device, step)
             print(f"  {name:9} dispatches per step {dispatches:5.1f}, submits per step {submits:4.1f}, "
                   f"host (Python + encoding) {host * 1e3:6.3f} ms per step")
+    if args.device != "cpu":  # where a step's device time goes (webgrad.profiler, timestamp queries)
+        for name, step in (("eager", eager_step), ("compiled", compiled_step)):
+            step()
+            with webgrad.profiler.profile() as prof:
+                step()
+            print(f"{name}: kernels by device time")
+            print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=6))
     print(fn.explain())
 
 
