@@ -111,6 +111,7 @@ def main() -> None:
     parser.add_argument("--url", help="a running site (default: start python -m server on a free port)")
     parser.add_argument("--boots", type=int, default=3, help="cold (and warm) boots to time")
     parser.add_argument("--no-webgpu", action="store_true", help="leave out the WebGPU runners")
+    parser.add_argument("--boot-only", action="store_true", help="time the boots only, no tasks")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -128,6 +129,8 @@ def main() -> None:
                 tfjs, fetched = measure_tfjs_boot(browser, url, backend)
                 print(f"TF.js {backend} start, cold: scripts loaded at {tfjs['scriptsMs']:.0f} ms, then "
                       f"setBackend + ready {tfjs['backendMs']:.0f} ms; fetched {fetched / 1e6:.2f} MB")
+            if args.boot_only:
+                return
             page = browser.new_page()
             page.goto(url + "bench.html")
             page.wait_for_selector("body[data-ready=true]")
