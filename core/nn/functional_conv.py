@@ -1,9 +1,8 @@
 """Convolution and pooling, composed of Tensor ops (re-exported by ``nn.functional``).
 
-Convolution is im2col: every kernel offset (i, j) is one strided slice of the
-padded input; the slices are stacked into columns and one batched matmul with
-the weight does the rest. Pooling stacks the same slices and reduces them.
-No op here is a new primitive, so autograd and every backend come for free.
+Convolution is the conv2d primitive (ops/conv.py: one kernel per pass on every
+backend, forward and both backward); conv1d is conv2d over a unit height. Pooling
+stacks one strided slice of the padded input per kernel offset and reduces them.
 """
 from __future__ import annotations
 
@@ -56,21 +55,15 @@ def _out_size(size, kernel, stride, dilation):
 # -- convolution -----------------------------------------------------------------
 def _conv(op_name, x, weight, bias, stride, pads, dilation, groups):
     """2-D convolution of (N, C, H, W) by (O, C/groups, kh, kw); pads = (left, right, top, bottom)."""
-    if any(pads):
-        x = ops.pad(x, pads)
-    n, c, hp, wp = x.shape
-    out_channels, _, kh, kw = weight.shape
-    ho, wo = _out_size(hp, kh, stride[0], dilation[0]), _out_size(wp, kw, stride[1], dilation[1])
-    if ho <= 0 or wo <= 0:
+    left, right, top, bottom = pads
+    hp, wp = x.shape[2] + top + bottom, x.shape[3] + left + right
+    kh, kw = weight.shape[2:]
+    if _out_size(hp, kh, stride[0], dilation[0]) <= 0 or _out_size(wp, kw, stride[1], dilation[1]) <= 0:
         raise OpError(f"{op_name}: the padded input ({hp}, {wp}) is smaller than the dilated kernel "
                       f"({dilation[0] * (kh - 1) + 1}, {dilation[1] * (kw - 1) + 1}) (weight {describe(weight)})")
-    patches = _windows(x, (kh, kw), stride, dilation, (ho, wo))
-    cols = patches[0].unsqueeze(2) if len(patches) == 1 else ops.stack(patches, 2)  # (N, C, kh*kw, Ho, Wo)
-    cols = cols.reshape(n, groups, (c // groups) * kh * kw, ho * wo)
-    w = weight.reshape(groups, out_channels // groups, (c // groups) * kh * kw)
-    out = ops.matmul(w, cols).reshape(n, out_channels, ho, wo)  # (N, g, O/g, L) -> (N, O, Ho, Wo)
+    out = ops.conv2d_core(x, weight, stride, (top, bottom, left, right), dilation, groups)  # one kernel
     if bias is not None:
-        out = out + bias.reshape(1, out_channels, 1, 1)
+        out = out + bias.reshape(1, weight.shape[0], 1, 1)
     return out
 
 

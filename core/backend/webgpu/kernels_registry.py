@@ -7,3 +7,4 @@ from . import optim  # noqa: F401
 from . import softmax  # noqa: F401
 from . import layer_norm  # noqa: F401
 from . import scan  # noqa: F401
+from . import conv  # noqa: F401

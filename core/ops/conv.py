@@ -1,0 +1,170 @@
+"""The 2-D convolution primitives: forward, and its two backward passes.
+
+``conv2d_core(x, w, stride, padding, dilation, groups)`` is PyTorch's conv2d
+(cross-correlation) of x (N, C, H, W) by w (O, C/groups, kh, kw) with zero
+padding ``(top, bottom, left, right)`` and no bias:
+
+    out[n, o, y, x] = sum_{c, i, j} xpad[n, g*Cg + c, y*sh + i*dh, x*sw + j*dw] * w[o, c, i, j]
+
+where g = o // (O/groups) and Cg = C/groups. Its two vector-Jacobian products
+are primitives too, each one kernel per backend:
+
+    conv2d_backward_input(g, w)  = d<out, g>/dx   (a transposed convolution)
+    conv2d_backward_weight(g, x) = d<out, g>/dw   (a correlation of g with x)
+
+All three are bilinear, so each one's vjp is another of the three (see the
+vjp functions below): gradients of any order stay on these kernels.
+
+numpy: im2col through a strided window view and one batched matmul per pass.
+WebGPU: one implicit-GEMM dispatch per pass (wgsl_kernels/conv.wgsl).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import Kernel
+from ._helpers import describe
+from .registry import OpError, apply, defop
+
+
+def _out_size(size, before, after, kernel, stride, dilation):
+    return (size + before + after - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _geometry(x_hw, k_hw, stride, padding, dilation):
+    (h, w), (kh, kw), (sh, sw), (top, bottom, left, right), (dh, dw) = x_hw, k_hw, stride, padding, dilation
+    return _out_size(h, top, bottom, kh, sh, dh), _out_size(w, left, right, kw, sw, dw)
+
+
+# -- numpy kernels -----------------------------------------------------------------
+def _columns(x, k_hw, out_hw, stride, padding, dilation, groups):
+    """im2col: (N, groups, Ho*Wo, Cg*kh*kw) from x (N, C, H, W), one copy."""
+    top, bottom, left, right = padding
+    if any(padding):
+        x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    n, c = x.shape[:2]
+    (kh, kw), (ho, wo), (sh, sw), (dh, dw) = k_hw, out_hw, stride, dilation
+    s = x.strides
+    windows = np.lib.stride_tricks.as_strided(
+        x, (n, groups, c // groups, ho, wo, kh, kw), (s[0], s[1] * (c // groups), s[1], s[2] * sh, s[3] * sw,
+                                                      s[2] * dh, s[3] * dw), writeable=False)
+    return windows.transpose(0, 1, 3, 4, 2, 5, 6).reshape(n, groups, ho * wo, (c // groups) * kh * kw)
+
+
+def _conv2d_numpy(x, w, *, stride, padding, dilation, groups):
+    n, o = x.shape[0], w.shape[0]
+    ho, wo = _geometry(x.shape[2:], w.shape[2:], stride, padding, dilation)
+    cols = _columns(x, w.shape[2:], (ho, wo), stride, padding, dilation, groups)
+    wm = w.reshape(groups, o // groups, -1)
+    out = np.matmul(wm[None], cols.transpose(0, 1, 3, 2))  # (N, g, O/g, L)
+    return out.reshape(n, o, ho, wo)
+
+
+def _backward_input_numpy(g, w, *, input_hw, stride, padding, dilation, groups):
+    n, o, ho, wo = g.shape
+    _, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw), (top, bottom, left, right) = stride, dilation, padding
+    gm = g.reshape(n, groups, o // groups, ho * wo)
+    wm = w.reshape(groups, o // groups, cg * kh * kw)
+    cols = np.matmul(wm.transpose(0, 2, 1)[None], gm).reshape(n, groups * cg, kh, kw, ho, wo)
+    h, wd = input_hw
+    gx = np.zeros((n, groups * cg, h + top + bottom, wd + left + right), dtype=np.result_type(g, w))
+    for i in range(kh):  # col2im: kh*kw strided adds, each a whole (N, C, Ho, Wo) block
+        for j in range(kw):
+            gx[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] += cols[:, :, i, j]
+    return gx[:, :, top:top + h, left:left + wd]
+
+
+def _backward_weight_numpy(g, x, *, kernel_hw, stride, padding, dilation, groups):
+    n, o, ho, wo = g.shape
+    cols = _columns(x, kernel_hw, (ho, wo), stride, padding, dilation, groups)  # (N, g, L, K)
+    gm = g.reshape(n, groups, o // groups, ho * wo).transpose(1, 2, 0, 3).reshape(groups, o // groups, n * ho * wo)
+    cm = cols.transpose(1, 0, 2, 3).reshape(groups, n * ho * wo, -1)
+    return np.matmul(gm, cm).reshape(o, x.shape[1] // groups, *kernel_hw)
+
+
+# -- shape rules and vjps ----------------------------------------------------------
+def _conv2d_infer(x, w, *, stride, padding, dilation, groups):
+    return (x.shape[0], w.shape[0], *_geometry(x.shape[2:], w.shape[2:], stride, padding, dilation)), x.dtype
+
+
+def _backward_input_infer(g, w, *, input_hw, stride, padding, dilation, groups):
+    return (g.shape[0], w.shape[1] * groups, *input_hw), g.dtype
+
+
+def _backward_weight_infer(g, x, *, kernel_hw, stride, padding, dilation, groups):
+    return (g.shape[1], x.shape[1] // groups, *kernel_hw), g.dtype
+
+
+def _conv2d_vjp(g, x, w, *, out, **geometry):
+    gx = conv2d_backward_input(g, w, input_hw=tuple(x.shape[2:]), **geometry) if x.requires_grad else None
+    gw = conv2d_backward_weight(g, x, kernel_hw=tuple(w.shape[2:]), **geometry) if w.requires_grad else None
+    return gx, gw
+
+
+def _backward_input_vjp(u, g, w, *, out, input_hw, **geometry):
+    # <u, bi(g, w)> = <conv(u, w), g>: linear in g through conv, in w through bw.
+    gg = conv2d(u, w, **geometry) if g.requires_grad else None
+    gw = conv2d_backward_weight(g, u, kernel_hw=tuple(w.shape[2:]), **geometry) if w.requires_grad else None
+    return gg, gw
+
+
+def _backward_weight_vjp(v, g, x, *, out, kernel_hw, **geometry):
+    # <v, bw(g, x)> = <conv(x, v), g>: linear in g through conv, in x through bi.
+    gg = conv2d(x, v, **geometry) if g.requires_grad else None
+    gx = conv2d_backward_input(g, v, input_hw=tuple(x.shape[2:]), **geometry) if x.requires_grad else None
+    return gg, gx
+
+
+CONV2D = defop("conv2d", infer=_conv2d_infer, vjp=_conv2d_vjp, numpy=_conv2d_numpy,
+               wgsl=Kernel("conv.wgsl", "conv2d_forward", "conv2d"))
+CONV2D_BACKWARD_INPUT = defop("conv2d_backward_input", infer=_backward_input_infer, vjp=_backward_input_vjp,
+                              numpy=_backward_input_numpy,
+                              wgsl=Kernel("conv.wgsl", "conv2d_backward_input", "conv2d"))
+CONV2D_BACKWARD_WEIGHT = defop("conv2d_backward_weight", infer=_backward_weight_infer, vjp=_backward_weight_vjp,
+                               numpy=_backward_weight_numpy,
+                               wgsl=Kernel("conv.wgsl", "conv2d_backward_weight", "conv2d"))
+
+
+def conv2d(x, w, *, stride, padding, dilation, groups):
+    return apply(CONV2D, x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def conv2d_backward_input(g, w, *, input_hw, stride, padding, dilation, groups):
+    return apply(CONV2D_BACKWARD_INPUT, g, w, input_hw=input_hw, stride=stride, padding=padding,
+                 dilation=dilation, groups=groups)
+
+
+def conv2d_backward_weight(g, x, *, kernel_hw, stride, padding, dilation, groups):
+    return apply(CONV2D_BACKWARD_WEIGHT, g, x, kernel_hw=kernel_hw, stride=stride, padding=padding,
+                 dilation=dilation, groups=groups)
+
+
+def conv2d_core(x, w, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+    """2-D convolution without bias, as one kernel: x (N, C, H, W), w (O, C/groups, kh, kw).
+
+    ``padding`` is (top, bottom, left, right) zeros; stride and dilation are pairs.
+    ``F.conv2d`` / ``F.conv1d`` check their arguments and call this.
+
+    Example:
+        >>> webgrad.ops.conv2d_core(webgrad.ones(1, 1, 3, 3), webgrad.ones(1, 1, 2, 2)).shape
+        webgrad.Size([1, 1, 2, 2])
+    """
+    stride, dilation = tuple(int(s) for s in stride), tuple(int(d) for d in dilation)
+    padding = tuple(int(p) for p in padding)
+    if x.ndim != 4 or w.ndim != 4 or len(stride) != 2 or len(dilation) != 2 or len(padding) != 4:
+        raise OpError(f"conv2d: expected a 4-D input and weight, stride and dilation pairs and 4 paddings, got "
+                      f"{describe(x, w)}, stride={stride}, padding={padding}, dilation={dilation}")
+    if not x.dtype.is_floating_point or x.dtype is not w.dtype:
+        raise OpError(f"conv2d: input and weight must have the same floating dtype, got {describe(x, w)}; "
+                      f"convert with .to(webgrad.float32)")
+    if groups <= 0 or x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
+        raise OpError(f"conv2d: weight {tuple(w.shape)} with groups={groups} does not fit input {tuple(x.shape)}")
+    if min(stride + dilation) <= 0 or min(padding) < 0:
+        raise ValueError(f"conv2d: stride and dilation must be positive and padding non-negative, got "
+                         f"stride={stride}, padding={padding}, dilation={dilation}")
+    ho, wo = _geometry(x.shape[2:], w.shape[2:], stride, padding, dilation)
+    if ho <= 0 or wo <= 0:
+        raise OpError(f"conv2d: the padded input is smaller than the dilated kernel: input {describe(x)}, "
+                      f"weight {describe(w)}, padding={padding}, dilation={dilation}")
+    return conv2d(x, w, stride=stride, padding=padding, dilation=dilation, groups=int(groups))
