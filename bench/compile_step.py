@@ -2,7 +2,7 @@
 ``webgrad.compile``, with torch CPU as the peer, measured in one run; on webgpu
 also the dispatches and submits per step.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/compile_step.py [--device webgpu]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m bench.compile_step [--device webgpu]
 
 (bench/mlp_step.py says why the OPENBLAS variables are unset.) On webgpu every step
 reads its loss back, so the time includes the wait for the (CPU-emulated) GPU.
