@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import webgrad
+from torch_reference import torch_ref  # noqa: F401  (the fixture: torch live, or recorded in Pyodide)
 
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
