@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend.wasm import np_matmul  # numpy's matmul, or in Pyodide the wasm one
 from ..kernels import Kernel
 from ._helpers import describe
 from .registry import OpError, apply, defop
@@ -56,7 +57,7 @@ def _conv2d_numpy(x, w, *, stride, padding, dilation, groups):
     ho, wo = _geometry(x.shape[2:], w.shape[2:], stride, padding, dilation)
     cols = _columns(x, w.shape[2:], (ho, wo), stride, padding, dilation, groups)
     wm = w.reshape(groups, o // groups, -1)
-    out = np.matmul(wm[None], cols.transpose(0, 1, 3, 2))  # (N, g, O/g, L)
+    out = np_matmul(wm[None], cols.transpose(0, 1, 3, 2))  # (N, g, O/g, L)
     return out.reshape(n, o, ho, wo)
 
 
@@ -66,7 +67,7 @@ def _backward_input_numpy(g, w, *, input_hw, stride, padding, dilation, groups):
     (sh, sw), (dh, dw), (top, bottom, left, right) = stride, dilation, padding
     gm = g.reshape(n, groups, o // groups, ho * wo)
     wm = w.reshape(groups, o // groups, cg * kh * kw)
-    cols = np.matmul(wm.transpose(0, 2, 1)[None], gm).reshape(n, groups * cg, kh, kw, ho, wo)
+    cols = np_matmul(wm.transpose(0, 2, 1)[None], gm).reshape(n, groups * cg, kh, kw, ho, wo)
     h, wd = input_hw
     gx = np.zeros((n, groups * cg, h + top + bottom, wd + left + right), dtype=np.result_type(g, w))
     for i in range(kh):  # col2im: kh*kw strided adds, each a whole (N, C, Ho, Wo) block
@@ -80,7 +81,7 @@ def _backward_weight_numpy(g, x, *, kernel_hw, stride, padding, dilation, groups
     cols = _columns(x, kernel_hw, (ho, wo), stride, padding, dilation, groups)  # (N, g, L, K)
     gm = g.reshape(n, groups, o // groups, ho * wo).transpose(1, 2, 0, 3).reshape(groups, o // groups, n * ho * wo)
     cm = cols.transpose(1, 0, 2, 3).reshape(groups, n * ho * wo, -1)
-    return np.matmul(gm, cm).reshape(o, x.shape[1] // groups, *kernel_hw)
+    return np_matmul(gm, cm).reshape(o, x.shape[1] // groups, *kernel_hw)
 
 
 # -- shape rules and vjps ----------------------------------------------------------
@@ -88,11 +89,21 @@ def _conv2d_infer(x, w, *, stride, padding, dilation, groups):
     return (x.shape[0], w.shape[0], *_geometry(x.shape[2:], w.shape[2:], stride, padding, dilation)), x.dtype
 
 
+def _check_grad_shape(op_name, g, x_hw, k_hw, stride, padding, dilation):
+    expected = _geometry(x_hw, k_hw, stride, padding, dilation)
+    if g.ndim != 4 or tuple(g.shape[2:]) != expected:
+        raise OpError(f"{op_name}: the output gradient {describe(g)} does not match the convolution's output "
+                      f"size {expected} for input size {tuple(x_hw)}, kernel {tuple(k_hw)}, stride={stride}, "
+                      f"padding={padding}, dilation={dilation}")
+
+
 def _backward_input_infer(g, w, *, input_hw, stride, padding, dilation, groups):
+    _check_grad_shape("conv2d_backward_input", g, input_hw, w.shape[2:], stride, padding, dilation)
     return (g.shape[0], w.shape[1] * groups, *input_hw), g.dtype
 
 
 def _backward_weight_infer(g, x, *, kernel_hw, stride, padding, dilation, groups):
+    _check_grad_shape("conv2d_backward_weight", g, x.shape[2:], kernel_hw, stride, padding, dilation)
     return (g.shape[1], x.shape[1] // groups, *kernel_hw), g.dtype
 
 

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ..blas import matmul_size
+
 IN_PYODIDE = sys.platform == "emscripten"
 # Below this many multiply-adds numpy's own loop is as fast: the calls into JS and
 # the copies cost tens of microseconds (measured in Pyodide: 40 x 40 x 40 was a
@@ -158,6 +160,14 @@ def _operand(x: np.ndarray, batch: tuple, count: int):
     if xt.flags.c_contiguous:
         return xt, (step, 1, rows)
     return np.ascontiguousarray(x3), (step, cols, 1)
+
+
+def np_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``np.matmul``, in wasm where that applies (Pyodide, float32, large enough): for
+    numpy kernels that multiply matrices themselves (conv2d's im2col in ops/conv.py)."""
+    if x.ndim >= 2 and y.ndim >= 2 and wants(x, y, matmul_size(x, y)):
+        return matmul(x, y)
+    return np.matmul(x, y)
 
 
 def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
