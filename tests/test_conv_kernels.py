@@ -160,6 +160,15 @@ def test_one_dispatch_per_pass_on_webgpu(pass_):
     assert device.dispatches - before == 1
 
 
+def test_backward_primitives_refuse_a_gradient_of_the_wrong_size():
+    geometry = dict(stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1)
+    g = webgrad.ones(1, 2, 4, 4)  # a (5, 5) input and a 3x3 kernel give 3x3
+    with pytest.raises(ValueError, match=r"conv2d_backward_weight: the output gradient.*\(3, 3\)"):
+        conv.conv2d_backward_weight(g, webgrad.ones(1, 2, 5, 5), kernel_hw=(3, 3), **geometry)
+    with pytest.raises(ValueError, match=r"conv2d_backward_input: the output gradient.*\(3, 3\)"):
+        conv.conv2d_backward_input(g, webgrad.ones(2, 2, 3, 3), input_hw=(5, 5), **geometry)
+
+
 @pytest.mark.parametrize("bad, message", [
     (dict(w_shape=(2, 3, 3, 3)), "does not fit input"),
     (dict(stride=(0, 1)), "stride and dilation must be positive"),
@@ -174,3 +183,20 @@ def test_conv2d_core_bad_arguments_name_the_op(bad, message):
     w = webgrad.ones(*bad.get("w_shape", (2, 2, 3, 3)), dtype=bad.get("dtype", webgrad.float32))
     with pytest.raises(ValueError, match=f"conv2d.*{message}|{message}"):
         webgrad.ops.conv2d_core(x, w, bad.get("stride", (1, 1)), bad.get("padding", (0, 0, 0, 0)), (1, 1), 1)
+
+
+@requires_webgpu
+@pytest.mark.parametrize("lanes", [1, 4, 64])
+def test_webgpu_weight_gradient_with_any_team_size(lanes, monkeypatch):
+    """backward_weight splits the batch over a team of lanes on a GPU (one lane on a CPU adapter)."""
+    from webgrad.backend.webgpu import conv as gpu_conv
+
+    monkeypatch.setattr(gpu_conv, "choose_lanes", lambda *args: lanes)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 4, 6, 7)).astype(np.float32)
+    g = rng.standard_normal((5, 6, 3, 5)).astype(np.float32)
+    geometry = dict(stride=(2, 1), padding=(1, 0, 1, 1), dilation=(1, 2), groups=2)
+    got = conv.conv2d_backward_weight(webgrad.tensor(g, device="webgpu"), webgrad.tensor(x, device="webgpu"),
+                                      kernel_hw=(2, 3), **geometry)
+    want = conv.conv2d_backward_weight(webgrad.tensor(g), webgrad.tensor(x), kernel_hw=(2, 3), **geometry)
+    assert_close(got, want.numpy(), rtol=1e-4, atol=1e-4)

@@ -15,13 +15,18 @@
 //   conv2d_backward_weight  a = g, b = x, out (O, Cg, kh, kw)
 // a and b are strided 4-D views: element (i0..i3) at off + sum ik * strides[k].
 //
-// Grid. forward / backward_input: one thread per output element, e = (wid.x + wid.y *
-// nwg.x) * WG + lid.x (the grid is folded into y past the per-dimension limit); each
-// thread runs the whole reduction (Cg*kh*kw or Og*kh*kw terms). backward_weight: one
-// workgroup per weight element (the reduction N*Ho*Wo is long and the weight small);
-// its WG lanes take t = lid, lid + WG, ... and add their partial sums in a tree.
+// Grid. Workgroups are numbered wid.x + wid.y * nwg.x (folded into y past the
+// per-dimension limit); p.total is the number of threads (forward) or elements.
+//   forward: thread e = pixel (n, oy, ox) for OB consecutive output channels of one
+//     group (OB = 4 when it divides Og: each x value loaded feeds OB products).
+//   backward_input: thread e = one element of gx.
+//   backward_weight: a team of LANES threads per weight element, lane l summing the
+//     images n = l, l + LANES, ..., then the team adds in a tree (LANES = 1 on CPU
+//     adapters, where barriers are slow and there is no idle hardware to fill).
+// Loops run over kernel offsets outside and channels inside, with the in-range
+// (i, j) (or output rows/cols) computed up front, so the inner loop has no branches.
 // On llvmpipe an invocation ends silently after ~65535 loop trips; the launcher
-// refuses shapes that would exceed that.
+// widens LANES, or refuses shapes that would pass it.
 
 struct Params {
   n: u32, c: u32, h: u32, w: u32,           // input x dims
@@ -38,51 +43,61 @@ struct Params {
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-override WG: u32 = 64;  // a power of two (the weight pass reduces in a tree)
+override WG: u32 = 64;     // threads per workgroup, a power of two
+override OB: u32 = 1;      // forward: output channels per thread (1 or 4)
+override LANES: u32 = 1;   // backward_weight: threads per weight element (a power of two <= WG)
 
 var<workgroup> partial: array<f32, WG>;
-
-fn at_a(i0: u32, i1: u32, i2: i32, i3: i32) -> f32 {
-  let s = p.a_strides;
-  return a[u32(i32(p.a_off) + i32(i0) * s.x + i32(i1) * s.y + i2 * s.z + i3 * s.w)];
-}
-
-fn at_b(i0: u32, i1: u32, i2: i32, i3: i32) -> f32 {
-  let s = p.b_strides;
-  return b[u32(i32(p.b_off) + i32(i0) * s.x + i32(i1) * s.y + i2 * s.z + i3 * s.w)];
-}
 
 fn thread_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
   return (wid.x + wid.y * nwg.x) * WG + lid;
 }
 
+// First q in [0, count) with q * step + shift >= 0, and one past the last with q * step + shift < size.
+fn first_inside(shift: i32, step: u32) -> u32 {
+  return select(0u, (u32(-shift) + step - 1u) / step, shift < 0);
+}
+
+fn end_inside(shift: i32, step: u32, size: u32, count: u32) -> u32 {
+  if (shift >= i32(size)) { return 0u; }
+  return min(count, (u32(i32(size) - 1 - shift)) / step + 1u);
+}
+
 @compute @workgroup_size(WG)
 fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
+  // Thread e: pixel (n, oy, ox) for OB consecutive output channels of one group (OB divides Og).
   let e = thread_index(wid, nwg, lid);
   if (e >= p.total) { return; }
   let ox = e % p.wo;
   let oy = (e / p.wo) % p.ho;
-  let o = (e / (p.wo * p.ho)) % p.o;
-  let n = e / (p.wo * p.ho * p.o);
+  let o = ((e / (p.wo * p.ho)) % (p.o / OB)) * OB;
+  let n = e / (p.wo * p.ho * (p.o / OB));
   let cg = p.c / p.groups;
   let c0 = (o / (p.o / p.groups)) * cg;
+  let sa = p.a_strides;
+  let sb = p.b_strides;
   let y0 = i32(oy * p.sh) - i32(p.top);
   let x0 = i32(ox * p.sw) - i32(p.left);
-  var acc = 0.0;
-  for (var c = 0u; c < cg; c++) {
-    for (var i = 0u; i < p.kh; i++) {
-      let iy = y0 + i32(i * p.dh);
-      if (iy < 0 || iy >= i32(p.h)) { continue; }
-      for (var j = 0u; j < p.kw; j++) {
-        let ix = x0 + i32(j * p.dw);
-        if (ix >= 0 && ix < i32(p.w)) {
-          acc += at_a(n, c0 + c, iy, ix) * at_b(o, c, i32(i), i32(j));
-        }
+  let a_n = i32(p.a_off) + i32(n) * sa.x + i32(c0) * sa.y;
+  let b_o = i32(p.b_off) + i32(o) * sb.x;
+  var acc = vec4<f32>(0.0);
+  for (var i = first_inside(y0, p.dh); i < end_inside(y0, p.dh, p.h, p.kh); i++) {
+    let a_row = a_n + (y0 + i32(i * p.dh)) * sa.z;
+    for (var j = first_inside(x0, p.dw); j < end_inside(x0, p.dw, p.w, p.kw); j++) {
+      var a_at = a_row + (x0 + i32(j * p.dw)) * sa.w;
+      var b_at = b_o + i32(i) * sb.z + i32(j) * sb.w;
+      for (var c = 0u; c < cg; c++) {
+        let v = a[u32(a_at)];
+        for (var k = 0u; k < OB; k++) { acc[k] += v * b[u32(b_at + i32(k) * sb.x)]; }
+        a_at += sa.y;
+        b_at += sb.y;
       }
     }
   }
-  out[e] = acc;
+  let plane = p.ho * p.wo;
+  let first = (n * p.o + o) * plane + oy * p.wo + ox;
+  for (var k = 0u; k < OB; k++) { out[first + k * plane] = acc[k]; }
 }
 
 @compute @workgroup_size(WG)
@@ -97,23 +112,29 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
   let cg = p.c / p.groups;
   let og = p.o / p.groups;
   let o0 = (ci / cg) * og;
-  let cl = ci % cg;
+  let sa = p.a_strides;
+  let sb = p.b_strides;
+  let a_n = i32(p.a_off) + i32(n) * sa.x + i32(o0) * sa.y;
+  let b_c = i32(p.b_off) + i32(o0) * sb.x + i32(ci % cg) * sb.y;
   let ty0 = i32(h + p.top);
   let tx0 = i32(v + p.left);
   var acc = 0.0;
-  for (var k = 0u; k < og; k++) {
-    for (var i = 0u; i < p.kh; i++) {
-      let ty = ty0 - i32(i * p.dh);
-      if (ty < 0) { break; }  // only falls as i grows
-      let oy = u32(ty) / p.sh;
-      if (u32(ty) % p.sh != 0u || oy >= p.ho) { continue; }
-      for (var j = 0u; j < p.kw; j++) {
-        let tx = tx0 - i32(j * p.dw);
-        if (tx < 0) { break; }
-        let ox = u32(tx) / p.sw;
-        if (u32(tx) % p.sw == 0u && ox < p.wo) {
-          acc += at_a(n, o0 + k, i32(oy), i32(ox)) * at_b(o0 + k, cl, i32(i), i32(j));
-        }
+  for (var i = 0u; i < p.kh; i++) {
+    let ty = ty0 - i32(i * p.dh);
+    if (ty < 0) { break; }  // only falls as i grows
+    let oy = u32(ty) / p.sh;
+    if (u32(ty) % p.sh != 0u || oy >= p.ho) { continue; }
+    for (var j = 0u; j < p.kw; j++) {
+      let tx = tx0 - i32(j * p.dw);
+      if (tx < 0) { break; }
+      let ox = u32(tx) / p.sw;
+      if (u32(tx) % p.sw != 0u || ox >= p.wo) { continue; }
+      var a_at = a_n + i32(oy) * sa.z + i32(ox) * sa.w;
+      var b_at = b_c + i32(i) * sb.z + i32(j) * sb.w;
+      for (var k = 0u; k < og; k++) {
+        acc += a[u32(a_at)] * b[u32(b_at)];
+        a_at += sa.y;
+        b_at += sb.x;
       }
     }
   }
@@ -123,33 +144,49 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
 @compute @workgroup_size(WG)
 fn conv2d_backward_weight(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                           @builtin(local_invocation_index) lid: u32) {
-  let e = wid.x + wid.y * nwg.x;  // one weight element per workgroup (uniform: safe around barriers)
-  if (e >= p.total) { return; }
-  let j = e % p.kw;
-  let i = (e / p.kw) % p.kh;
-  let cg = p.c / p.groups;
-  let cl = (e / (p.kw * p.kh)) % cg;
-  let o = e / (p.kw * p.kh * cg);
-  let ci = (o / (p.o / p.groups)) * cg + cl;
-  let dy = i32(i * p.dh) - i32(p.top);
-  let dx = i32(j * p.dw) - i32(p.left);
-  let plane = p.ho * p.wo;
+  // A team of LANES threads per weight element; lane l sums the images n = l, l + LANES, ...
+  let team = lid / LANES;
+  let lane = lid % LANES;
+  let e = (wid.x + wid.y * nwg.x) * (WG / LANES) + team;
+  let valid = e < p.total;
   var acc = 0.0;
-  for (var t = lid; t < p.n * plane; t += WG) {
-    let ox = t % p.wo;
-    let oy = (t / p.wo) % p.ho;
-    let n = t / plane;
-    let iy = i32(oy * p.sh) + dy;
-    let ix = i32(ox * p.sw) + dx;
-    if (iy >= 0 && iy < i32(p.h) && ix >= 0 && ix < i32(p.w)) {
-      acc += at_a(n, o, i32(oy), i32(ox)) * at_b(n, ci, iy, ix);
+  if (valid) {
+    let j = e % p.kw;
+    let i = (e / p.kw) % p.kh;
+    let cg = p.c / p.groups;
+    let cl = (e / (p.kw * p.kh)) % cg;
+    let o = e / (p.kw * p.kh * cg);
+    let ci = (o / (p.o / p.groups)) * cg + cl;
+    let sa = p.a_strides;
+    let sb = p.b_strides;
+    let dy = i32(i * p.dh) - i32(p.top);
+    let dx = i32(j * p.dw) - i32(p.left);
+    let y_lo = first_inside(dy, p.sh);
+    let y_hi = end_inside(dy, p.sh, p.h, p.ho);
+    let x_lo = first_inside(dx, p.sw);
+    let x_hi = end_inside(dx, p.sw, p.w, p.wo);
+    for (var n = lane; n < p.n; n += LANES) {
+      let a_n = i32(p.a_off) + i32(n) * sa.x + i32(o) * sa.y;
+      let b_n = i32(p.b_off) + i32(n) * sb.x + i32(ci) * sb.y;
+      for (var oy = y_lo; oy < y_hi; oy++) {
+        var a_at = a_n + i32(oy) * sa.z + i32(x_lo) * sa.w;
+        var b_at = b_n + (i32(oy * p.sh) + dy) * sb.z + (i32(x_lo * p.sw) + dx) * sb.w;
+        for (var ox = x_lo; ox < x_hi; ox++) {
+          acc += a[u32(a_at)] * b[u32(b_at)];
+          a_at += sa.w;
+          b_at += i32(p.sw) * sb.w;
+        }
+      }
     }
   }
-  partial[lid] = acc;
-  workgroupBarrier();
-  for (var half = WG / 2u; half > 0u; half /= 2u) {
-    if (lid < half) { partial[lid] += partial[lid + half]; }
+  if (LANES > 1u) {  // an override constant: uniform, so the barriers are legal
+    partial[lid] = acc;
     workgroupBarrier();
+    for (var half = LANES / 2u; half > 0u; half /= 2u) {
+      if (lane < half) { partial[lid] += partial[lid + half]; }
+      workgroupBarrier();
+    }
+    acc = partial[lid];
   }
-  if (lid == 0u) { out[e] = partial[0]; }
+  if (valid && lane == 0u) { out[e] = acc; }
 }

@@ -28,16 +28,26 @@ def pack_params(x_shape, w_shape, out_hw, attrs, a, b, total) -> bytes:
     return words.tobytes()
 
 
-def loop_trips(entry, x_shape, w_shape, out_hw, groups, workgroup):
+def loop_trips(entry, x_shape, w_shape, out_hw, groups, lanes=1):
     """Loop trips of the busiest invocation (each nested loop level counts)."""
     (n, c, _, _), (o, _, kh, kw), (ho, wo) = x_shape, w_shape, out_hw
-    if entry == "conv2d_forward":
-        inner = c // groups
-    elif entry == "conv2d_backward_input":
-        inner = o // groups
-    else:
-        return -(-n * ho * wo // workgroup) + workgroup.bit_length()
-    return inner * (1 + kh * (1 + kw))
+    if entry == "conv2d_backward_weight":
+        return -(-n // lanes) * (1 + ho * (1 + wo)) + lanes.bit_length()
+    inner = c // groups if entry == "conv2d_forward" else o // groups
+    return kh * (1 + kw * (1 + inner))
+
+
+def choose_lanes(x_shape, w_shape, out_hw, groups, workgroup, cpu_adapter):
+    """backward_weight's threads per weight element: one on a CPU adapter (no barriers,
+    which llvmpipe runs slowly) unless the loop would pass the trip limit; a whole
+    workgroup on a GPU, where the few weight elements would leave it idle otherwise."""
+    if not cpu_adapter:
+        return workgroup
+    lanes = 1
+    while lanes < workgroup and loop_trips("conv2d_backward_weight", x_shape, w_shape, out_hw, groups,
+                                           lanes) > LOOP_TRIP_LIMIT:
+        lanes *= 2
+    return lanes
 
 
 @launcher("conv2d")
@@ -54,17 +64,30 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
     else:  # a = g, b = x
         x_shape, w_shape, out_hw = b.shape, shape, a.shape[2:]
     out = backend.empty(shape, "f32", op.name)
-    total = out.numel()
-    if total == 0:
+    if out.numel() == 0:
         return out
+    groups = attrs["groups"]
     workgroup = min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"])
-    trips = loop_trips(entry, x_shape, w_shape, out_hw, attrs["groups"], workgroup)
-    if trips > LOOP_TRIP_LIMIT and gpu_reduce.is_cpu_adapter(backend):
+    cpu_adapter = gpu_reduce.is_cpu_adapter(backend)
+    constants = {"WG": workgroup}
+    total = out.numel()
+    if entry == "conv2d_forward":  # four output channels per thread when they divide a group
+        constants["OB"] = 4 if (w_shape[0] // groups) % 4 == 0 else 1
+        threads = total // constants["OB"]
+        workgroups = -(-threads // workgroup)
+    elif entry == "conv2d_backward_input":
+        threads = total
+        workgroups = -(-total // workgroup)
+    else:
+        constants["LANES"] = lanes = choose_lanes(x_shape, w_shape, out_hw, groups, workgroup, cpu_adapter)
+        threads = total
+        workgroups = -(-total // (workgroup // lanes))
+    trips = loop_trips(entry, x_shape, w_shape, out_hw, groups, constants.get("LANES", 1))
+    if trips > LOOP_TRIP_LIMIT and cpu_adapter:
         raise ValueError(f"{op.name}: input {tuple(x_shape)} and weight {tuple(w_shape)} need {trips} loop trips "
                          f"per thread, past this CPU adapter's limit of {LOOP_TRIP_LIMIT}; split the batch or "
                          f"the channels into smaller convolutions, or move the tensors to 'cpu'")
-    groups = total if entry == "conv2d_backward_weight" else -(-total // workgroup)
-    params = pack_params(x_shape, w_shape, out_hw, attrs, a, b, total)
-    backend.dispatch(FILE, entry, (), None, {"WG": workgroup}, [a.buffer, b.buffer, out.buffer], params,
-                     backend.grid(groups, op.name), f"{FILE}:{entry} {tuple(x_shape)} {tuple(w_shape)}")
+    params = pack_params(x_shape, w_shape, out_hw, attrs, a, b, threads)
+    backend.dispatch(FILE, entry, (), None, constants, [a.buffer, b.buffer, out.buffer], params,
+                     backend.grid(workgroups, op.name), f"{FILE}:{entry} {tuple(x_shape)} {tuple(w_shape)}")
     return out
