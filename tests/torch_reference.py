@@ -5,6 +5,11 @@ torch side as a function of the torch module::
 
     expected = torch_ref(lambda torch: torch.sigmoid(torch.tensor(x)).numpy())
 
+Shared helpers reach the current test's reference through ``torch_value(compute)``, and a
+file can name torch at import time through ``lazy_torch()`` (``TF = torch.nn.functional``
+in a parametrize list), which imports torch only when called: where torch is missing a
+call outside ``torch_value`` skips that test like ``need_module("torch")`` does.
+
 - Natively, with torch: the function runs (torch stays the live oracle) and its result
   is compared with the recorded one, so a stale recording fails here, not in the page.
 - Without torch (inside Pyodide): the recorded value is returned.
@@ -38,6 +43,29 @@ def optional_torch():
         return importlib.import_module("torch")
     except ImportError:
         return None
+
+
+class _LazyTorch:
+    def __init__(self, path: tuple[str, ...] = ()):
+        self._path = path
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):  # introspection (pytest, inspect) must not see a fake attribute
+            raise AttributeError(name)
+        return _LazyTorch((*self._path, name))
+
+    def __call__(self, *args, **kwargs):
+        from conftest import need_module  # here: conftest imports this module
+
+        target = need_module("torch")
+        for name in self._path:
+            target = getattr(target, name)
+        return target(*args, **kwargs)
+
+
+def lazy_torch():
+    """``torch`` for module level: attributes resolve, and torch is imported, at call time."""
+    return _LazyTorch()
 
 
 def _recording(stem: str) -> dict[str, np.ndarray]:
@@ -110,9 +138,21 @@ class TorchReference:
         return live
 
 
-@pytest.fixture
+_current: TorchReference | None = None
+
+
+@pytest.fixture(autouse=True)
 def torch_ref(request) -> TorchReference:
-    return TorchReference(request)
+    global _current
+    _current = TorchReference(request)
+    yield _current
+    _current = None
+
+
+def torch_value(compute):
+    """``torch_ref(compute)`` of the running test, for helpers shared by many tests."""
+    assert _current is not None, "torch_value() is for use inside a test"
+    return _current(compute)
 
 
 def write_recorded() -> list[pathlib.Path]:
