@@ -9,9 +9,9 @@ import pytest
 import webgrad
 from webgrad import nn
 from webgrad.ops.registry import OpError
-from conftest import need_module
+from torch_reference import lazy_torch
 
-torch = need_module("torch")
+torch = lazy_torch()  # live natively; in Pyodide only what torch_ref recorded
 
 
 def _np(t):
@@ -519,3 +519,15 @@ def test_clip_grad_norm_and_value_match_torch():
     assert vec.shape == (8,)
     nn.utils.vector_to_parameters(webgrad.arange(8.0), model.parameters())
     assert model.bias.tolist() == [6.0, 7.0]
+
+
+@pytest.mark.parametrize("cls, args, fan_in", [(nn.Linear, (100, 50), 100), (nn.Conv2d, (4, 50, 3), 36)])
+def test_default_init_bounds_are_one_over_sqrt_fan_in(cls, args, fan_in):
+    """PyTorch's default init: weight and bias uniform in +-1/sqrt(fan_in). With this many draws the
+    largest magnitude lies within 20% of the bound (a smaller bound would be visible at once)."""
+    webgrad.manual_seed(0)
+    layer = cls(*args)
+    bound = 1 / math.sqrt(fan_in)
+    for tensor in (layer.weight, layer.bias):
+        largest = float(tensor.detach().abs().max())
+        assert 0.8 * bound < largest <= bound, (tensor.shape, largest, bound)

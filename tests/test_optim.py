@@ -1,6 +1,8 @@
 """webgrad.optim: optimizers against PyTorch and by hand, fused kernels, state dicts, schedulers."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from conftest import supports_dtype
@@ -539,3 +541,25 @@ def test_scheduler_errors():
         lr_scheduler.LambdaLR(opt, lr_lambda=[lambda e: 1.0, lambda e: 1.0])
     with pytest.raises(ValueError, match="step_size must be a positive int"):
         lr_scheduler.StepLR(opt, step_size=0)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("StepLR", {"step_size": 3, "gamma": 0.5}),
+    ("MultiStepLR", {"milestones": [2, 5], "gamma": 0.3}),
+    ("ExponentialLR", {"gamma": 0.9}),
+    ("CosineAnnealingLR", {"T_max": 6, "eta_min": 0.01}),
+])
+def test_scheduler_step_with_an_epoch_matches_stepping_there(name, options):
+    """``scheduler.step(epoch)`` (the closed form) lands where stepping one epoch at a time does."""
+    def made():
+        opt = SGD([webgrad.zeros(1, requires_grad=True)], lr=0.1)
+        return opt, getattr(lr_scheduler, name)(opt, **options)
+
+    opt_walk, walk = made()
+    for epoch in range(1, 9):
+        walk.step()
+        opt_jump, jump = made()
+        with warnings.catch_warnings():  # torch calls step(epoch) deprecated; the closed form must still be right
+            warnings.simplefilter("ignore")
+            jump.step(epoch)
+        assert opt_jump.param_groups[0]["lr"] == pytest.approx(opt_walk.param_groups[0]["lr"]), (name, epoch)
