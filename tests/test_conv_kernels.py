@@ -200,3 +200,18 @@ def test_webgpu_weight_gradient_with_any_team_size(lanes, monkeypatch):
                                       kernel_hw=(2, 3), **geometry)
     want = conv.conv2d_backward_weight(webgrad.tensor(g), webgrad.tensor(x), kernel_hw=(2, 3), **geometry)
     assert_close(got, want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, size", [((2, 3, 8, 6), (2, 3)), ((5, 4, 4), 2), ((1, 2, 6, 6), (3, 6))], ids=str)
+def test_adaptive_avg_pool2d_with_equal_windows_matches_torch(shape, size, device):
+    """Windows that tile the input take the one-reduction path (the digits CNN's 4x4 -> 2x2)."""
+    torch = need_module("torch")
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    expected = torch.nn.functional.adaptive_avg_pool2d(tx, size)
+    expected.backward(torch.ones_like(expected))
+    X = webgrad.tensor(x, device=device, requires_grad=True)
+    out = F.adaptive_avg_pool2d(X, size)
+    assert_close(out, expected.detach().numpy())
+    out.sum().backward()
+    assert_close(X.grad, tx.grad.numpy())
