@@ -6,7 +6,8 @@
 Prints the boot time (``boot()`` to ready: cold in a fresh browser context, then
 warm, a second visit in the same context with its HTTP cache, with the bytes that
 went over the network each time) next to TF.js's own start, and, for the
-digits-MLP training step (64->128->10, batch 64, Adam, loss read back every step),
+digits-MLP training step (64->128->10, batch 64, Adam, loss read back every step)
+and the digits CNN's (demos/digits.py),
 N x N matmuls and a 3x3 conv2d (results read back), milliseconds per step for
 webgrad on WebGPU and on the cpu in Pyodide (with its wasm matmul, and with
 numpy's own), and TF.js on its WebGPU and wasm backends, with ratios against the
