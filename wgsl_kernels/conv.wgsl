@@ -19,7 +19,7 @@
 // per-dimension limit); p.total is the number of threads (forward) or elements.
 //   forward: thread e = pixel (n, oy, ox) for OB consecutive output channels of one
 //     group (OB = 4 when it divides Og: each x value loaded feeds OB products).
-//   backward_input: thread e = one element of gx.
+//   backward_input: likewise, pixel (n, h, v) of gx for OB input channels of one group.
 //   backward_weight: a team of LANES threads per weight element, lane l summing the
 //     images n = l, l + LANES, ..., then the team adds in a tree (LANES = 1 on CPU
 //     adapters, where barriers are slow and there is no idle hardware to fill).
@@ -44,7 +44,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 override WG: u32 = 64;     // threads per workgroup, a power of two
-override OB: u32 = 1;      // forward: output channels per thread (1 or 4)
+override OB: u32 = 1;      // forward / backward_input: output / input channels per thread (1 or 4)
 override LANES: u32 = 1;   // backward_weight: threads per weight element (a power of two <= WG)
 
 var<workgroup> partial: array<f32, WG>;
@@ -103,12 +103,13 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 @compute @workgroup_size(WG)
 fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) lid: u32) {
+  // Thread e: pixel (n, h, v) of gx for OB consecutive input channels of one group (OB divides Cg).
   let e = thread_index(wid, nwg, lid);
   if (e >= p.total) { return; }
   let v = e % p.w;
   let h = (e / p.w) % p.h;
-  let ci = (e / (p.w * p.h)) % p.c;
-  let n = e / (p.w * p.h * p.c);
+  let ci = ((e / (p.w * p.h)) % (p.c / OB)) * OB;
+  let n = e / (p.w * p.h * (p.c / OB));
   let cg = p.c / p.groups;
   let og = p.o / p.groups;
   let o0 = (ci / cg) * og;
@@ -118,7 +119,7 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
   let b_c = i32(p.b_off) + i32(o0) * sb.x + i32(ci % cg) * sb.y;
   let ty0 = i32(h + p.top);
   let tx0 = i32(v + p.left);
-  var acc = 0.0;
+  var acc = vec4<f32>(0.0);
   for (var i = 0u; i < p.kh; i++) {
     let ty = ty0 - i32(i * p.dh);
     if (ty < 0) { break; }  // only falls as i grows
@@ -132,13 +133,16 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
       var a_at = a_n + i32(oy) * sa.z + i32(ox) * sa.w;
       var b_at = b_c + i32(i) * sb.z + i32(j) * sb.w;
       for (var k = 0u; k < og; k++) {
-        acc += a[u32(a_at)] * b[u32(b_at)];
+        let gv = a[u32(a_at)];
+        for (var q = 0u; q < OB; q++) { acc[q] += gv * b[u32(b_at + i32(q) * sb.y)]; }
         a_at += sa.y;
         b_at += sb.x;
       }
     }
   }
-  out[e] = acc;
+  let plane = p.h * p.w;
+  let first = (n * p.c + ci) * plane + h * p.w + v;
+  for (var q = 0u; q < OB; q++) { out[first + q * plane] = acc[q]; }
 }
 
 @compute @workgroup_size(WG)

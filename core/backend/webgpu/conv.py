@@ -75,9 +75,10 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
         constants["OB"] = 4 if (w_shape[0] // groups) % 4 == 0 else 1
         threads = total // constants["OB"]
         workgroups = -(-threads // workgroup)
-    elif entry == "conv2d_backward_input":
-        threads = total
-        workgroups = -(-total // workgroup)
+    elif entry == "conv2d_backward_input":  # four input channels per thread when they divide a group
+        constants["OB"] = 4 if (x_shape[1] // groups) % 4 == 0 else 1
+        threads = total // constants["OB"]
+        workgroups = -(-threads // workgroup)
     else:
         constants["LANES"] = lanes = choose_lanes(x_shape, w_shape, out_hw, groups, workgroup, cpu_adapter)
         threads = total
