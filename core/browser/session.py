@@ -239,6 +239,10 @@ def _webgrad_run_script(path, argv):
         sys.stdout.flush()
         sys.stderr.flush()
 
+'''
+
+# Installs pytest in the page; the project's own browser tests use it too.
+INSTALL_PYTEST_SOURCE = r'''
 async def _webgrad_install_pytest():
     """pytest and its dependencies from the site's own /pyodide-extra/ (no network beyond it)."""
     import sysconfig
@@ -256,7 +260,9 @@ async def _webgrad_install_pytest():
         if not response.ok:
             raise RuntimeError(f"{package['url']}: HTTP {response.status}")
         await response.unpack_archive(extract_dir=sysconfig.get_paths()["purelib"], format="wheel")
+'''
 
+_PAGE_HELPERS += INSTALL_PYTEST_SOURCE + r'''
 def _webgrad_pytest(args, junit):
     import pytest
     for name in [m for m in sys.modules if m == "conftest" or m.startswith(("test_", "conftest."))]:

@@ -15,22 +15,12 @@ import json
 import numpy as np
 import pytest
 
+from webgrad.browser.session import INSTALL_PYTEST_SOURCE
+
 from .conftest import install_files_code, project_files
 
-INSTALL_PYTEST = """
-import sysconfig
-from urllib.parse import urljoin
-from pyodide.http import pyfetch
-index_url = urljoin(WEBGRAD_BASE_URL, "pyodide-extra/index.json")
-index = await (await pyfetch(index_url)).json()
-for package in index["packages"]:
-    response = await pyfetch(urljoin(index_url, package["url"]))
-    if not response.ok:
-        raise RuntimeError(f"{package['url']}: HTTP {response.status}")
-    await response.unpack_archive(extract_dir=sysconfig.get_paths()["purelib"], format="wheel")
-import pytest
-pytest.__version__
-"""
+# The runner's own installer (webgrad.browser), then pytest's version as the result.
+INSTALL_PYTEST = INSTALL_PYTEST_SOURCE + "await _webgrad_install_pytest()\nimport pytest\npytest.__version__\n"
 
 RUN_PYTEST = """
 import os, sys, importlib
