@@ -7,8 +7,8 @@ torch side as a function of the torch module::
 
 Shared helpers reach the current test's reference through ``torch_value(compute)``, and a
 file can name torch at import time through ``lazy_torch()`` (``TF = torch.nn.functional``
-in a parametrize list), which imports torch only when called: where torch is missing a
-call outside ``torch_value`` skips that test like ``need_module("torch")`` does.
+in a parametrize list): torch itself where installed; where it is missing, a call into it
+outside ``torch_value`` skips that test like ``need_module("torch")`` does.
 
 - Natively, with torch: the function runs (torch stays the live oracle) and its result
   is compared with the recorded one, so a stale recording fails here, not in the page.
@@ -52,7 +52,8 @@ class _LazyTorch:
     def __getattr__(self, name: str):
         if name.startswith("__"):  # introspection (pytest, inspect) must not see a fake attribute
             raise AttributeError(name)
-        return _LazyTorch((*self._path, name))
+        child = self.__dict__[name] = _LazyTorch((*self._path, name))  # so `lib is torch.nn` holds
+        return child
 
     def __call__(self, *args, **kwargs):
         from conftest import need_module  # here: conftest imports this module
@@ -64,8 +65,9 @@ class _LazyTorch:
 
 
 def lazy_torch():
-    """``torch`` for module level: attributes resolve, and torch is imported, at call time."""
-    return _LazyTorch()
+    """``torch`` for module level: the module itself where it is installed (so native runs are
+    unchanged); elsewhere a stand-in whose attributes can be named, and whose calls skip."""
+    return optional_torch() or _LazyTorch()
 
 
 def _recording(stem: str) -> dict[str, np.ndarray]:
