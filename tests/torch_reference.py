@@ -55,13 +55,19 @@ class _LazyTorch:
         child = self.__dict__[name] = _LazyTorch((*self._path, name))  # so `lib is torch.nn` holds
         return child
 
-    def __call__(self, *args, **kwargs):
+    def _resolve(self):
         from conftest import need_module  # here: conftest imports this module
 
-        target = need_module("torch")
+        target = need_module("torch")  # skips the test where torch is missing
         for name in self._path:
             target = getattr(target, name)
-        return target(*args, **kwargs)
+        return target
+
+    def __call__(self, *args, **kwargs):
+        return self._resolve()(*args, **kwargs)
+
+    def __mro_entries__(self, bases):  # `class Net(torch.nn.Module)` inside a test
+        return (self._resolve(),)
 
 
 def lazy_torch():
