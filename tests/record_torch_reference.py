@@ -2,7 +2,7 @@
 
     python tests/record_torch_reference.py [test files...]
 
-Runs the files (by default every tests/test_*.py that asks for ``torch_ref``) on the
+Runs the files (by default every tests/test_*.py that uses ``torch_ref``/``torch_value``) on the
 cpu with WEBGRAD_TORCH_REFERENCE=record and writes tests/data/torch_reference/<file>.npz,
 which the suite reads where torch is missing (inside Pyodide). Needs torch installed.
 A native run afterwards compares every recorded value with torch again.
@@ -22,7 +22,8 @@ def main(argv: list[str]) -> int:
     import pytest
     import torch  # noqa: F401  (fail here, not in every test, when torch is missing)
 
-    files = argv or sorted(str(p) for p in TESTS.glob("test_*.py") if "torch_ref" in p.read_text())
+    files = argv or sorted(str(p) for p in TESTS.glob("test_*.py")
+                           if any(name in p.read_text() for name in ("torch_ref", "torch_value")))
     code = pytest.main([*files, "-q", "-p", "no:cacheprovider"])
     if code != 0:
         print(f"pytest exited {code}: nothing written (fix the tests first)", file=sys.stderr)
