@@ -236,8 +236,9 @@ def _copy_permissions(target: str, temp_path: str) -> None:
         else:
             umask = os.umask(0)
             os.umask(umask)
-            # Owner read/write always: Pyodide reports a umask of 0o777, which would leave the file unreadable.
-            mode = (0o666 & ~umask) | 0o600
+            mode = 0o666 & ~umask
+            if umask == 0o777:  # Pyodide answers 0o777, yet its open() makes 0o666 files: do as open() does
+                mode = 0o666
         os.chmod(temp_path, mode)
     except (OSError, AttributeError, NotImplementedError):
         pass  # Some platforms (Pyodide's file system) have no real permissions.

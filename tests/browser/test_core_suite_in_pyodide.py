@@ -22,14 +22,8 @@ FILES = ["test_nn_modules.py", "test_nn_functional.py", "test_autograd.py", "tes
 
 # Passing tests per file and device, at least: what passed in a real run (the test prints
 # its report), so tests that start skipping in the page (a torch call left unrecorded) fail.
-# Known differences of Pyodide, deselected in the page only (each is a finding for core/):
-DESELECT = [
-    # Pyodide's os.umask() answers 0o777 while open() makes 0o666 files, so webgrad.save's
-    # chmod after mkstemp (core/serialize.py) leaves 0o600 where a plain open() gives 0o666.
-    "test_serialize.py::test_saved_file_gets_normal_permissions",
-    # The test's own np.bincount(int64 labels) cannot cast to wasm32's 32-bit intp (numpy, not webgrad).
-    "test_data.py::test_digits_file_is_small_and_loads",
-]
+# Known differences of Pyodide, deselected in the page only (each is a finding for core/); none now.
+DESELECT: list[str] = []
 
 _COMMON = {"test_nn_modules.py": 17, "test_autograd.py": 50, "test_autograd_function.py": 10, "test_optim.py": 118,
            "test_optim_more.py": 33, "test_data.py": 32, "test_serialize.py": 44, "test_tensor.py": 50,
