@@ -301,6 +301,12 @@ class Tensor:
     def double(self) -> "Tensor":
         return self.type(dtypes.float64)
 
+    def half(self) -> "Tensor":
+        return self.type(dtypes.float16)
+
+    def bfloat16(self) -> "Tensor":
+        return self.type(dtypes.bfloat16)
+
     def long(self) -> "Tensor":
         return self.type(dtypes.int64)
 
@@ -342,12 +348,6 @@ class Tensor:
 
     def mul_(self, other) -> "Tensor":
         return ops.update_("mul_", self, ops.mul, other)
-
-    def half(self) -> "Tensor":
-        return self.type(dtypes.float16)
-
-    def bfloat16(self) -> "Tensor":
-        return self.type(dtypes.bfloat16)
 
     def div_(self, other) -> "Tensor":
         return ops.update_("div_", self, ops.div, other)
