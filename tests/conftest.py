@@ -35,6 +35,16 @@ def need_module(name: str):
         pytest.skip(f"{name} is not installed", allow_module_level=True)
 
 
+def run_async(coroutine):
+    """``asyncio.run`` in a thread of its own: browser tests earlier in the session leave
+    Playwright's event loop running in this thread, where asyncio.run refuses to start."""
+    import asyncio
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def webgpu_available() -> bool:
     try:
         return bool(webgrad.webgpu.is_available())

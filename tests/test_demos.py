@@ -93,8 +93,9 @@ def test_server_serves_the_demo_sources(tmp_path):
 
 def test_widget_python_half_pulls_and_predicts_like_the_model(tmp_path):
     """webgrad.web.widget (what <webgrad-model> runs in the worker), natively against a live store."""
-    import asyncio
     import base64
+
+    from conftest import run_async
 
     import numpy as np
 
@@ -107,7 +108,7 @@ def test_widget_python_half_pulls_and_predicts_like_the_model(tmp_path):
     image = demo.x_test[:2].numpy().astype("<f4")
     with running_server(create_app(Settings(data_dir=tmp_path))) as base:
         demo.push("w-digits", url=base)
-        info = asyncio.run(widget.load("k", f"{base}/api/models/w-digits"))
+        info = run_async(widget.load("k", f"{base}/api/models/w-digits"))
         assert info["input_shape"] == [1, 64] and info["labels"] == digits.LABELS
         assert info["metadata"]["image"] == {"height": 8, "width": 8, "channels": 1}
         out = widget.predict("k", base64.b64encode(image.tobytes()).decode(), [2, 64])
@@ -120,7 +121,7 @@ def test_widget_python_half_pulls_and_predicts_like_the_model(tmp_path):
 
         webgrad.store.push(demo.model.state_dict(), "w-weights", url=base)
         with pytest.raises(widget.WidgetError, match="holds weights only"):
-            asyncio.run(widget.load("k2", f"{base}/api/models/w-weights"))
+            run_async(widget.load("k2", f"{base}/api/models/w-weights"))
         widget.dispose("k")
         with pytest.raises(widget.WidgetError, match="no model loaded"):
             widget.predict("k", base64.b64encode(image[:1].tobytes()).decode(), [1, 64])

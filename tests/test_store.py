@@ -2,7 +2,6 @@
 architecture records (rebuild without the model's code), trust_code, and the errors."""
 from __future__ import annotations
 
-import asyncio
 import json
 import linecache
 import sys
@@ -16,6 +15,7 @@ import webgrad
 from webgrad import nn
 from webgrad import store
 from webgrad.nn import arch
+from conftest import run_async
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `server` is not installed
 
@@ -279,7 +279,7 @@ def test_async_twins(fresh):
         await store.delete_async("async", fresh)
         return names, pulled, info
 
-    names, pulled, info = asyncio.run(scenario())
+    names, pulled, info = run_async(scenario())
     assert names == ["async"] and info["name"] == "async" and repr(pulled) == repr(model)
     assert store.list(url=fresh) == []
 
