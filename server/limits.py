@@ -58,13 +58,24 @@ def guarded_protocol(base: type, header_timeout_s: float, max_connections: int,
                 self._evict_idle()
 
         def data_received(self, data):
-            waiting = self._waiting_for_headers()
+            # Bytes of a body still arriving after an early answer (a 413 sent before the
+            # upload was read) are drained by the parser: they are not the next headers.
+            waiting = self._waiting_for_headers() and not self._reading_body()
             super().data_received(data)
             if waiting and self._waiting_for_headers() and not self.transport.is_closing():
                 self._header_bytes += len(data)
                 if self._header_bytes > max_header_bytes:
                     self.transport.write(too_large)
                     self.transport.close()
+
+        # httptools' parser calls these two; h11's state is read in _reading_body.
+        def on_headers_complete(self):
+            self._body_open = True
+            super().on_headers_complete()
+
+        def on_message_complete(self):
+            self._body_open = False
+            super().on_message_complete()
 
         def on_response_complete(self):
             super().on_response_complete()
@@ -86,6 +97,12 @@ def guarded_protocol(base: type, header_timeout_s: float, max_connections: int,
             self._idle_since = self.loop.time()
             self._header_timer = self.loop.call_later(header_timeout_s, self._header_timeout)
 
+        def _reading_body(self) -> bool:
+            conn = getattr(self, "conn", None)  # h11's connection state machine
+            if conn is not None:
+                return conn.their_state is h11_send_body()
+            return getattr(self, "_body_open", False)
+
         def _waiting_for_headers(self) -> bool:
             return self._header_timer is not None and self.cycle is self._awaited_after
 
@@ -106,6 +123,11 @@ def guarded_protocol(base: type, header_timeout_s: float, max_connections: int,
 
     Guarded.__name__ = Guarded.__qualname__ = f"Guarded{base.__name__}"
     return Guarded
+
+
+def h11_send_body():
+    import h11
+    return h11.SEND_BODY
 
 
 def http_protocol_class(name: str | None = None) -> type:

@@ -376,6 +376,26 @@ def test_oversized_uploads_get_413_and_change_nothing(client, site):
     assert list((site["settings"].data_dir / "tmp").iterdir()) == []
 
 
+def test_a_body_drained_after_an_early_answer_is_not_read_as_headers(base):
+    """After an early 413 the client may still send the body it announced; those bytes
+    belong to the refused request, not to the next one's headers (else the next request on
+    the connection is answered 431, as a CI run once saw)."""
+    parts = httpx.URL(base)
+    declared = 4 * MAX_UPLOAD
+    with socket.create_connection((parts.host, parts.port), timeout=10) as sock:
+        sock.sendall(b"PUT /api/models/late HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; "
+                     b"boundary=b\r\nX-Webgrad-Client: 1\r\nContent-Length: %d\r\n\r\n" % declared)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413")
+        sock.sendall(b"\x00" * declared)  # the announced body, now after the answer
+        sock.sendall(b"GET /api/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        rest = b""  # the 413's body, then the next answer's status line
+        while b"HTTP/1.1 " not in rest:
+            chunk = sock.recv(4096)
+            assert chunk, rest
+            rest += chunk
+    assert rest[rest.index(b"HTTP/1.1 "):].startswith(b"HTTP/1.1 200"), rest
+
+
 def test_declared_length_is_refused_before_the_body(base):
     """With Expect: 100-continue the client never has to send the body at all."""
     parts = httpx.URL(base)
