@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 
@@ -95,7 +96,10 @@ _scalar_cache: dict = {}
 def scalar_tensor(value, dtype, device) -> Tensor:
     """A 0-d tensor for a Python number inside an op. Cached: these are never
     handed to the user, and building one per op call dominated small ops."""
-    key = (type(value), value, dtype.name, device)
+    # Floats by their bits: -0.0 == 0.0 (and NaN != NaN) would make a value-keyed cache
+    # hand back the wrong zero, so ``x * -0.0`` followed by ``x * 0.0`` gave -0.0.
+    bits = struct.pack("<d", value) if isinstance(value, (float, np.floating)) else value
+    key = (type(value), bits, dtype.name, device)
     t = _scalar_cache.get(key)
     if t is None:
         if len(_scalar_cache) > 512:

@@ -261,3 +261,13 @@ def test_repr_matches_torch():
         ours = repr(webgrad.tensor(data))
         theirs = repr(torch.tensor(data)).replace("torch.", "webgrad.")
         assert ours == theirs, f"\n{ours}\n{theirs}"
+
+
+def test_signed_zero_and_nan_scalars_keep_their_bits(device):
+    """Scalars inside ops are cached; -0.0 == 0.0 must not make them share a tensor."""
+    x = webgrad.tensor([1.0, -2.0], device=device)
+    assert np.signbit((x * -0.0).numpy()).tolist() == [True, False]
+    assert np.signbit((x * 0.0).numpy()).tolist() == [False, True]
+    assert (1 / (x * 0.0)).numpy().tolist() == [np.inf, -np.inf]
+    assert np.isnan((x + float("nan")).numpy()).all()
+    assert (x + 1.0).numpy().tolist() == [2.0, -1.0]
