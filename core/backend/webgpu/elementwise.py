@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from .array import KIND, contiguous_strides
+from .geometry import MAX_RANK
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
 SLOT_NAMES = ("A_CONTIGUOUS", "B_CONTIGUOUS", "C_CONTIGUOUS")
-MAX_RANK = 8
 WORKGROUP = 256  # threads per workgroup, one thread per element
 CHECKED_CALL = "wg_check_divisor("  # binary.wgsl's check; an expression calling it binds the error flag
 

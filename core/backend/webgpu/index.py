@@ -26,10 +26,10 @@ import numpy as np
 from .array import contiguous_strides
 from .backend import launcher
 from .elementwise import broadcast_strides, coalesce
+from .geometry import MAX_RANK
 from .views import reshaped_strides
 
 FILE = "index.wgsl"
-MAX_RANK = 8
 # The scatters scan (deterministic) unless that takes more than SCAN_MAX_WORK loop
 # steps in all and more than SCAN_MAX_RATIO times the atomic kernel's thread count.
 SCAN_MAX_WORK = 1 << 20  # about 4 ms of scanning on llvmpipe (CPU); microseconds on a GPU

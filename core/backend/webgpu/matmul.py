@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .backend import kind_of, launcher
+from .geometry import is_cpu_adapter
 
 MAX_BATCH_DIMS = 4
 VARIANT: str | None = None  # None: chosen per adapter; "register" or "tiled" to force one
@@ -72,18 +73,7 @@ def choose_blocking(backend) -> Blocking:
         if VARIANT not in BLOCKINGS:
             raise ValueError(f"matmul: unknown variant {VARIANT!r}; use one of {sorted(BLOCKINGS)} or None")
         return BLOCKINGS[VARIANT]
-    return REGISTER if on_cpu_adapter(getattr(backend.device, "adapter_info", None) or {}) else TILED
-
-
-CPU_ADAPTERS = ("llvmpipe", "lavapipe", "swiftshader", "microsoft basic render driver")
-
-
-def on_cpu_adapter(info: dict) -> bool:
-    """True for software adapters (Mesa llvmpipe natively, SwiftShader in Chromium)."""
-    if str(info.get("adapter_type", "")).upper() == "CPU":
-        return True
-    text = " ".join(str(v) for v in info.values()).lower()
-    return any(name in text for name in CPU_ADAPTERS)
+    return REGISTER if is_cpu_adapter(getattr(backend.device, "adapter_info", None) or {}) else TILED
 
 
 def batch_strides(array, batch) -> list:

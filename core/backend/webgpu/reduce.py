@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import geometry
 from .backend import kind_of, launcher
+from .geometry import MAX_RANK
 
 FILE = "reduce.wgsl"
-MAX_RANK = 8
 WORKGROUP = 128          # threads per workgroup (capped by the device limit)
 ITEMS_PER_LANE = 4       # aim for at least this many elements per thread before widening a row's team
 WIDE_OUTPUTS = 128       # a reduction down columns with at least this many outputs runs one thread per row
@@ -74,9 +75,8 @@ def choose_lanes(outer, inner, kept, red, workgroup, cpu_adapter=False):
 
 
 def is_cpu_adapter(backend) -> bool:
-    info = getattr(backend.device, "adapter_info", {}) or {}
-    return str(info.get("adapter_type", "")).upper() == "CPU" or any(
-        name in str(info.get("device", "")).lower() for name in ("llvmpipe", "swiftshader", "lavapipe"))
+    """Whether ``backend`` runs on a software adapter (a module name, so tests can force it)."""
+    return geometry.is_cpu_adapter(getattr(backend.device, "adapter_info", None) or {})
 
 
 def choose_chunks(outer, inner, entry):

@@ -18,9 +18,9 @@ import numpy as np
 from . import reduce as gpu_reduce
 from .array import contiguous_strides
 from .backend import launcher
+from .geometry import MAX_RANK
 
 FILE = "softmax.wgsl"
-MAX_RANK = 8
 WORKGROUP = 128                              # threads per workgroup (capped by the device limit)
 MAX_LANE_ELEMENTS = gpu_reduce.MAX_LANE_ELEMENTS  # elements one thread may walk in each pass
 LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT      # loop trips per invocation on a CPU adapter
