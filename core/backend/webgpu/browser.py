@@ -1,16 +1,17 @@
-"""The browser implementation of the device interface: WebGPU through
-``js.navigator.gpu`` inside Pyodide (in a Web Worker or on a page).
-
-Same methods and the same rules as ``NativeDevice`` in ``device.py``: one open
-command encoder with one compute pass, uniform parameters gathered in one arena
-buffer written just before submit, and ``write_buffer`` submits first when the
-open encoder already uses the buffer (``queue.writeBuffer`` would otherwise run
-before the recorded dispatches).
+"""The browser WebGPU device: the shared ``Recorder`` (recorder.py) over
+``js.navigator.gpu`` inside Pyodide (in a Web Worker or on a page). The native
+device (device.py) is the same recorder over wgpu-py.
 
 Blocking readback waits for ``GPUBuffer.mapAsync`` with ``pyodide.ffi.run_sync``.
 That needs JavaScript Promise Integration *and* a Python stack entered through
 ``pyodide.runPythonAsync`` (or ``callPromising``); webgrad's worker always enters
 that way. Elsewhere, use ``await tensor.numpy_async()``.
+
+Errors: JavaScript calls rarely throw; the GPU reports errors through the
+device's ``uncapturederror`` event, and a loss through ``device.lost``. Both
+callbacks feed the recorder (``_errors``, ``_lost``), which raises them at the
+next read (a loss: at the next operation). Pipelines compile inside error scopes,
+so a shader error is raised at once, with the compiler's messages.
 
 Proxies: every JS object held here is a ``JsProxy`` owned by Python (freed with
 the Python object). Dicts go to JS with ``to_js(..., create_pyproxies=False)``,
@@ -19,11 +20,10 @@ so a conversion never leaves a ``PyProxy`` behind; the only long-lived
 """
 from __future__ import annotations
 
-from .device import ARENA_SLOTS, UNIFORM_SLOT, BindGroupCache, DeviceError, DispatchTimer, UniformArena
+from .recorder import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, DispatchTimer, Recorder
 
 # Adapter names of WebGPU implementations that run on the CPU.
 CPU_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "softpipe", "warp")
-_RECENT = 8  # labels of the dispatches since the last read kept to name the op in asynchronous errors
 
 
 def _js():
@@ -34,10 +34,11 @@ def _js():
     return js, ffi
 
 
-class BrowserDevice:
+class BrowserDevice(Recorder):
     """WebGPU in the browser (Chromium, Firefox, Safari) through Pyodide."""
 
     def __init__(self, power_preference="high-performance"):
+        super().__init__()
         js, ffi = _js()
         self._js, self._ffi = js, ffi
         gpu = getattr(js.navigator, "gpu", None)
@@ -82,24 +83,20 @@ class BrowserDevice:
         self._arena = self.device.createBuffer(self._obj({
             "size": UNIFORM_SLOT * ARENA_SLOTS, "label": "uniform arena",
             "usage": usage.UNIFORM | usage.COPY_DST}))
-        self._uniforms = UniformArena()
-        self.bind_groups = BindGroupCache()
-        self._encoder = None
-        self._pass = None
-        self._used = set()          # ids of buffers the open encoder touches
-        self._pipelines = {}
-        self._recent = []           # labels of the dispatches since the last read, for asynchronous errors
-        self._errors = []           # uncaptured device errors, raised at the next read
-        self._lost = None
-        self.dispatches = 0         # counters the profiler reads
-        self.submits = 0
-        self.reads = 0
-        self.timer: DispatchTimer | None = None  # set by webgrad.profiler to time dispatches
         # Asynchronous errors arrive through callbacks. The error handler's proxy lives as long as
         # the device (close() destroys it); the lost handler runs once and then destroys itself.
         self._on_error = ffi.create_proxy(self._uncaptured)
         self.device.onuncapturederror = self._on_error
         self.device.lost.then(ffi.create_once_callable(self._device_lost))
+
+    def make_timer(self) -> DispatchTimer:
+        """A timer for webgrad.profiler to attach as ``self.timer`` (needs ``self.timestamps``)."""
+        usage = self._js.GPUBufferUsage
+        query_set = self.device.createQuerySet(self._obj({"type": "timestamp", "count": 2 * DispatchTimer.CAPACITY}))
+        resolved = self.device.createBuffer(self._obj({"size": 16 * DispatchTimer.CAPACITY,
+                                                       "label": "profiler timestamps",
+                                                       "usage": usage.QUERY_RESOLVE | usage.COPY_SRC}))
+        return DispatchTimer(query_set, resolved, ("querySet", "beginningOfPassWriteIndex", "endOfPassWriteIndex"))
 
     # -- helpers ------------------------------------------------------------------
     def _obj(self, value):
@@ -124,45 +121,20 @@ class BrowserDevice:
     def _device_lost(self, info):
         self._lost = f"{info.reason}: {info.message}"
 
-    def _raise_if_lost(self, where: str) -> None:
-        if self._lost is not None:
-            raise DeviceError(f"webgpu: the device was lost ({self._lost}) before {where}; call "
-                              f"webgrad.webgpu.reset() to start a new one (tensors on the lost device are gone), "
-                              f"restart the runtime, or use device='cpu'")
+    # -- the transport ------------------------------------------------------------
+    def _create_buffer(self, size: int, label: str):
+        return self.device.createBuffer(self._obj({"size": size, "usage": self._usage, "label": label}))
 
-    def _check(self, where: str) -> None:
-        """Raise the errors the GPU reported since the last read, naming the ops recorded since."""
-        recent, self._recent = ", ".join(self._recent) or "no dispatch", []
-        self._raise_if_lost(where)
-        if self._errors:
-            errors, self._errors = self._errors, []
-            raise DeviceError(f"webgpu: {where}: the GPU reported {len(errors)} error(s) while running "
-                              f"[{recent}]: " + " | ".join(errors))
-
-    # -- buffers ------------------------------------------------------------------
-    def create_buffer(self, size: int, label: str):
-        self._raise_if_lost(f"allocating {label}")
-        try:
-            return self.device.createBuffer(self._obj({"size": size, "usage": self._usage, "label": label}))
-        except Exception as err:
-            raise DeviceError(f"webgpu: could not allocate {size} bytes for {label}: {err}") from err
-
-    def write_buffer(self, buffer, offset: int, data) -> None:
-        if id(buffer) in self._used:
-            self.submit()
-        view = memoryview(data).cast("B")
-        if view.nbytes:
-            self.queue.writeBuffer(buffer, offset, self._ffi.to_js(view))
+    def _write(self, buffer, offset: int, view: memoryview) -> None:
+        self.queue.writeBuffer(buffer, offset, self._ffi.to_js(view))
 
     def _staged(self, buffer, offset: int, size: int):
-        """Copy ``size`` bytes at ``offset`` into a fresh MAP_READ buffer and submit."""
-        self.submit()
+        """Copy ``size`` bytes at ``offset`` into a fresh MAP_READ buffer and submit the copy."""
         staging = self.device.createBuffer(self._obj({"size": size, "usage": self._staging_usage,
                                                       "label": "readback"}))
         encoder = self.device.createCommandEncoder(self._obj({"label": "readback"}))
         encoder.copyBufferToBuffer(buffer, offset, staging, 0, size)
         self.queue.submit(self._ffi.to_js([encoder.finish()]))
-        self.reads += 1
         return staging
 
     def _unstage(self, staging, size: int) -> bytes:
@@ -174,51 +146,28 @@ class BrowserDevice:
             staging.destroy()
         return data
 
-    def read(self, buffer, offset: int, size: int) -> memoryview:
-        if size == 0:
-            self.submit()
-            return memoryview(b"")
+    def _read(self, buffer, offset: int, size: int) -> bytes:
         staging = self._staged(buffer, offset, size)
         try:
             self._ffi.run_sync(staging.mapAsync(self._map_read, 0, size))
-        except Exception as err:
+        except Exception:
             staging.destroy()
-            self._check("read")
-            raise DeviceError(f"webgpu: reading {size} bytes back failed: {err}") from err
-        data = self._unstage(staging, size)
-        self._check("read")
-        return memoryview(data)
+            raise
+        return self._unstage(staging, size)
 
-    def wait(self) -> None:
-        """Submit and block until the GPU has finished all work (the profiler's op-boundary sync)."""
-        self.submit()
-        self._ffi.run_sync(self.queue.onSubmittedWorkDone())
-        self._check("wait")
-
-    async def read_async(self, buffer, offset: int, size: int):
-        if size == 0:
-            self.submit()
-            return memoryview(b"")
+    async def _read_async(self, buffer, offset: int, size: int) -> bytes:
         staging = self._staged(buffer, offset, size)
         try:
             await staging.mapAsync(self._map_read, 0, size)
-        except Exception as err:
+        except Exception:
             staging.destroy()
-            self._check("read")
-            raise DeviceError(f"webgpu: reading {size} bytes back failed: {err}") from err
-        data = self._unstage(staging, size)
-        self._check("read")
-        return memoryview(data)
+            raise
+        return self._unstage(staging, size)
 
-    # -- kernels ------------------------------------------------------------------
-    def pipeline(self, key, source: str, entry: str, constants: dict, label: str):
-        found = self._pipelines.get(key)
-        if found is None:
-            found = self._compile(source, entry, constants, label)
-            self._pipelines[key] = found
-        return found
+    def _wait(self) -> None:
+        self._ffi.run_sync(self.queue.onSubmittedWorkDone())
 
-    def _compile(self, source, entry, constants, label):
+    def _compile(self, source: str, entry: str, constants: dict, label: str):
         run_sync = self._ffi.run_sync
         self.device.pushErrorScope("validation")
         self.device.pushErrorScope("out-of-memory")
@@ -247,79 +196,33 @@ class BrowserDevice:
         except Exception:  # the messages are a courtesy; the error itself is already known
             return ""
 
-    def dispatch(self, pipeline, buffers, uniform: bytes, grid, label: str) -> None:
-        """Record one dispatch. ``buffers`` bind to 1, 2, ...; ``uniform`` to 0."""
-        self._raise_if_lost(label)  # the lost callback ran while Python waited on the GPU
-        if not self._uniforms.has_room():
-            self.submit()
-        offset = self._uniforms.add(uniform, label)
-        pipe, layout = pipeline
-        entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": offset, "size": len(uniform)}}]
+    def _bind_group(self, layout, offset: int, size: int, buffers, label: str):
+        entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": offset, "size": size}}]
         for i, buf in enumerate(buffers):
             entries.append({"binding": i + 1, "resource": {"buffer": buf}})
-            self._used.add(id(buf))
-        try:
-            group = self.bind_groups.get(layout, offset, len(uniform), buffers, lambda: self.device.createBindGroup(
-                self._obj({"layout": layout, "entries": entries, "label": label})))
-            if self._encoder is None:
-                self._encoder = self.device.createCommandEncoder(self._obj({"label": "webgrad batch"}))
-            timer = self.timer
-            if self._pass is None:
-                desc: dict = {"label": "webgrad pass"}
-                if timer is not None:
-                    desc["timestampWrites"] = timer.pass_args(self.dispatches, str(pipe.label or label))
-                self._pass = self._encoder.beginComputePass(self._obj(desc))
-            self._pass.setPipeline(pipe)
-            self._pass.setBindGroup(0, group)
-            self._pass.dispatchWorkgroups(*grid)
-            if timer is not None:  # profiling: one pass per dispatch, so its timestamps time it alone
-                self._pass.end()
-                self._pass = None
-        except Exception as err:
-            raise DeviceError(f"webgpu: {label}: {err}") from err
-        self._recent.append(label)
-        del self._recent[:-_RECENT]
-        self.dispatches += 1
-        if timer is not None and timer.full():
-            self.submit()
+        return self.device.createBindGroup(self._obj({"layout": layout, "entries": entries, "label": label}))
 
-    def submit(self) -> None:
-        if self._encoder is None:
-            return
-        if self._pass is not None:
-            self._pass.end()
-        timer, staging, size = self.timer, None, 0
-        if timer is not None and timer.pending:
-            size = 16 * len(timer.pending)
-            staging = self.device.createBuffer(self._obj({"size": size, "usage": self._staging_usage,
-                                                          "label": "profiler timestamps"}))
-            self._encoder.resolveQuerySet(timer.query_set, 0, 2 * len(timer.pending), timer.resolved, 0)
-            self._encoder.copyBufferToBuffer(timer.resolved, 0, staging, 0, size)
-        commands = self._encoder.finish()
-        self.queue.writeBuffer(self._arena, 0, self._ffi.to_js(memoryview(self._uniforms.take())))
-        try:
-            self.queue.submit(self._ffi.to_js([commands]))
-        except Exception as err:
-            raise DeviceError(f"webgpu: submit failed: {err}") from err
-        finally:
-            self._encoder = self._pass = None
-            self._used.clear()
-        self.submits += 1
-        if staging is not None and timer is not None:
-            self._ffi.run_sync(staging.mapAsync(self._map_read, 0, size))
-            timer.add(self._unstage(staging, size))
+    def _new_encoder(self):
+        return self.device.createCommandEncoder(self._obj({"label": "webgrad batch"}))
 
-    def make_timer(self) -> DispatchTimer:
-        """A timer for webgrad.profiler to attach as ``self.timer`` (needs ``self.timestamps``)."""
-        usage = self._js.GPUBufferUsage
-        query_set = self.device.createQuerySet(self._obj({"type": "timestamp", "count": 2 * DispatchTimer.CAPACITY}))
-        resolved = self.device.createBuffer(self._obj({"size": 16 * DispatchTimer.CAPACITY,
-                                                       "label": "profiler timestamps",
-                                                       "usage": usage.QUERY_RESOLVE | usage.COPY_SRC}))
-        return DispatchTimer(query_set, resolved, ("querySet", "beginningOfPassWriteIndex", "endOfPassWriteIndex"))
+    def _begin_pass(self, encoder, timestamp_writes: dict | None):
+        desc: dict = {"label": "webgrad pass"}
+        if timestamp_writes is not None:
+            desc["timestampWrites"] = timestamp_writes
+        return encoder.beginComputePass(self._obj(desc))
 
-    def close(self) -> None:
-        """Destroy the device and the callbacks' proxies (the object is unusable afterwards)."""
+    def _record(self, pass_, pipe, group, grid) -> None:
+        pass_.setPipeline(pipe)
+        pass_.setBindGroup(0, group)
+        pass_.dispatchWorkgroups(*grid)
+
+    def _resolve_queries(self, encoder, timer: DispatchTimer, count: int) -> None:
+        encoder.resolveQuerySet(timer.query_set, 0, 2 * count, timer.resolved, 0)
+
+    def _submit(self, commands) -> None:
+        self.queue.submit(self._ffi.to_js([commands]))
+
+    def _close(self) -> None:
         self.device.onuncapturederror = None
         self._on_error.destroy()
         self.device.destroy()

@@ -1,119 +1,65 @@
-"""The device interface the WebGPU backend talks to, and its native
-implementation over wgpu-py. The browser implementation (Pyodide over
-``js.navigator.gpu``) provides the same methods; nothing above this layer knows
-which one it runs on.
+"""The native WebGPU device: the shared ``Recorder`` (recorder.py) over wgpu-py
+(Vulkan/Metal/D3D12; llvmpipe on machines without a GPU). The browser device
+(browser.py) is the same recorder over ``js.navigator.gpu``; nothing above this
+layer knows which one it runs on.
 
-Interface: ``create_buffer``, ``write_buffer``, ``pipeline`` (compiled once per
-kernel record), ``dispatch`` (recorded into one open command encoder),
-``submit``, ``read`` (blocking) and ``read_async``.
-
-Ordering rule: ``queue.writeBuffer`` runs before any not-yet-submitted encoder,
-so writing into a buffer the open encoder already uses would reorder the two.
-``write_buffer`` therefore submits first in that case. Uniform parameters of all
-dispatches in one encoder live in one arena buffer written just before submit.
+Errors in wgpu-py 0.32: a validation or out-of-memory error caused by a call is
+raised by that call (its ``SafeLibCalls`` captures the error callback), so the
+recorder's try/except names the op. What it does not offer: ``device.lost``
+(``lost_async`` raises NotImplementedError), ``onuncapturederror`` and error
+scopes (``push_error_scope``/``pop_error_scope``). Errors no call can raise, the
+device-lost callback among them, only go to the "wgpu" logger, through
+``ErrorHandler.log_error``; ``_WgpuErrors`` listens there and hands them to the
+device. The lost callback arrives late (at some later poll of the device), so a
+loss is also read from the errors calls raise ("Parent device is lost"): after
+that the device sends nothing more to the GPU, where a submit on a lost device
+can abort the process.
 """
 from __future__ import annotations
 
 import logging
+import weakref
 
-UNIFORM_SLOT = 256          # minUniformBufferOffsetAlignment on every adapter we target
-ARENA_SLOTS = 256           # dispatches per submit at most
-_log = logging.getLogger("webgrad.webgpu")
+from .recorder import (  # noqa: F401  (re-exported: the names callers import from here)
+    ARENA_SLOTS,
+    UNIFORM_SLOT,
+    BindGroupCache,
+    DeviceError,
+    DispatchTimer,
+    Recorder,
+    UniformArena,
+)
 
-
-class DeviceError(RuntimeError):
-    """A WebGPU error (validation, out of memory, device lost), naming the op."""
-
-
-class UniformArena:
-    """The Params of every dispatch in the open encoder, one 256-byte slot each,
-    written to the arena buffer in one go just before the encoder is submitted."""
-
-    def __init__(self):
-        self.data = bytearray()
-
-    def has_room(self) -> bool:
-        return len(self.data) + UNIFORM_SLOT <= UNIFORM_SLOT * ARENA_SLOTS
-
-    def add(self, uniform: bytes, label: str) -> int:
-        """Append ``uniform`` in a fresh slot and return its byte offset."""
-        if len(uniform) > UNIFORM_SLOT:
-            raise DeviceError(f"webgpu: {label}: Params of {len(uniform)} bytes exceed the {UNIFORM_SLOT}-byte slot")
-        offset = len(self.data)
-        self.data += uniform
-        self.data += bytes(-len(uniform) % UNIFORM_SLOT)
-        return offset
-
-    def take(self) -> bytes:
-        data, self.data = bytes(self.data), bytearray()
-        return data
+_LOST = "The WGPU device was lost"  # how wgpu-py's lost callback starts its log message
 
 
-class BindGroupCache:
-    """Bind groups by (layout, arena slot, buffers). A training loop repeats the
-    same dispatches on the same pooled buffers, and creating a bind group was the
-    largest cost of recording a dispatch. Entries hold their buffers, so an id in
-    a key cannot be reused by another buffer while the entry lives."""
+class _WgpuErrors(logging.Handler):
+    """Errors wgpu-py could not raise from a call, handed to the device that listens:
+    raised at its next read (or, for a loss, at its next operation)."""
 
-    LIMIT = 4096
+    def __init__(self, device: NativeDevice):
+        super().__init__(level=logging.ERROR)
+        self.device = weakref.ref(device)
 
-    def __init__(self):
-        self.groups = {}
-
-    def get(self, layout, offset: int, size: int, buffers, make):
-        key = (id(layout), offset, size, *map(id, buffers))
-        hit = self.groups.get(key)
-        if hit is not None:
-            return hit[0]
-        if len(self.groups) >= self.LIMIT:
-            self.groups.clear()
-        group = make()
-        self.groups[key] = (group, layout, tuple(buffers))
-        return group
-
-    def clear(self) -> None:
-        self.groups.clear()
+    def emit(self, record: logging.LogRecord) -> None:
+        device = self.device()
+        if device is None or record.funcName != "log_error":  # only wgpu-py's ErrorHandler; not other logs
+            return
+        message = record.getMessage()
+        if message.startswith(_LOST):
+            # 'destroyed' is destroy(): our own close(), whose callback may come after the next device
+            # listens here; calls on a destroyed device raise "Parent device is lost" themselves.
+            if "(destroyed)" not in message:
+                device._lost = " ".join(message.split())
+        else:
+            device._errors.append(message)
 
 
-class DispatchTimer:
-    """GPU time of every dispatch, for ``webgrad.profiler`` ('timestamp-query'): while a
-    timer is attached, each dispatch runs in its own compute pass whose beginning and
-    end write a timestamp into a query set; ``submit`` resolves them and reads them back
-    (a wait, only while profiling). ``results`` holds (dispatch number, kernel, start ns,
-    end ns); timestamps are nanoseconds in the GPU's own time base."""
-
-    CAPACITY = 1024  # dispatches per query set; a full set makes the device submit
-
-    def __init__(self, query_set, resolved, keys=("query_set", "beginning_of_pass_write_index",
-                                                  "end_of_pass_write_index")):
-        self.query_set, self.resolved, self.keys = query_set, resolved, keys  # keys: the transport's spelling
-        self.pending: list = []   # (dispatch number, kernel) in query order, not yet read
-        self.results: list = []
-
-    def pass_args(self, number: int, kernel: str) -> dict:
-        """The compute pass's ``timestampWrites`` for dispatch ``number``."""
-        index = 2 * len(self.pending)
-        self.pending.append((number, kernel))
-        query_set, begin, end = self.keys
-        return {query_set: self.query_set, begin: index, end: index + 1}
-
-    def full(self) -> bool:
-        return len(self.pending) >= self.CAPACITY
-
-    def add(self, raw) -> None:
-        """Store the resolved (start, end) pairs of the pending dispatches, read back as ``raw``."""
-        import numpy as np
-
-        stamps = np.frombuffer(raw, dtype=np.uint64).reshape(-1, 2)
-        for (number, kernel), (start, end) in zip(self.pending, stamps.tolist()):
-            self.results.append((number, kernel, start, end))
-        self.pending.clear()
-
-
-class NativeDevice:
+class NativeDevice(Recorder):
     """wgpu-py (Vulkan/Metal/D3D12; llvmpipe on machines without a GPU)."""
 
     def __init__(self, power_preference="high-performance"):
+        super().__init__()
         import os
         import tempfile
 
@@ -149,113 +95,9 @@ class NativeDevice:
         self._arena = self.device.create_buffer(
             size=UNIFORM_SLOT * ARENA_SLOTS, label="uniform arena",
             usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
-        self._uniforms = UniformArena()
-        self.bind_groups = BindGroupCache()
-        self._encoder = None
-        self._pass = None
-        self._used = set()        # ids of buffers the open encoder touches
-        self._pipelines = {}
-        self.dispatches = 0       # counters the profiler reads
-        self.submits = 0
-        self.reads = 0
-        self.timer: DispatchTimer | None = None  # set by webgrad.profiler to time dispatches
         self._probe = None        # a 4-byte buffer read back by wait()
-
-    # -- buffers ------------------------------------------------------------------
-    def create_buffer(self, size: int, label: str):
-        try:
-            return self.device.create_buffer(size=size, usage=self._usage, label=label)
-        except Exception as err:  # out of memory and validation errors come back here
-            raise DeviceError(f"webgpu: could not allocate {size} bytes for {label}: {err}") from err
-
-    def write_buffer(self, buffer, offset: int, data) -> None:
-        if id(buffer) in self._used:
-            self.submit()
-        self.device.queue.write_buffer(buffer, offset, data)
-
-    def read(self, buffer, offset: int, size: int) -> memoryview:
-        self.submit()
-        self.reads += 1
-        return self.device.queue.read_buffer(buffer, offset, size)
-
-    def wait(self) -> None:
-        """Submit and block until the GPU has finished all work (profiler's op-boundary sync)."""
-        self.submit()
-        if self._probe is None:
-            self._probe = self.create_buffer(4, "wait probe")
-        self.device.queue.read_buffer(self._probe, 0, 4)  # a read waits for the queue to drain
-
-    async def read_async(self, buffer, offset: int, size: int):
-        return self.read(buffer, offset, size)
-
-    # -- kernels ------------------------------------------------------------------
-    def pipeline(self, key, source: str, entry: str, constants: dict, label: str):
-        found = self._pipelines.get(key)
-        if found is None:
-            try:
-                module = self.device.create_shader_module(code=source, label=label)
-                found = self.device.create_compute_pipeline(
-                    layout="auto", label=label,
-                    compute={"module": module, "entry_point": entry, "constants": constants})
-            except Exception as err:
-                raise DeviceError(f"webgpu: compiling {label} failed: {err}") from err
-            self._pipelines[key] = (found, found.get_bind_group_layout(0))
-            found = self._pipelines[key]
-        return found
-
-    def dispatch(self, pipeline, buffers, uniform: bytes, grid, label: str) -> None:
-        """Record one dispatch. ``buffers`` bind to 1, 2, ...; ``uniform`` to 0."""
-        if not self._uniforms.has_room():
-            self.submit()
-        offset = self._uniforms.add(uniform, label)
-        pipe, layout = pipeline
-        entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": offset, "size": len(uniform)}}]
-        for i, buf in enumerate(buffers):
-            entries.append({"binding": i + 1, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
-            self._used.add(id(buf))
-        try:
-            group = self.bind_groups.get(layout, offset, len(uniform), buffers, lambda: self.device.create_bind_group(
-                layout=layout, entries=entries, label=label))
-            if self._encoder is None:
-                self._encoder = self.device.create_command_encoder(label="webgrad batch")
-            timer = self.timer
-            if self._pass is None:
-                timed = {} if timer is None else {"timestamp_writes": timer.pass_args(self.dispatches,
-                                                                                        pipe.label or label)}
-                self._pass = self._encoder.begin_compute_pass(label="webgrad pass", **timed)
-            self._pass.set_pipeline(pipe)
-            self._pass.set_bind_group(0, group)
-            self._pass.dispatch_workgroups(*grid)
-            if timer is not None:  # profiling: one pass per dispatch, so its timestamps time it alone
-                self._pass.end()
-                self._pass = None
-        except Exception as err:
-            raise DeviceError(f"webgpu: {label}: {err}") from err
-        self.dispatches += 1
-        if timer is not None and timer.full():
-            self.submit()
-
-    def submit(self) -> None:
-        if self._encoder is None:
-            return
-        if self._pass is not None:
-            self._pass.end()
-        timer = self.timer
-        if timer is not None and timer.pending:
-            self._encoder.resolve_query_set(timer.query_set, 0, 2 * len(timer.pending), timer.resolved, 0)
-        commands = self._encoder.finish()
-        self.device.queue.write_buffer(self._arena, 0, self._uniforms.take())
-        try:
-            self.device.queue.submit([commands])
-        except Exception as err:
-            raise DeviceError(f"webgpu: submit failed: {err}") from err
-        finally:
-            self._encoder = self._pass = None
-            self._uniforms = UniformArena()
-            self._used.clear()
-        self.submits += 1
-        if timer is not None and timer.pending:
-            timer.add(self.device.queue.read_buffer(timer.resolved, 0, 16 * len(timer.pending)))
+        self._listener = _WgpuErrors(self)
+        logging.getLogger("wgpu").addHandler(self._listener)
 
     def make_timer(self) -> DispatchTimer:
         """A timer for webgrad.profiler to attach as ``self.timer`` (needs ``self.timestamps``)."""
@@ -265,7 +107,58 @@ class NativeDevice:
                                              usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
         return DispatchTimer(query_set, resolved)
 
-    def close(self) -> None:
-        """Destroy the device (webgrad.webgpu.reset); the object is unusable afterwards."""
-        self.bind_groups.clear()
+    # -- the transport ------------------------------------------------------------
+    def _loss_in(self, err: Exception) -> str | None:
+        lost = [line.strip() for line in str(err).splitlines() if "device is lost" in line.lower()]
+        return lost[0] if lost else None
+
+    def _create_buffer(self, size: int, label: str):
+        return self.device.create_buffer(size=size, usage=self._usage, label=label)
+
+    def _write(self, buffer, offset: int, view: memoryview) -> None:
+        self.device.queue.write_buffer(buffer, offset, view)
+
+    def _read(self, buffer, offset: int, size: int):
+        return self.device.queue.read_buffer(buffer, offset, size)
+
+    async def _read_async(self, buffer, offset: int, size: int):
+        return self._read(buffer, offset, size)  # wgpu-py's read_buffer blocks; there is no async one
+
+    def _wait(self) -> None:
+        if self._probe is None:
+            self._probe = self._create_buffer(4, "wait probe")
+        self.device.queue.read_buffer(self._probe, 0, 4)  # a read waits for the queue to drain
+
+    def _compile(self, source: str, entry: str, constants: dict, label: str):
+        module = self.device.create_shader_module(code=source, label=label)
+        pipe = self.device.create_compute_pipeline(
+            layout="auto", label=label, compute={"module": module, "entry_point": entry, "constants": constants})
+        return pipe, pipe.get_bind_group_layout(0)
+
+    def _bind_group(self, layout, offset: int, size: int, buffers, label: str):
+        entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": offset, "size": size}}]
+        for i, buf in enumerate(buffers):
+            entries.append({"binding": i + 1, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
+        return self.device.create_bind_group(layout=layout, entries=entries, label=label)
+
+    def _new_encoder(self):
+        return self.device.create_command_encoder(label="webgrad batch")
+
+    def _begin_pass(self, encoder, timestamp_writes: dict | None):
+        timed = {} if timestamp_writes is None else {"timestamp_writes": timestamp_writes}
+        return encoder.begin_compute_pass(label="webgrad pass", **timed)
+
+    def _record(self, pass_, pipe, group, grid) -> None:
+        pass_.set_pipeline(pipe)
+        pass_.set_bind_group(0, group)
+        pass_.dispatch_workgroups(*grid)
+
+    def _resolve_queries(self, encoder, timer: DispatchTimer, count: int) -> None:
+        encoder.resolve_query_set(timer.query_set, 0, 2 * count, timer.resolved, 0)
+
+    def _submit(self, commands) -> None:
+        self.device.queue.submit([commands])
+
+    def _close(self) -> None:
+        logging.getLogger("wgpu").removeHandler(self._listener)
         self.device.destroy()
