@@ -541,3 +541,25 @@ def test_gradient_at_kinks_matches_torch(name):
     fn(webgrad, ours).sum().backward()
     fn(torch, theirs).sum().backward()
     np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("expr, ops", [
+    (lambda w, c: w * c, {"mul": 1}),       # backward: g * c only, never g * w
+    (lambda w, c: c * w, {"mul": 1}),
+    (lambda w, c: w / c, {"div": 1}),       # g / c, not -g * out / c as well
+    (lambda w, c: c @ w, {"matmul": 1}),    # c.mT @ g, not g @ w.mT
+    (lambda w, c: c ** w, {"pow": 0}),      # no g * w * c ** (w - 1)
+])
+def test_vjps_compute_only_the_gradients_wanted(device, expr, ops):
+    """A vjp gets a needs-gradient mask (as PyTorch's derivatives get output_mask):
+    an input that wants no gradient costs no kernels in backward."""
+    w = webgrad.rand(3, 3, device=device, requires_grad=True)
+    c = webgrad.rand(3, 3, device=device) + 0.5
+    out = expr(w, c).sum()
+    with webgrad.profiler.profile() as prof:
+        out.backward()
+    counts = {a.key: a.count for a in prof.key_averages()}
+    for name, count in ops.items():
+        assert counts.get(name, 0) == count, counts
+    expected = webgrad.autograd.grad(expr(w, c.clone().requires_grad_()).sum(), w)[0]
+    assert np.allclose(w.grad.numpy(), expected.numpy(), rtol=1e-5)

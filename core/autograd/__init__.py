@@ -312,7 +312,8 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
             _check_versions(node)
             if prof is not None:
                 mark = prof.begin_backward(node, g)
-            grads = node.op.vjp(g, *node.inputs, out=_saved_output(node, create_graph), **node.attrs)
+            mask = {"needs": tuple(edge is not None for edge in node.edges)} if node.op.vjp_takes_needs else {}
+            grads = node.op.vjp(g, *node.inputs, out=_saved_output(node, create_graph), **mask, **node.attrs)
             if prof is not None:
                 prof.end(mark, None, "", ())
             if not isinstance(grads, tuple):

@@ -107,23 +107,23 @@ def _backward_weight_infer(g, x, *, kernel_hw, stride, padding, dilation, groups
     return (g.shape[1], x.shape[1] // groups, *kernel_hw), g.dtype
 
 
-def _conv2d_vjp(g, x, w, *, out, **geometry):
-    gx = conv2d_backward_input(g, w, input_hw=tuple(x.shape[2:]), **geometry) if x.requires_grad else None
-    gw = conv2d_backward_weight(g, x, kernel_hw=tuple(w.shape[2:]), **geometry) if w.requires_grad else None
+def _conv2d_vjp(g, x, w, *, out, needs, **geometry):
+    gx = conv2d_backward_input(g, w, input_hw=tuple(x.shape[2:]), **geometry) if needs[0] else None
+    gw = conv2d_backward_weight(g, x, kernel_hw=tuple(w.shape[2:]), **geometry) if needs[1] else None
     return gx, gw
 
 
-def _backward_input_vjp(u, g, w, *, out, input_hw, **geometry):
+def _backward_input_vjp(u, g, w, *, out, needs, input_hw, **geometry):
     # <u, bi(g, w)> = <conv(u, w), g>: linear in g through conv, in w through bw.
-    gg = conv2d(u, w, **geometry) if g.requires_grad else None
-    gw = conv2d_backward_weight(g, u, kernel_hw=tuple(w.shape[2:]), **geometry) if w.requires_grad else None
+    gg = conv2d(u, w, **geometry) if needs[0] else None
+    gw = conv2d_backward_weight(g, u, kernel_hw=tuple(w.shape[2:]), **geometry) if needs[1] else None
     return gg, gw
 
 
-def _backward_weight_vjp(v, g, x, *, out, kernel_hw, **geometry):
+def _backward_weight_vjp(v, g, x, *, out, needs, kernel_hw, **geometry):
     # <v, bw(g, x)> = <conv(x, v), g>: linear in g through conv, in x through bi.
-    gg = conv2d(x, v, **geometry) if g.requires_grad else None
-    gx = conv2d_backward_input(g, v, input_hw=tuple(x.shape[2:]), **geometry) if x.requires_grad else None
+    gg = conv2d(x, v, **geometry) if needs[0] else None
+    gx = conv2d_backward_input(g, v, input_hw=tuple(x.shape[2:]), **geometry) if needs[1] else None
     return gg, gx
 
 

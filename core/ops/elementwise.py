@@ -137,10 +137,18 @@ def cast(x, dtype):
 
 
 # -- binary -----------------------------------------------------------------------
-def _pow_vjp(g, x, y, *, out):
-    gx = g * y * pow(x, y - 1)
-    gy = g * out * log(where(x > 0, x, 1)) if y.requires_grad else None
+def _pow_vjp(g, x, y, *, out, needs):
+    gx = g * y * pow(x, y - 1) if needs[0] else None
+    gy = g * out * log(where(x > 0, x, 1)) if needs[1] else None
     return gx, gy
+
+
+def _mul_vjp(g, x, y, *, out, needs):
+    return (g * y if needs[0] else None), (g * x if needs[1] else None)
+
+
+def _div_vjp(g, x, y, *, out, needs):
+    return (g / y if needs[0] else None), (-g * out / y if needs[1] else None)
 
 
 def _max_vjp(g, x, y, *, out):
@@ -179,9 +187,9 @@ SUB = defop("sub", wgsl=E("a - b"),
             infer=broadcast_infer("sub"), numpy=np.subtract, vjp=lambda g, x, y, *, out: (g, -g),
             reads_inputs=False)
 MUL = defop("mul", wgsl=E({"u32": "a & b", "*": "a * b"}), infer=broadcast_infer("mul"), numpy=np.multiply,
-            vjp=lambda g, x, y, *, out: (g * y, g * x))
+            vjp=_mul_vjp)
 DIV = defop("div", wgsl=E("a / b"), infer=broadcast_infer("div"), numpy=np.divide,
-            vjp=lambda g, x, y, *, out: (g / y, -g * out / y))
+            vjp=_div_vjp)
 POW = defop("pow", wgsl=E({"f32": "wg_pow(a, b)", "i32": "wg_ipow(a, b)"}),
             infer=broadcast_infer("pow"), numpy=np.power, vjp=_pow_vjp)
 MAXIMUM = defop("maximum", wgsl=E({"f32": "wg_max(a, b)", "*": "max(a, b)"}), infer=broadcast_infer("maximum"),

@@ -26,9 +26,9 @@ def _matmul_infer(x, y):
     return batch + (x.shape[-2], y.shape[-1]), x.dtype
 
 
-def _matmul_vjp(g, x, y, *, out):
-    gx = g @ y.mT if x.requires_grad else None
-    gy = x.mT @ g if y.requires_grad else None
+def _matmul_vjp(g, x, y, *, out, needs):
+    gx = g @ y.mT if needs[0] else None
+    gy = x.mT @ g if needs[1] else None
     return gx, gy
 
 

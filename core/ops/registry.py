@@ -8,6 +8,7 @@ kernel and, when gradients are wanted, to a node in the autograd graph.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -28,6 +29,9 @@ class Op:
     # Whether the vjp reads its inputs' values (not just shapes): only then is an
     # in-place change of an input before backward an error (views, add, copy... are free).
     reads_inputs: bool = True
+    # Whether the vjp takes ``needs``: one bool per input, True where a gradient is wanted
+    # (PyTorch's output_mask). Such a vjp computes nothing for the others (returns None).
+    vjp_takes_needs: bool = False
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
@@ -42,7 +46,8 @@ def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
         raise ValueError(f"op {name!r} declared twice")
     if reads_inputs is None:
         reads_inputs = not isinstance(impls.get("wgsl"), View)
-    op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs)
+    takes_needs = vjp is not None and "needs" in inspect.signature(vjp).parameters
+    op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs, takes_needs)
     OPS[name] = op
     return op
 
