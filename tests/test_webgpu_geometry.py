@@ -36,3 +36,105 @@ def test_max_rank_is_shared():
 
     for module in (elementwise, index, layer_norm, reduce, softmax):
         assert module.MAX_RANK is geometry.MAX_RANK == 8
+
+
+# -- merging dims ------------------------------------------------------------------------
+def test_coalesce_contiguous_merges_to_one_dim():
+    assert geometry.coalesce((2, 3, 4), [[12, 4, 1]]) == ([24], [[1]])
+    assert geometry.coalesce_dims([(2, 12), (3, 4), (4, 1)]) == [(24, 1)]
+
+
+def test_coalesce_drops_size_one_dims_whatever_their_stride():
+    assert geometry.coalesce((1, 5, 1, 3, 1), [[99, 3, 7, 1, 0]]) == ([15], [[1]])
+    assert geometry.coalesce((1, 1), [[4, 1]]) == ([], [[]])
+    assert geometry.coalesce_dims([(1, 5)]) == []
+
+
+def test_coalesce_keeps_dims_an_operand_cannot_merge():
+    # a transposed view: its neighbours do not step evenly
+    assert geometry.coalesce((3, 4), [[1, 3]]) == ([3, 4], [[1, 3]])
+    # a sliced view (every other column): rows cannot merge into the columns
+    assert geometry.coalesce((3, 4), [[16, 2]]) == ([3, 4], [[16, 2]])
+    # one operand contiguous, the other transposed: nothing merges
+    assert geometry.coalesce((2, 3), [[3, 1], [1, 2]]) == ([2, 3], [[3, 1], [1, 2]])
+
+
+def test_coalesce_broadcast_zero_strides():
+    # a row broadcast down (stride 0) next to a contiguous output: only the columns
+    # would merge with each other, the broadcast dim stays
+    assert geometry.coalesce((5, 2, 3), [[0, 3, 1], [6, 3, 1]]) == ([5, 6], [[0, 1], [6, 1]])
+    # every operand broadcast along the same dims: those merge (0 == 0 * n)
+    assert geometry.coalesce((4, 5, 3), [[0, 0, 1], [0, 0, 1]]) == ([20, 3], [[0, 1], [0, 1]])
+    # a scalar broadcast to a shape: one dim of stride 0
+    assert geometry.coalesce((2, 3, 4), [[0, 0, 0], [12, 4, 1]]) == ([24], [[0], [1]])
+
+
+def test_coalesce_negative_strides_of_a_flipped_view():
+    assert geometry.coalesce((3, 4), [[-4, -1]]) == ([12], [[-1]])
+    assert geometry.coalesce((3, 4), [[-4, 1]]) == ([3, 4], [[-4, 1]])
+
+
+def test_coalesce_dims_keeps_one_stride_per_operand():
+    # softmax's (size, input stride, output stride): the input's last dim is its outermost
+    assert geometry.coalesce_dims([(2, 3, 12), (3, 1, 4), (4, 6, 1)]) == [(6, 1, 4), (4, 6, 1)]
+    assert geometry.coalesce_dims(iter([(2, 3, 0), (3, 1, 0)])) == [(6, 1, 0)]
+
+
+def test_matmul_batch_dims_merge_through_the_shared_helper():
+    from webgrad.backend.webgpu import matmul
+
+    # a broadcast (stride 0) A batch and a contiguous B batch over (2, 3) of 4x5 outputs
+    dims, a, b = matmul.coalesce_batch((2, 3), [0, 0], [3 * 30, 30], 20)
+    assert (dims, a, b) == ([6], [0], [30])
+    dims, a, b = matmul.coalesce_batch((2, 1, 3), [0, 7, 30], [90, 0, 30], 20)
+    assert (dims, a, b) == ([2, 3], [0, 30], [90, 30])
+
+
+# -- grids -------------------------------------------------------------------------------
+LIMIT = 65535  # WebGPU's default maxComputeWorkgroupsPerDimension
+
+
+@pytest.mark.parametrize("groups,grid", [
+    (0, (1, 1, 1)), (1, (1, 1, 1)), (LIMIT, (LIMIT, 1, 1)),
+    (LIMIT + 1, (LIMIT, 2, 1)), (3 * LIMIT + 5, (LIMIT, 4, 1)), (LIMIT * LIMIT, (LIMIT, LIMIT, 1)),
+])
+def test_fold_grid_beyond_one_dimension(groups, grid):
+    got = geometry.fold_grid(groups, LIMIT, "t")
+    assert got == grid
+    assert got[0] * got[1] * got[2] >= groups and max(got) <= LIMIT
+
+
+def test_fold_grid_refuses_more_than_the_grid_holds():
+    with pytest.raises(ValueError, match=f"t: {LIMIT * LIMIT + 1} workgroups exceed .* {LIMIT} x {LIMIT}$"):
+        geometry.fold_grid(LIMIT * LIMIT + 1, LIMIT, "t")
+    assert geometry.fold_grid(LIMIT * LIMIT + 1, LIMIT, "t", dims=3) == (LIMIT, LIMIT, 2)
+    with pytest.raises(ValueError, match="workgroups exceed"):
+        geometry.fold_grid(65, 4, "t", dims=3)
+    with pytest.raises(ValueError, match="workgroups exceed"):
+        geometry.fold_grid(5, 4, "t", dims=1)
+
+
+@pytest.mark.parametrize("groups", [1, 3, 4, 5, 15, 16, 17, 63, 64])
+def test_fold_grid_three_dims_covers_every_group_once_folded(groups):
+    x, y, z = geometry.fold_grid(groups, 4, "t", dims=3)
+    assert max(x, y, z) <= 4 and x * y * z >= groups
+    assert x * y * (z - 1) < groups  # no wasted plane of workgroups
+
+
+@pytest.mark.parametrize("groups,grid", [
+    (0, (1, 1, 1)), (7, (7, 1, 1)), (LIMIT + 1, (LIMIT, 2, 1)),
+    (LIMIT * LIMIT, (LIMIT, LIMIT, 1)), (LIMIT * LIMIT * 3, (LIMIT, LIMIT, 1)),  # capped: the shader loops
+])
+def test_looped_grid_caps_at_the_limit(groups, grid):
+    assert geometry.looped_grid(groups, LIMIT) == grid
+
+
+def test_backend_grids_read_the_adapter_limit():
+    from webgrad.backend.webgpu.backend import WebGPUBackend
+
+    class Fake:
+        limits = {"max_compute_workgroups_per_dimension": 4}
+
+    assert WebGPUBackend.grid(Fake, 17, "t", dims=3) == (4, 4, 2)
+    assert WebGPUBackend.grid(Fake, 5, "t") == (4, 2, 1)
+    assert WebGPUBackend.looped_grid(Fake, 100) == (4, 4, 1)

@@ -16,6 +16,7 @@ import numpy as np
 from ...kernels import Elementwise, View
 from . import elementwise, views
 from .array import KIND, GPUArray
+from .geometry import fold_grid, looped_grid
 from .pool import BufferPool, Storage
 from .source import assemble
 
@@ -133,15 +134,14 @@ class WebGPUBackend:
         self.dispatch(file, entry, types, expr, dict(constants, WG=WORKGROUP), buffers, params,
                       self.grid(groups, label), label)
 
-    def grid(self, groups, label):
-        limit = self.limits["max_compute_workgroups_per_dimension"]
-        if groups <= limit:
-            return (max(groups, 1), 1, 1)
-        x = limit
-        y = -(-groups // x)
-        if y > limit:
-            raise ValueError(f"{label}: {groups} workgroups exceed this adapter's limit of {limit} x {limit}")
-        return (x, y, 1)
+    def grid(self, groups, label, dims=2):
+        """``groups`` workgroups folded under this adapter's per-dimension limit
+        into ``dims`` dimensions (geometry.fold_grid); too many raise."""
+        return fold_grid(groups, self.limits["max_compute_workgroups_per_dimension"], label, dims)
+
+    def looped_grid(self, groups):
+        """The grid of a shader that loops over its workgroups (geometry.looped_grid)."""
+        return looped_grid(groups, self.limits["max_compute_workgroups_per_dimension"])
 
     def dispatch(self, file, entry, types, expr, constants, buffers, params, grid, label):
         key = (file, entry, types, expr, tuple(sorted(constants.items())))

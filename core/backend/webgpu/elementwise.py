@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .array import KIND, contiguous_strides
-from .geometry import MAX_RANK
+from .geometry import MAX_RANK, coalesce
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
 SLOT_NAMES = ("A_CONTIGUOUS", "B_CONTIGUOUS", "C_CONTIGUOUS")
@@ -18,21 +18,6 @@ def broadcast_strides(array, shape) -> list:
     for n, s, size in zip(array.shape, array.strides, shape[lead:]):
         strides.append(0 if n == 1 and size != 1 else s)
     return strides
-
-
-def coalesce(shape, operand_strides):
-    """Merge dims that are contiguous for every operand and drop size-1 dims, so
-    the kernel's index loop is as short as possible (usually rank 1)."""
-    dims = [(n, [st[d] for st in operand_strides]) for d, n in enumerate(shape) if n != 1]
-    merged = []
-    for n, st in dims:
-        if merged:
-            pn, pst = merged[-1]
-            if all(ps == s * n for ps, s in zip(pst, st)):
-                merged[-1] = (pn * n, st)
-                continue
-        merged.append((n, st))
-    return [n for n, _ in merged], [[st[k] for _, st in merged] for k in range(len(operand_strides))]
 
 
 def pack_params(n, shape, offsets, strides) -> bytes:

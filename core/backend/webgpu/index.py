@@ -25,8 +25,8 @@ import numpy as np
 
 from .array import contiguous_strides
 from .backend import launcher
-from .elementwise import broadcast_strides, coalesce
-from .geometry import MAX_RANK
+from .elementwise import broadcast_strides
+from .geometry import MAX_RANK, coalesce
 from .views import reshaped_strides
 
 FILE = "index.wgsl"

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import reduce as gpu_reduce
 from .backend import launcher
-from .geometry import MAX_RANK
+from .geometry import MAX_RANK, coalesce_dims
 
 FILE = "layer_norm.wgsl"
 WORKGROUP = 128                                   # threads per workgroup (capped by the device limit)
@@ -30,8 +30,8 @@ def split_rows(x, ndims):
     """(kept, row): the leading dims and the normalized dims of the view ``x``,
     each a coalesced list of (size, stride)."""
     lead = len(x.shape) - ndims
-    kept = gpu_reduce.coalesce(list(zip(x.shape[:lead], x.strides[:lead])))
-    row = gpu_reduce.coalesce(list(zip(x.shape[lead:], x.strides[lead:])))
+    kept = coalesce_dims(zip(x.shape[:lead], x.strides[:lead]))
+    row = coalesce_dims(zip(x.shape[lead:], x.strides[lead:]))
     return kept, row
 
 

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .backend import kind_of, launcher
-from .geometry import is_cpu_adapter
+from .array import contiguous_strides
+from . import geometry
+from .geometry import coalesce, is_cpu_adapter
 
 MAX_BATCH_DIMS = 4
 VARIANT: str | None = None  # None: chosen per adapter; "register" or "tiled" to force one
@@ -89,35 +91,15 @@ def batch_strides(array, batch) -> list:
 def coalesce_batch(batch, a_strides, b_strides, matrix_size):
     """Drop size-1 batch dims and merge neighbours that step evenly in A, B and C
     (C is contiguous, a batch step of ``matrix_size``), so most calls end up
-    with at most one batch dim."""
-    out_strides, step = [], matrix_size
-    for n in reversed(batch):
-        out_strides.append(step)
-        step *= n
-    out_strides.reverse()
-    merged = []
-    for n, sa, sb, so in zip(batch, a_strides, b_strides, out_strides):
-        if n == 1:
-            continue
-        if merged:
-            pn, psa, psb, pso = merged[-1]
-            if psa == sa * n and psb == sb * n and pso == so * n:
-                merged[-1] = (pn * n, sa, sb, so)
-                continue
-        merged.append((n, sa, sb, so))
-    return [d[0] for d in merged], [d[1] for d in merged], [d[2] for d in merged]
+    with at most one batch dim. Only called with a non-empty batch."""
+    c_strides = [s * matrix_size for s in contiguous_strides(batch)]
+    dims, (a, b, _) = coalesce(batch, [a_strides, b_strides, c_strides])
+    return dims, a, b
 
 
 def fold_grid(backend, groups: int, label: str) -> tuple:
     """Spread ``groups`` workgroups over (x, y, z) within the per-dimension limit."""
-    limit = backend.limits["max_compute_workgroups_per_dimension"]
-    x = min(groups, limit)
-    y = min(-(-groups // x), limit)
-    z = -(-groups // (x * y))
-    if z > limit:
-        raise ValueError(f"{label}: {groups} workgroups exceed this adapter's limit of "
-                         f"{limit} per dimension in all three dimensions")
-    return (x, y, z)
+    return geometry.fold_grid(groups, backend.limits["max_compute_workgroups_per_dimension"], label, dims=3)
 
 
 def _aligned(stride, size) -> bool:

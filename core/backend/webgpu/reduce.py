@@ -17,7 +17,7 @@ import numpy as np
 
 from . import geometry
 from .backend import kind_of, launcher
-from .geometry import MAX_RANK
+from .geometry import MAX_RANK, coalesce_dims
 
 FILE = "reduce.wgsl"
 WORKGROUP = 128          # threads per workgroup (capped by the device limit)
@@ -32,25 +32,11 @@ MAX_LANE_ELEMENTS = 65536
 LOOP_TRIP_LIMIT = 60000
 
 
-def coalesce(dims):
-    """Drop size-1 dims and merge neighbours (n1, s1), (n2, s2) with s1 == s2 * n2:
-    the row-major walk over the result visits the same elements in the same order."""
-    merged = []
-    for n, s in dims:
-        if n == 1:
-            continue
-        if merged and merged[-1][1] == s * n:
-            merged[-1] = (merged[-1][0] * n, s)
-        else:
-            merged.append((n, s))
-    return merged
-
-
 def split_dims(x, reduced):
     """(kept, reduced) lists of (size, stride) for the view ``x``, each coalesced."""
     kept = [(n, s) for d, (n, s) in enumerate(zip(x.shape, x.strides)) if d not in reduced]
     red = [(n, s) for d, (n, s) in enumerate(zip(x.shape, x.strides)) if d in reduced]
-    return coalesce(kept), coalesce(red)
+    return coalesce_dims(kept), coalesce_dims(red)
 
 
 def choose_lanes(outer, inner, kept, red, workgroup, cpu_adapter=False):
@@ -104,15 +90,6 @@ def pack_params(rows, inner, offset, groups, kept, red, chunks, chunk_len) -> by
     return words.tobytes()
 
 
-def grid(backend, groups):
-    """Fold ``groups`` workgroups into (x, y) under the per-dimension limit; past
-    limit * limit the shader loops over the rest (see reduce.wgsl)."""
-    limit = backend.limits["max_compute_workgroups_per_dimension"]
-    x = min(max(groups, 1), limit)
-    y = min(-(-groups // x), limit)
-    return (x, max(y, 1), 1)
-
-
 def run(backend, entry, x, reduced, out_shape, out_kind):
     """Reduce the view ``x`` over the dims in ``reduced`` into a new contiguous
     array of ``out_shape``."""
@@ -134,7 +111,7 @@ def run(backend, entry, x, reduced, out_shape, out_kind):
     chunks = -(-inner // chunk_len)
     partial = backend.empty((outer, chunks), x.kind, f"{entry} partial")
     dispatch(backend, entry, x, partial, kept, red, outer * chunks, inner, chunks, chunk_len)
-    kept, red = coalesce([(outer, chunks)]), [(chunks, 1)]
+    kept, red = coalesce_dims([(outer, chunks)]), [(chunks, 1)]
     dispatch(backend, entry, partial, out, kept, red, outer, chunks, 1, chunks)
     return out
 
@@ -147,7 +124,7 @@ def dispatch(backend, entry, x, out, kept, red, rows, inner, chunks, chunk_len):
     while lanes < workgroup and lanes * MAX_LANE_ELEMENTS < chunk_len:
         lanes *= 2  # long unsplit rows (argmax/argmin): more threads per row
     groups = -(-rows // (workgroup // lanes))
-    launch = grid(backend, groups)
+    launch = backend.looped_grid(groups)  # past limit * limit, reduce.wgsl loops over the rest
     if cpu_adapter:
         rounds = -(-groups // (launch[0] * launch[1]))
         trips = rounds * (-(-chunk_len // lanes) // 4 + 4 + lanes.bit_length())
@@ -200,7 +177,7 @@ def widen_for_long_rows(backend, op_name, shape, rows, inner, lanes, workgroup, 
     (lanes, workgroups, grid)."""
     while True:
         groups = -(-rows // (workgroup // lanes))
-        launch = grid(backend, groups)
+        launch = backend.looped_grid(groups)
         rounds = -(-groups // (launch[0] * launch[1]))
         too_long = -(-inner // lanes) > MAX_LANE_ELEMENTS or (
             cpu_adapter and loop_trips(inner, lanes, rounds) > LOOP_TRIP_LIMIT)

@@ -31,9 +31,7 @@ def _params(*words) -> bytes:
 def _dispatch(backend, file, entry, types, constants, buffers, params, threads, label):
     """Enough workgroups for ``threads`` threads, folded into (x, y) and capped at the
     adapter's limit in both; the shaders loop over the rest (t += grid size)."""
-    limit = backend.limits["max_compute_workgroups_per_dimension"]
-    groups = max(-(-threads // WORKGROUP), 1)
-    grid = (groups, 1, 1) if groups <= limit else (limit, min(-(-groups // limit), limit), 1)
+    grid = backend.looped_grid(-(-threads // WORKGROUP))
     backend.dispatch(file, entry, types, None, dict(constants, WG=WORKGROUP), buffers, params, grid, label)
 
 

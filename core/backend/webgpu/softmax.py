@@ -18,26 +18,12 @@ import numpy as np
 from . import reduce as gpu_reduce
 from .array import contiguous_strides
 from .backend import launcher
-from .geometry import MAX_RANK
+from .geometry import MAX_RANK, coalesce_dims
 
 FILE = "softmax.wgsl"
 WORKGROUP = 128                              # threads per workgroup (capped by the device limit)
 MAX_LANE_ELEMENTS = gpu_reduce.MAX_LANE_ELEMENTS  # elements one thread may walk in each pass
 LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT      # loop trips per invocation on a CPU adapter
-
-
-def coalesce(dims):
-    """Drop size-1 dims and merge neighbours of (size, input stride, output
-    stride) whose strides allow it in both the input and the output."""
-    merged = []
-    for n, s, t in dims:
-        if n == 1:
-            continue
-        if merged and merged[-1][1] == s * n and merged[-1][2] == t * n:
-            merged[-1] = (merged[-1][0] * n, s, t)
-        else:
-            merged.append((n, s, t))
-    return merged
 
 
 def choose_lanes(rows, inner, kept, row_stride, workgroup, cpu_adapter=False):
@@ -73,7 +59,7 @@ def plan_rows(backend, op_name, x, dim):
     if not x.shape:  # 0-d: one row of one element
         x = x.view((1,), (1,))
     out_strides = contiguous_strides(x.shape)
-    kept = coalesce([(n, s, t) for d, (n, s, t) in enumerate(zip(x.shape, x.strides, out_strides)) if d != dim])
+    kept = coalesce_dims([(n, s, t) for d, (n, s, t) in enumerate(zip(x.shape, x.strides, out_strides)) if d != dim])
     if len(kept) > MAX_RANK:
         raise ValueError(f"{op_name}: webgpu handles at most {MAX_RANK} other dims that cannot be merged; got "
                          f"shape {tuple(x.shape)} with strides {tuple(x.strides)} along dim {dim}; "
