@@ -60,6 +60,41 @@ webgrad.ones(2, device="webgpu").numpy()
     assert webgpu_runtime.ok("(webgrad.ones(2, device='webgpu') + 1).tolist()")["result"] == [2.0, 2.0]
 
 
+def test_a_failed_submit_leaves_the_device_usable(webgpu_runtime):
+    """The recorder both devices share (recorder.py) on the browser transport: whatever fails
+    in submit, the next dispatch starts a fresh encoder; a 0-byte buffer is still bindable and
+    a 0-byte read touches no GPU (and counts no read)."""
+    out = webgpu_runtime.ok("""
+import webgrad
+from webgrad.backend.webgpu import backend
+from webgrad.backend.webgpu.device import DeviceError
+device = backend().device
+x = webgrad.arange(4.0, device="webgpu")
+y = x * 2  # recorded, not submitted yet
+
+class FailingEncoder:
+    def finish(self):
+        raise RuntimeError("injected failure")
+
+device._encoder = FailingEncoder()  # what a lost device or a driver error does to finish()
+try:
+    device.submit()
+    message = "no error"
+except DeviceError as err:
+    message = str(err)
+fresh = device._encoder is None and device._pass is None
+empty = device.create_buffer(0, "empty")
+reads = device.reads
+zero = len(device.read(empty, 0, 0))
+reads = device.reads - reads
+{"message": message, "fresh": fresh, "values": (x * 3).tolist(), "size": int(empty.size),
+ "zero": zero, "reads": reads}
+""")["result"]
+    assert "injected failure" in out["message"] and "mul" in out["message"], out
+    assert out["fresh"] and out["values"] == [0.0, 3.0, 6.0, 9.0], out
+    assert out["size"] >= 4 and out["zero"] == 0 and out["reads"] == 0, out
+
+
 def test_blocking_read_needs_run_python_async(webgpu_runtime):
     """Python entered synchronously from JS cannot block on the GPU: the error says what to do."""
     out = webgpu_runtime.ok("""
