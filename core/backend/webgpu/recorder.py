@@ -148,11 +148,14 @@ class Recorder:
         self.timer: DispatchTimer | None = None  # set by webgrad.profiler to time dispatches
 
     # -- errors -------------------------------------------------------------------
+    def _lost_error(self, where: str) -> DeviceError:
+        return DeviceError(f"webgpu: the device was lost ({self._lost}) before {where}; call "
+                           f"webgrad.webgpu.reset() to start a new one (tensors on the lost device are gone), "
+                           f"restart the runtime, or use device='cpu'")
+
     def _raise_if_lost(self, where: str) -> None:
         if self._lost is not None:
-            raise DeviceError(f"webgpu: the device was lost ({self._lost}) before {where}; call "
-                              f"webgrad.webgpu.reset() to start a new one (tensors on the lost device are gone), "
-                              f"restart the runtime, or use device='cpu'")
+            raise self._lost_error(where)
 
     def _check(self, where: str) -> None:
         """Raise the errors the GPU reported since the last read, naming the ops recorded since."""
@@ -168,10 +171,7 @@ class Recorder:
         if self._lost is None:
             self._lost = self._loss_in(err)
         if self._lost is not None:
-            try:
-                self._raise_if_lost(where)
-            except DeviceError as lost:
-                return lost
+            return self._lost_error(where)
         return DeviceError(f"webgpu: {where} failed: {err}")
 
     # -- buffers ------------------------------------------------------------------
