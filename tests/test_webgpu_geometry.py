@@ -138,3 +138,54 @@ def test_backend_grids_read_the_adapter_limit():
     assert WebGPUBackend.grid(Fake, 17, "t", dims=3) == (4, 4, 2)
     assert WebGPUBackend.grid(Fake, 5, "t") == (4, 2, 1)
     assert WebGPUBackend.looped_grid(Fake, 100) == (4, 4, 1)
+
+
+# -- element kinds -----------------------------------------------------------------------
+def test_element_table_matches_the_host_dtypes():
+    import numpy as np
+
+    for kind, element in geometry.ELEMENTS.items():
+        assert element.itemsize == np.dtype(element.numpy).itemsize == geometry.itemsize(kind)
+        assert element.wgsl == kind  # today every kind is a WGSL scalar type of its own
+        assert geometry.KIND[geometry.dtype_of(kind).name] == kind
+    assert set(geometry.KIND.values()) <= set(geometry.ELEMENTS)
+    assert geometry.KIND["int64"] == "i32"  # int64 is stored as 32-bit on the device
+
+
+class _FakePool:
+    def acquire(self, nbytes, label):
+        return ("buffer", nbytes)
+
+    def release(self, buffer):
+        pass
+
+
+def test_buffer_bytes_follow_the_itemsize(monkeypatch):
+    """Sizes and byte offsets scale by the kind's itemsize, not by 4 (f16, int8 come next)."""
+    from webgrad.backend.webgpu.backend import WebGPUBackend
+
+    class Fake:
+        pool = _FakePool()
+
+    half = geometry.Element("f16", 2, geometry.np.float16, "float16")
+    monkeypatch.setitem(geometry.ELEMENTS, "f16", half)
+    f32 = WebGPUBackend.empty(Fake, (3, 4), "f32", "t")
+    f16 = WebGPUBackend.empty(Fake, (3, 4), "f16", "t")
+    assert (f32.storage.nbytes, f16.storage.nbytes) == (48, 24)
+    assert WebGPUBackend.empty(Fake, (0,), "f16", "t").storage.nbytes == 2  # never a 0-byte buffer
+    view = f16.view((2, 4), (4, 1), offset=4)
+    assert WebGPUBackend._readable(Fake, view)[1:] == (8, 16)  # byte offset and length
+    raw = geometry.np.arange(8, dtype=geometry.np.float16).tobytes()
+    assert WebGPUBackend._decode(view, raw).dtype == geometry.np.float16
+
+
+def test_wgsl_aliases_come_from_the_table(monkeypatch):
+    from webgrad.backend.webgpu import source
+
+    source.assemble.cache_clear()
+    monkeypatch.setitem(geometry.ELEMENTS, "i8", geometry.Element("u32", 1, geometry.np.int8, "int8"))
+    try:
+        code = source.assemble("unary.wgsl", (("A", "i8"), ("O", "f32")), "O(a)")
+    finally:
+        source.assemble.cache_clear()
+    assert code.startswith("alias A = u32;\nalias O = f32;\n")

@@ -2,12 +2,11 @@
 
 Views (reshape of contiguous data, permute, expand, slicing) only change shape,
 strides and offset; kernels read strided inputs directly, so they cost no copy.
-Element kinds on the device: f32 (float32), i32 (int32 and int64, see below),
-u32 (bool as 0/1).
+Element kinds on the device: f32 (float32), i32 (int32 and int64), u32 (bool as
+0/1); their sizes and types are in ``geometry.ELEMENTS``. Shapes, strides and
+offsets count elements, not bytes.
 """
 from __future__ import annotations
-
-KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32"}
 
 
 def contiguous_strides(shape) -> tuple:

@@ -15,8 +15,8 @@ import numpy as np
 
 from ...kernels import Elementwise, View
 from . import elementwise, views
-from .array import KIND, GPUArray
-from .geometry import fold_grid, looped_grid
+from .array import GPUArray
+from .geometry import ELEMENTS, KIND, dtype_of, fold_grid, itemsize, looped_grid
 from .pool import BufferPool, Storage
 from .source import assemble
 
@@ -57,7 +57,7 @@ class IndexErrors:
 
     def buffer_for(self, op_name):
         if self.flag is None:
-            self.flag = self.backend.full((1,), 0, _UINT_DTYPE())
+            self.flag = self.backend.full((1,), 0, dtype_of("u32"))
         self.pending.append(op_name)
         del self.pending[:-8]
         return self.flag.buffer
@@ -76,17 +76,11 @@ class IndexErrors:
 
     def check(self) -> None:
         if self.pending:
-            self.raise_if_set(self.backend.device.read(self.flag.buffer, 0, 4))
+            self.raise_if_set(self.backend.device.read(self.flag.buffer, 0, itemsize(self.flag.kind)))
 
     async def check_async(self) -> None:
         if self.pending:
-            self.raise_if_set(await self.backend.device.read_async(self.flag.buffer, 0, 4))
-
-
-def _UINT_DTYPE():
-    from ... import dtypes
-
-    return dtypes.bool_  # stored as u32 on the device
+            self.raise_if_set(await self.backend.device.read_async(self.flag.buffer, 0, itemsize(self.flag.kind)))
 
 
 class WebGPUBackend:
@@ -124,7 +118,7 @@ class WebGPUBackend:
 
     def empty(self, shape, kind, label) -> GPUArray:
         n = math.prod(shape)
-        storage = Storage(self.pool, max(n, 1) * 4, (label, shape, kind))
+        storage = Storage(self.pool, max(n, 1) * itemsize(kind), (label, shape, kind))
         return GPUArray(storage, shape, kind)
 
     def dispatch_1d(self, file, entry, types, expr, constants, buffers, params, threads, label):
@@ -156,11 +150,7 @@ class WebGPUBackend:
             if host.size and (host.max() > np.iinfo(np.int32).max or host.min() < np.iinfo(np.int32).min):
                 raise OverflowError(f"webgpu: {dtype.name} values outside the 32-bit range cannot be "
                                     f"stored on the device (integers are 32-bit there)")
-            host = host.astype(np.int32)
-        elif kind == "u32":
-            host = host.astype(np.uint32)
-        else:
-            host = host.astype(np.float32)
+        host = host.astype(ELEMENTS[kind].numpy)
         out = self.empty(host.shape, kind, "upload")
         if host.size:
             self.device.write_buffer(out.buffer, 0, host.tobytes())
@@ -179,13 +169,15 @@ class WebGPUBackend:
     def _readable(self, data):
         if not data.is_contiguous():
             data = self.contiguous(data)
-        return data.buffer, data.offset * 4, data.numel() * 4
+        size = itemsize(data.kind)
+        return data.buffer, data.offset * size, data.numel() * size
 
     @staticmethod
     def _decode(data, raw):
+        host_dtype = ELEMENTS[data.kind].numpy
         if data.numel() == 0:
-            return np.zeros(data.shape, dtype={"f32": np.float32, "i32": np.int32, "u32": np.uint32}[data.kind])
-        host = np.frombuffer(raw, dtype={"f32": np.float32, "i32": np.int32, "u32": np.uint32}[data.kind])
+            return np.zeros(data.shape, dtype=host_dtype)
+        host = np.frombuffer(raw, dtype=host_dtype)
         return host.reshape(data.shape).copy()
 
     def is_contiguous(self, data: GPUArray) -> bool:
@@ -207,11 +199,9 @@ class WebGPUBackend:
 
     def fill(self, out: GPUArray, value) -> None:
         """Write ``value`` into every element of the (possibly strided) view ``out``."""
-        from ... import dtypes
         from ...creation import scalar_tensor
 
-        source_dtype = {"f32": dtypes.float32, "i32": dtypes.int32, "u32": dtypes.bool_}[out.kind]
-        scalar = scalar_tensor(value, source_dtype, "webgpu")._data
+        scalar = scalar_tensor(value, dtype_of(out.kind), "webgpu")._data
         elementwise.copy_into(self, scalar.view(out.shape, (0,) * len(out.shape)), out)
 
     def arange(self, start, step, count, dtype):

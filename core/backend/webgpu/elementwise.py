@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .array import KIND, contiguous_strides
-from .geometry import MAX_RANK, coalesce
+from .array import contiguous_strides
+from .geometry import KIND, MAX_RANK, coalesce
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
 SLOT_NAMES = ("A_CONTIGUOUS", "B_CONTIGUOUS", "C_CONTIGUOUS")

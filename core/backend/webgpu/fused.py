@@ -13,9 +13,9 @@ import functools
 import re
 
 from ...ops.registry import OPS
-from .array import KIND
 from .backend import kind_of, launcher
 from .elementwise import _plan
+from .geometry import ELEMENTS, KIND
 from .source import PRELUDES, SPLICE_SIGNATURE, read
 
 _TYPE_NAME = re.compile(r"\b([ABO])\b")
@@ -27,16 +27,17 @@ def _step_function(j, name, in_kinds, out_kind) -> str:
     expr = record.expression(in_kind, out_kind)
     if expr is None:
         raise TypeError(f"fused {name}: not supported on webgpu for element type {in_kind}")
-    names = {"A": in_kinds[0], "B": in_kinds[1] if len(in_kinds) == 3 else in_kinds[0], "O": out_kind}
+    wgsl = [ELEMENTS[k].wgsl for k in in_kinds]
+    names = {"A": wgsl[0], "B": wgsl[1] if len(wgsl) == 3 else wgsl[0], "O": ELEMENTS[out_kind].wgsl}
     expr = _TYPE_NAME.sub(lambda m: names[m.group(1)], expr)
-    params = ", ".join(f"{'abc'[i]}: {k}" for i, k in enumerate(in_kinds))
-    return f"fn step{j}({params}) -> {out_kind} {{\n  return {expr};\n}}"
+    params = ", ".join(f"{'abc'[i]}: {t}" for i, t in enumerate(wgsl))
+    return f"fn step{j}({params}) -> {names['O']} {{\n  return {expr};\n}}"
 
 
 @functools.lru_cache(maxsize=512)
 def fused_source(record, file: str, types: tuple) -> str:
     """The WGSL module of one fused chain in ``file``'s layout (type aliases ``types``)."""
-    parts = [f"alias {n} = {t};" for n, t in types]
+    parts = [f"alias {n} = {ELEMENTS[kind].wgsl};" for n, kind in types]
     parts += [read(p) for p in PRELUDES.get(file, ())]
     body = []
     for j, (name, args, in_dtypes, out_dtype, _) in enumerate(record.steps):

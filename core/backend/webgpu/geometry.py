@@ -1,11 +1,46 @@
-"""Geometry the WebGPU launchers share: merging the dims of strided views, how
-many dims a kernel indexes, folding workgroups into a grid, which adapters are
+"""Geometry the WebGPU launchers share: the element kinds a buffer holds (bytes
+per element, WGSL type, host dtype), merging the dims of strided views, how many
+dims a kernel indexes, folding workgroups into a grid, which adapters are
 software (CPU) ones.
 
 Pure functions of numbers and dicts, no device: every launcher takes them from
 here so the rules cannot drift apart between kernels.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ...dtypes import DType, from_name
+
+
+class Element(NamedTuple):
+    """One element kind of device buffers (a GPUArray's ``kind``)."""
+
+    wgsl: str       # the WGSL type shaders see it as (type aliases A, T, O, ... are set to it)
+    itemsize: int   # bytes per element in a buffer: offsets and sizes in bytes scale by it
+    numpy: type     # the host dtype of its bytes, for uploads and readbacks
+    dtype: str      # the webgrad dtype it holds (int64 is stored as i32 too, see KIND)
+
+
+ELEMENTS = {
+    "f32": Element("f32", 4, np.float32, "float32"),
+    "i32": Element("i32", 4, np.int32, "int32"),
+    "u32": Element("u32", 4, np.uint32, "bool"),  # bool as 0/1
+}
+# The kind each webgrad dtype is stored as on the device; int64 values must fit in 32 bits.
+KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32"}
+
+
+def itemsize(kind: str) -> int:
+    """Bytes per element of ``kind``."""
+    return ELEMENTS[kind].itemsize
+
+
+def dtype_of(kind: str) -> DType:
+    """The webgrad dtype an array of ``kind`` holds (int32 for i32, bool for u32)."""
+    return from_name(ELEMENTS[kind].dtype)
 
 # Dims a strided kernel indexes: every Params uniform holds shapes and strides in
 # arrays of 8 (strided.wgsl, reduce.wgsl, softmax.wgsl, index.wgsl, ...).

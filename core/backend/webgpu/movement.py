@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import elementwise, views
 from .backend import launcher
+from .geometry import dtype_of
 
 
 def _zeros(backend, shape, kind, label):
@@ -73,7 +74,7 @@ def setitem(backend, op, record, arrays, attrs, shape, dtype):
     dst, src = arrays
     key = attrs["key"]
     items = key if isinstance(key, tuple) else (key,)
-    target = Tensor._make(dst, dst.shape, _dtype_of(dst), "webgpu")
+    target = Tensor._make(dst, dst.shape, dtype_of(dst.kind), "webgpu")
     if not any(isinstance(i, (Tensor, list)) or hasattr(i, "__array__") for i in items):
         view = getitem(target, key)._data
         if view.storage is not dst.storage:
@@ -100,9 +101,3 @@ def index_put(backend, op, record, arrays, attrs, shape, dtype):
     out = backend.contiguous(x)
     setitem(backend, op, record, [out, value], attrs, shape, dtype)
     return out
-
-
-def _dtype_of(array):
-    from ... import dtypes
-
-    return {"f32": dtypes.float32, "i32": dtypes.int32, "u32": dtypes.bool_}[array.kind]

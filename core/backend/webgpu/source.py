@@ -1,6 +1,7 @@
 """Assembling WGSL source: the one documented way parameters reach a shader.
 
-1. Type parameters become ``alias`` lines (``alias A = f32;``) at the top.
+1. Type parameters, element kinds, become ``alias`` lines of their WGSL types
+   (``alias A = f32;``, from ``geometry.ELEMENTS``) at the top.
 2. An elementwise expression becomes one spliced function ``op(...)``.
 3. Preludes (``strided.wgsl``, ``math.wgsl``) are prepended where a kernel uses them.
 4. Sizes and tiles are pipeline-override constants, never pasted text.
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import functools
 from importlib import resources
+
+from .geometry import ELEMENTS
 
 PRELUDES = {
     "unary.wgsl": ("strided.wgsl", "math.wgsl"),
@@ -36,7 +39,7 @@ def all_files() -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def assemble(file: str, types: tuple = (), expr: str | None = None) -> str:
-    parts = [f"alias {name} = {wgsl_type};" for name, wgsl_type in types]
+    parts = [f"alias {name} = {ELEMENTS[kind].wgsl};" for name, kind in types]
     parts += [read(p) for p in PRELUDES.get(file, ())]
     if expr is not None:
         parts.append(f"{SPLICE_SIGNATURE[file]} {{\n  return {expr};\n}}")
