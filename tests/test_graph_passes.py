@@ -161,3 +161,27 @@ def test_transposed_matmul_and_copy_elision_leave_grads_owned(device):
     assert fn.replays == 2
     assert_close(g1, (webgrad.ones(4, 5, device=device) @ x).numpy(), rtol=1e-5, atol=1e-5)
     assert_close(g2, 2 * g1.numpy(), rtol=1e-5, atol=1e-5)  # g1 kept its own memory
+
+
+def test_optimizer_updates_group_by_op_and_attrs_up_to_the_capacity():
+    params = [webgrad.randn(3, requires_grad=True) for _ in range(5)]
+    opt = webgrad.optim.SGD([{"params": params[:3]}, {"params": params[3:], "lr": 0.5}], lr=0.1, momentum=0.9)
+    marker = webgrad.zeros(1)
+
+    def f(x):
+        opt.zero_grad()
+        sum((p * x).sum() for p in params).backward()
+        opt.step()
+        marker.add_(1)  # not an optimizer update: never grouped
+        return x
+
+    graph = _traced(f, webgrad.ones(3))
+    steps = [n.op.name for n in graph.nodes if n.inplace]
+    assert steps.count("sgd_momentum_step") == 5
+    assert passes.group_optimizer_steps(graph, lambda arity: 2) == 2  # lr 0.1: 2 + 1, lr 0.5: 2
+    updates = [n for n in graph.nodes if n.inplace and n.op.name.startswith("sgd")]
+    assert [len(n.members or [n]) for n in updates] == [2, 1, 2]
+    assert [n.attrs["lr"] for n in updates] == [0.1, 0.1, 0.5]
+    assert updates[0].inputs == updates[0].members[0].inputs + updates[0].members[1].inputs
+    assert "sgd_momentum_step[2 params](" in str(graph)
+    assert not [n for n in graph.nodes if n.inplace][-1].op.name.startswith("sgd")  # the marker's add_

@@ -113,6 +113,9 @@ class Plan:
     def _lower(self, optimizers):
         graph, backend = self.graph, self.backend
         index = {id(node): i for i, node in enumerate(graph.nodes)}
+        for i, node in enumerate(graph.nodes):  # a grouped optimizer update stands for its members
+            for member in node.members or ():
+                index[id(member)] = i
         last_use: dict[int, int] = {}
         for i, node in enumerate(graph.nodes):
             for v in node.inputs:
@@ -133,7 +136,7 @@ class Plan:
             out = node.output
             self.steps.append((node.op, ids, slots, dict(node.attrs), None if out is None else out.id,
                                None if out is None else out.shape, None if out is None else out.dtype, drop))
-        self.optimizers = [(weakref.ref(opt), [self.steps[index[id(n)]] for n in nodes],
+        self.optimizers = [(weakref.ref(opt), [(n.op, self.steps[index[id(n)]]) for n in nodes],
                             [n.inputs[0].data for n in nodes]) for opt, nodes in optimizers]
         # Written captured tensors get their version bumped, as the eager in-place ops do.
         written = {v.id for node in graph.nodes if node.inplace for v in node.inputs[:node.op.mutates]}
@@ -176,12 +179,16 @@ class Plan:
                 for p in lent:
                     p.grad = None
             calls = capture.calls
-            if len(calls) != len(steps) or any(op is not s[0] or data is not d
-                                               for (op, data, _), s, d in zip(calls, steps, datas)):
+            fresh: dict = {}  # id(step) -> (step, attrs); a grouped step needs equal attrs from all
+            stale = len(calls) != len(steps)
+            for (op, data, attrs), (traced_op, s), d in zip(calls, steps, datas):
+                seen = fresh.setdefault(id(s), (s, attrs))
+                stale = stale or op is not traced_op or data is not d or seen[1] != attrs
+            if stale:
                 for p, s in opt.state.items():
                     s.update(saved.get(id(p), {}))
                 raise _Stale()
-            for (_, _, attrs), s in zip(calls, steps):
+            for s, attrs in fresh.values():
                 s[3].update(attrs)
 
     def run(self, flat_args):
@@ -336,6 +343,9 @@ class CompiledFunction:
                          f"dispatches per replay: {'not measured yet' if plan.dispatches is None else plan.dispatches}")
             for n in fused:
                 lines.append(f"  fused: {' -> '.join(m.op.name for m in n.fused)} ({n.output.type_str()})")
+            for n in g.nodes:
+                if n.members:
+                    lines.append(f"  grouped: {len(n.members)} {n.members[0].op.name} updates in one kernel")
             for line in passes.report(g):
                 lines.append(f"  {line}")
         return "\n".join(lines)

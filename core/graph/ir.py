@@ -46,6 +46,7 @@ class Node:
     attrs: dict
     output: Value | None = None  # None for in-place nodes
     fused: Any = None  # passes.fuse: the chain of nodes this one stands for
+    members: Any = None  # passes.group: the optimizer steps this grouped one stands for
     source: str = ""  # "file:line" of the user's call that made it (for explain())
 
     @property

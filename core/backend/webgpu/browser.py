@@ -74,6 +74,7 @@ class BrowserDevice(Recorder):
             "max_buffer_size": int(limits.maxBufferSize),
             "max_compute_workgroups_per_dimension": int(limits.maxComputeWorkgroupsPerDimension),
             "max_compute_invocations_per_workgroup": int(limits.maxComputeInvocationsPerWorkgroup),
+            "max_storage_buffers_per_shader_stage": int(limits.maxStorageBuffersPerShaderStage),
         }
         self.queue = self.device.queue
         usage = js.GPUBufferUsage

@@ -90,6 +90,7 @@ class NativeDevice(Recorder):
             "max_buffer_size": int(limits["max-buffer-size"]),
             "max_compute_workgroups_per_dimension": int(limits["max-compute-workgroups-per-dimension"]),
             "max_compute_invocations_per_workgroup": int(limits["max-compute-invocations-per-workgroup"]),
+            "max_storage_buffers_per_shader_stage": int(limits["max-storage-buffers-per-shader-stage"]),
         }
         self._usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         self._arena = self.device.create_buffer(
