@@ -197,6 +197,11 @@ def test_every_wgsl_entry_point_compiles_and_runs():
     x.cumsum(1), x.cumprod(0), webgrad.ones(2, 9000, device=dev).cumsum(1)  # scan.wgsl, all passes
     x.sort(1), webgrad.arange(1500.0, device=dev).sort()  # sort.wgsl: rank sort and bitonic network
     webgrad.ops.layer_norm_core(x, ndims=1)
+    image = webgrad.randn(1, 2, 5, 5, device=dev, requires_grad=True)
+    kernel = webgrad.randn(3, 2, 3, 3, device=dev, requires_grad=True)
+    webgrad.nn.functional.conv2d(image, kernel, padding=1).sum().backward()  # conv.wgsl: all three passes
+    logits = webgrad.randn(4, 5, device=dev, requires_grad=True)
+    webgrad.nn.functional.cross_entropy(logits, webgrad.tensor([0, 4, 1, 2], device=dev)).backward()
     for variant in ("register", "tiled"):
         matmul_module.VARIANT = variant
         try:
