@@ -3,9 +3,10 @@ the pass by hand): what each removes, and that the replay still gives eager resu
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import webgrad
-from tests.conftest import assert_close
+from tests.conftest import DEVICES, assert_close
 from webgrad.graph import passes
 
 
@@ -185,3 +186,57 @@ def test_optimizer_updates_group_by_op_and_attrs_up_to_the_capacity():
     assert updates[0].inputs == updates[0].members[0].inputs + updates[0].members[1].inputs
     assert "sgd_momentum_step[2 params](" in str(graph)
     assert not [n for n in graph.nodes if n.inplace][-1].op.name.startswith("sgd")  # the marker's add_
+
+
+def _epilogues(graph):
+    return [n for n in graph.nodes if n.fused and n.fused[0].op.name == "matmul"]
+
+
+def test_matmul_epilogue_takes_the_chain_that_consumes_the_product():
+    x, w, bias = webgrad.randn(5, 7), webgrad.randn(7, 6), webgrad.randn(6)
+    graph = _traced(lambda x: (x @ w + bias).relu(), x)
+    passes.fuse_elementwise(graph)
+    assert passes.fuse_matmul_epilogues(graph) == 1
+    (node,) = _epilogues(graph)
+    assert [n.op.name for n in node.fused] == ["matmul", "add", "relu"]
+    assert "matmul" not in _ops(graph)
+
+
+def test_matmul_epilogue_leaves_products_that_are_needed_elsewhere():
+    x, w, bias = webgrad.randn(5, 7), webgrad.randn(7, 6), webgrad.randn(6)
+    buf = webgrad.zeros(7, 6)
+    cases = [
+        lambda x: (lambda p: (p, p + bias))(x @ w),         # the product is returned too
+        lambda x: (lambda p: (p + bias) * p.sum())(x @ w),  # read by a second node
+        lambda x: (lambda p: (buf.add_(1), p + bias)[1])(x @ buf),  # a write between the two
+        lambda x: (x @ w)[0] + bias,                         # the chain reads a part of it
+    ]
+    for fn in cases:
+        graph = _traced(fn, x)
+        passes.fuse_elementwise(graph)
+        assert passes.fuse_matmul_epilogues(graph) == 0, graph
+
+
+@pytest.mark.parametrize("extra", ["bias", "row", "column", "scalar", "transposed", "batched", "uneven batch"])
+def test_matmul_epilogue_replays_like_eager_on_webgpu(extra):
+    """Every way an extra input can be laid out: broadcast, strided, batched; a layout the
+    kernel cannot address (batch dims that do not step evenly) takes the two-dispatch path."""
+    if "webgpu" not in DEVICES:
+        pytest.skip("needs a WebGPU adapter")  # CI always has one (conftest fails the run otherwise)
+    dev = "webgpu"
+    batched = extra in ("batched", "uneven batch")
+    x = webgrad.randn(*((2, 3) if batched else ()), 5, 7, device=dev)
+    w = webgrad.randn(7, 6, device=dev)
+    other = {"bias": webgrad.randn(6, device=dev), "row": webgrad.randn(1, 6, device=dev),
+             "column": webgrad.randn(5, 1, device=dev), "scalar": webgrad.tensor(0.5, device=dev),
+             "transposed": webgrad.randn(6, 5, device=dev).T,
+             "batched": webgrad.randn(2, 3, 5, 6, device=dev),
+             "uneven batch": webgrad.randn(3, 2, 5, 6, device=dev).permute(1, 0, 2, 3)}[extra]
+    fn = webgrad.compile(lambda x: webgrad.tanh(x @ w * other) - other)
+    expected = np.tanh(x.numpy() @ w.numpy() * other.numpy()) - other.numpy()
+    device = webgrad.backend.get_backend(dev).device
+    for _ in range(2):
+        before = device.dispatches
+        assert_close(fn(x), expected, rtol=1e-5, atol=1e-5)
+    assert len(_epilogues(fn.graph)) == 1
+    assert device.dispatches - before == (2 if extra == "uneven batch" else 1)

@@ -3,6 +3,11 @@
 // A and B are strided views read in place: a transposed operand (x.mT), a
 // slice or an expanded batch dim (stride 0) costs no copy. C is contiguous.
 //
+// Epilogue: every value is stored through ``epilogue(v, batch, row, col)``, spliced
+// in by the loader: ``return v;`` for a plain product, or a fused elementwise chain
+// applied to C (bias add, activation, a mask: webgrad.graph's epilogue pass) that
+// reads up to two extra inputs bound at 4 and 5, addressed through ext0/ext1.
+//
 // Bindings: 0 Params, 1 a, 2 b, 3 out. Every buffer is bound as array<vec4<T>>
 // (pooled buffers are multiples of 256 bytes), so one binding serves both
 // element reads (a[e >> 2][e & 3]) and vec4 reads where the strides allow them.
@@ -38,11 +43,13 @@
 struct Params {
   dims: vec4<u32>,           // M, N, K, batch count
   grid: vec4<u32>,           // tiles along N, tiles along M, total workgroups, 1 if N % 4 == 0
-  offsets: vec4<u32>,        // a, b (elements), unused, unused
+  offsets: vec4<u32>,        // a, b, epilogue inputs 0 and 1 (elements)
   strides: vec4<i32>,        // stride_am, stride_ak, stride_bk, stride_bn
   batch_shape: vec4<u32>,    // batch dims, innermost last, padded with 1 at the front
   batch_a: vec4<i32>,        // A's stride per batch dim (0 where broadcast)
   batch_b: vec4<i32>,        // B's stride per batch dim
+  ext0: vec4<i32>,           // epilogue input 0's strides per (batch index, row, column), unused
+  ext1: vec4<i32>,           // epilogue input 1's
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -119,12 +126,13 @@ fn store4(v: vec4<T>, batch: u32, row: u32, col: u32) {
   let m = p.dims.x;
   let n = p.dims.y;
   if (row >= m || col >= n) { return; }
+  let w = epilogue(v, batch, row, col);
   let e = (batch * m + row) * n + col;
   if (p.grid.w == 1u) {  // N % 4 == 0: rows of C start at multiples of 4, write whole vec4s
-    out[e >> 2u] = v;
+    out[e >> 2u] = w;
   } else {
     for (var c = 0u; c < min(4u, n - col); c = c + 1u) {
-      out[(e + c) >> 2u][(e + c) & 3u] = v[c];
+      out[(e + c) >> 2u][(e + c) & 3u] = w[c];
     }
   }
 }

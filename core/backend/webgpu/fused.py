@@ -71,3 +71,27 @@ def launch_fused(backend, op, record, arrays, attrs, shape, dtype):
     backend.device.dispatch(pipeline, [a.buffer for a in arrays] + [out.buffer], params,
                             backend.grid(groups, label), label)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def matmul_epilogue_source(record, kind: str) -> str:
+    """matmul.wgsl whose ``epilogue()`` runs the chain ``record`` on each stored value of C:
+    chain input 0 is the product, inputs 1 and 2 are float32 buffers bound at 4 and 5 and
+    read through the strides in ``Params.ext0``/``ext1`` (see matmul.wgsl)."""
+    parts = [f"alias T = {ELEMENTS[kind].wgsl};", read("math.wgsl")]
+    extra = record.inputs - 1
+    names = ["r[c]"] + [f"e{k}" for k in range(extra)]
+    body = ["  var r = v;", "  for (var c = 0u; c < 4u; c = c + 1u) {",
+            "    let cc = min(col + c, p.dims.y - 1u);  // lanes past N are never stored"]
+    for k in range(extra):
+        parts.append(f"@group(0) @binding({4 + k}) var<storage, read> ext{k}: array<f32>;")
+        body.append(f"    let e{k} = ext{k}[u32(i32(p.offsets.{'zw'[k]}) + i32(batch) * p.ext{k}.x"
+                    f" + i32(row) * p.ext{k}.y + i32(cc) * p.ext{k}.z)];")
+    for j, (name, args, in_dtypes, out_dtype, _) in enumerate(record.steps):
+        parts.append(_step_function(j, name, [KIND[d] for d in in_dtypes], KIND[out_dtype]))
+        call = ", ".join(names[i] if where == "in" else f"t{i}" for where, i in args)
+        body.append(f"    let t{j} = step{j}({call});")
+    body += [f"    r[c] = t{len(record.steps) - 1};", "  }", "  return r;"]
+    parts.append(SPLICE_SIGNATURE["matmul.wgsl"] + " {\n" + "\n".join(body) + "\n}")
+    parts.append(read("matmul.wgsl"))
+    return "\n".join(parts)

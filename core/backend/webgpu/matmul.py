@@ -19,9 +19,10 @@ import numpy as np
 
 from .backend import kind_of, launcher
 from .array import contiguous_strides
-from . import geometry
+from . import fused, geometry
 from .geometry import coalesce, is_cpu_adapter
 
+FILE = "matmul.wgsl"
 MAX_BATCH_DIMS = 4
 VARIANT: str | None = None  # None: chosen per adapter; "register" or "tiled" to force one
 
@@ -125,8 +126,9 @@ def vector_modes(a, b, a_batch, b_batch, batch, m, n, k, tm):
     return a_mode, b_mode
 
 
-def pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, batch, a_batch, b_batch) -> bytes:
-    words = np.zeros(28, dtype=np.uint32)
+def pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, batch, a_batch, b_batch, ext=()) -> bytes:
+    """The ``Params`` uniform; ``ext``: (offset, strides) of each epilogue input."""
+    words = np.zeros(36, dtype=np.uint32)
     signed = words.view(np.int32)
     words[0:4] = (m, n, k, count)
     words[4:8] = (tiles_n, tiles_m, total, n % 4 == 0)
@@ -136,7 +138,28 @@ def pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, batch, a_batch, b
     words[16:20] = [1] * lead + list(batch)
     signed[20:24] = [0] * lead + list(a_batch)
     signed[24:28] = [0] * lead + list(b_batch)
+    for j, (offset, strides) in enumerate(ext):
+        words[10 + j] = offset
+        signed[28 + 4 * j:31 + 4 * j] = strides
     return words.tobytes()
+
+
+def epilogue_strides(array, shape) -> tuple | None:
+    """An epilogue input's strides per (batch index, row, column) of C (``shape``), where
+    it is broadcast to C; None when its batch dims do not step evenly with C's batch index."""
+    lead = len(shape) - len(array.shape)
+    strides = [0] * lead + [0 if n == 1 and size != 1 else s
+                            for n, s, size in zip(array.shape, array.strides, shape[lead:])]
+    unit, span = None, 1
+    for size, s in zip(reversed(shape[:-2]), reversed(strides[:-2])):
+        if size == 1:
+            continue
+        if unit is None:
+            unit = s
+        elif s != unit * span:
+            return None
+        span *= size
+    return unit or 0, strides[-2], strides[-1]
 
 
 def _materialize(backend, array, batch):
@@ -150,6 +173,23 @@ def _materialize(backend, array, batch):
 @launcher("matmul")
 def matmul(backend, op, record, arrays, attrs, shape, dtype):
     a, b = arrays
+    return _product(backend, a, b, shape, dtype)
+
+
+@launcher("matmul_epilogue")
+def matmul_epilogue(backend, op, record, arrays, attrs, shape, dtype):
+    """A product whose stores run a fused elementwise chain (``record.chain``, input 0
+    the product). Inputs the kernel cannot address (not float32, batch dims that do not
+    step evenly) run the chain as its own dispatch instead."""
+    a, b, *ext = arrays
+    strides = [epilogue_strides(e, tuple(shape)) for e in ext]
+    if kind_of(dtype) == "f32" and all(e.kind == "f32" and s is not None for e, s in zip(ext, strides)):
+        return _product(backend, a, b, shape, dtype, (record.chain, ext, strides))
+    product = _product(backend, a, b, shape, dtype)
+    return fused.launch_fused(backend, op, record.chain, [product, *ext], attrs, shape, dtype)
+
+
+def _product(backend, a, b, shape, dtype, epilogue=None):
     kind = kind_of(dtype)
     if kind not in ("f32", "i32"):
         raise TypeError(f"matmul: not supported on webgpu for {dtype.name} tensors")
@@ -168,14 +208,25 @@ def matmul(backend, op, record, arrays, attrs, shape, dtype):
     blocking = choose_blocking(backend)
     tiles_n, tiles_m = -(-n // blocking.cols), -(-m // blocking.rows)
     total = tiles_n * tiles_m * count
-    label = f"{record.file}:{blocking.entry}"
+    label = f"{FILE}:{blocking.entry}"
     a_mode, b_mode = vector_modes(a, b, a_batch, b_batch, dims, m, n, k, blocking.tm)
     constants = {"WG_X": blocking.wg_x, "WG_Y": blocking.wg_y, "TM": blocking.tm, "TN4": blocking.tn4}
     if blocking.entry == "matmul_tiled":
         constants["TILE_K"] = blocking.tile_k
     else:
         constants.update(A_VEC=a_mode, B_VEC=b_mode)
-    params = pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, dims, a_batch, b_batch)
-    backend.dispatch(record.file, blocking.entry, (("T", kind),), None, constants,
-                     [a.buffer, b.buffer, out.buffer], params, fold_grid(backend, total, label), label)
+    grid = fold_grid(backend, total, label)
+    if epilogue is None:
+        params = pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, dims, a_batch, b_batch)
+        backend.dispatch(FILE, blocking.entry, (("T", kind),), "v", constants,
+                         [a.buffer, b.buffer, out.buffer], params, grid, label)
+        return out
+    chain, ext, strides = epilogue
+    params = pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, dims, a_batch, b_batch,
+                         [(e.offset, s) for e, s in zip(ext, strides)])
+    key = ("matmul_epilogue", chain, blocking.entry, kind, tuple(sorted(constants.items())))
+    pipeline = backend.device.pipeline(key, fused.matmul_epilogue_source(chain, kind), blocking.entry,
+                                       constants, label)
+    backend.device.dispatch(pipeline, [a.buffer, b.buffer, out.buffer] + [e.buffer for e in ext], params,
+                            grid, label)
     return out

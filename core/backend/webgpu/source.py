@@ -25,6 +25,7 @@ SPLICE_SIGNATURE = {
     "unary.wgsl": "fn op(a: A) -> O",
     "binary.wgsl": "fn op(a: A, b: A) -> O",
     "ternary.wgsl": "fn op(a: A, b: B, c: B) -> O",
+    "matmul.wgsl": "fn epilogue(v: vec4<T>, batch: u32, row: u32, col: u32) -> vec4<T>",
 }
 
 

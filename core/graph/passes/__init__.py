@@ -2,33 +2,37 @@
 
 ``run`` applies them in order: constant folding, common-subexpression elimination,
 dead-code elimination, transposed matmuls and copy elision, then (on WebGPU)
-elementwise fusion and grouped optimizer updates. Each pass keeps the graph's meaning: in-place nodes stay
-where they are, and nothing is merged or moved across one (see cse.py).
+elementwise fusion, matmul epilogues and grouped optimizer updates. Each pass keeps
+the graph's meaning: in-place nodes stay where they are, and nothing is merged or
+moved across one (see cse.py).
 """
 from __future__ import annotations
 
 from .copies import elide_copies, transpose_matmuls
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
+from .epilogue import fuse_matmul_epilogues
 from .fold import fold_constants
 from .fuse import fuse_elementwise
 from .group import group_optimizer_steps
 from .memory import plan_memory
 
 __all__ = ["run", "report", "eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants",
-           "fuse_elementwise", "group_optimizer_steps", "transpose_matmuls", "elide_copies", "plan_memory"]
+           "fuse_elementwise", "fuse_matmul_epilogues", "group_optimizer_steps", "transpose_matmuls",
+           "elide_copies", "plan_memory"]
 
 
 def run(graph) -> dict:
     """Optimize ``graph`` in place; the counts of what each pass did are kept on the graph."""
     stats = {"folded": fold_constants(graph), "cse": eliminate_common_subexpressions(graph),
              "dce": eliminate_dead_code(graph), "transposed": transpose_matmuls(graph),
-             "copies": elide_copies(graph), "fused": 0, "grouped": 0}
+             "copies": elide_copies(graph), "fused": 0, "epilogues": 0, "grouped": 0}
     if graph.device == "webgpu":  # one generated kernel per chain or group; numpy gains nothing yet
         from ...backend import get_backend
         from ...backend.webgpu import fused, optim_group  # noqa: F401  (register their launchers)
 
         stats["fused"] = fuse_elementwise(graph)
+        stats["epilogues"] = fuse_matmul_epilogues(graph)
         backend = get_backend(graph.device)
         stats["grouped"] = group_optimizer_steps(graph, lambda arity: optim_group.capacity(backend, arity))
     graph.stats = stats
@@ -44,6 +48,7 @@ def report(graph) -> list:
                      f"subexpressions, {stats['dce']} dead node(s) removed, "
                      f"{stats['transposed']} matmul(s) transposed, "
                      f"{stats['copies']} copies elided, {stats['fused']} fused into others, "
+                     f"{stats.get('epilogues', 0)} matmul(s) with an epilogue, "
                      f"{stats.get('grouped', 0)} optimizer updates grouped into others")
     mem = plan_memory(graph)
     lines.append(f"memory: {len(mem['nodes_allocating'])} node outputs allocate, peak {mem['peak_bytes']} bytes "

@@ -118,8 +118,8 @@ def _outside_inputs(chain) -> list:
     return list(seen.values())
 
 
-def _fused_node(chain) -> Node:
-    outside = _outside_inputs(chain)
+def chain_record(chain, outside) -> Fused:
+    """The ``Fused`` record of ``chain`` reading its outside inputs in the order ``outside``."""
     slot = {v.id: k for k, v in enumerate(outside)}
     step_of = {n.output.id: j for j, n in enumerate(chain)}
     steps = []
@@ -127,7 +127,12 @@ def _fused_node(chain) -> Node:
         args = tuple(("t", step_of[v.id]) if v.id in step_of else ("in", slot[v.id]) for v in n.inputs)
         steps.append((n.op.name, args, tuple(v.dtype.name for v in n.inputs), n.output.dtype.name,
                       tuple(sorted(n.attrs.items()))))
-    record = Fused(tuple(steps), len(outside))
+    return Fused(tuple(steps), len(outside))
+
+
+def _fused_node(chain) -> Node:
+    outside = _outside_inputs(chain)
+    record = chain_record(chain, outside)
     name = "fused_" + "_".join(n.op.name for n in chain)
     op = Op(name, infer=lambda *a, **k: None,
             impls={"wgsl": record, "numpy": _numpy_chain(record, [n.output.dtype for n in chain])})
