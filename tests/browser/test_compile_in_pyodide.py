@@ -38,4 +38,5 @@ results
         assert r["replays"] == 2, r["explain"]
         assert max(abs(a - b) for a, b in zip(r["eager"], r["compiled"])) < 1e-5, r
         assert r["param_diff"] < 1e-5, r
-    assert "fused: add -> relu" in out["webgpu"]["explain"]
+    assert "fused: matmul -> add -> relu" in out["webgpu"]["explain"]  # the bias and ReLU in the product's stores
+    assert "updates in one kernel" in out["webgpu"]["explain"]
