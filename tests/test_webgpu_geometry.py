@@ -189,3 +189,12 @@ def test_wgsl_aliases_come_from_the_table(monkeypatch):
     finally:
         source.assemble.cache_clear()
     assert code.startswith("alias A = u32;\nalias O = f32;\n")
+
+
+def test_broadcast_strides():
+    # numpy's broadcasting: new leading dims and stretched size-1 dims read with stride 0
+    assert geometry.broadcast_strides((4,), (1,), (3, 4)) == [0, 1]
+    assert geometry.broadcast_strides((3, 1), (1, 1), (3, 5)) == [1, 0]
+    assert geometry.broadcast_strides((1, 1), (7, 7), (1, 1)) == [7, 7]  # size 1 kept: own stride
+    assert geometry.broadcast_strides((), (), (2, 3)) == [0, 0]
+    assert geometry.broadcast_strides((2, 3), (-3, 2), (2, 3)) == [-3, 2]

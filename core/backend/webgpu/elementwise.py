@@ -4,20 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from .array import contiguous_strides
-from .geometry import KIND, MAX_RANK, coalesce
+from .geometry import KIND, MAX_RANK, broadcast_strides, coalesce
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
 SLOT_NAMES = ("A_CONTIGUOUS", "B_CONTIGUOUS", "C_CONTIGUOUS")
 WORKGROUP = 256  # threads per workgroup, one thread per element
 CHECKED_CALL = "wg_check_divisor("  # binary.wgsl's check; an expression calling it binds the error flag
-
-
-def broadcast_strides(array, shape) -> list:
-    lead = len(shape) - len(array.shape)
-    strides = [0] * lead
-    for n, s, size in zip(array.shape, array.strides, shape[lead:]):
-        strides.append(0 if n == 1 and size != 1 else s)
-    return strides
 
 
 def pack_params(n, shape, offsets, strides) -> bytes:
@@ -73,8 +65,8 @@ def _plan(op_name, arrays, shape, out_kind, out_geometry):
         return None
     arity = len(arrays)
     out_strides, out_offset = out_geometry or (None, 0)
-    out_view = _Geometry(shape, out_strides if out_strides is not None else contiguous_strides(shape))
-    dims, strides = coalesce(shape, [broadcast_strides(a, shape) for a in [*arrays, out_view]])
+    out_strides = list(out_strides if out_strides is not None else contiguous_strides(shape))
+    dims, strides = coalesce(shape, [*(broadcast_strides(a.shape, a.strides, shape) for a in arrays), out_strides])
     if len(dims) > MAX_RANK:
         raise ValueError(f"{op_name}: webgpu kernels handle at most {MAX_RANK} non-mergeable dims, "
                          f"got shape {shape}; call .contiguous() first")
@@ -88,15 +80,6 @@ def _plan(op_name, arrays, shape, out_kind, out_geometry):
     all_strides = strides[:arity] + [[0] * len(dims)] * (3 - arity) + [strides[-1]]
     groups = -(-n // WORKGROUP)
     return file, entry, types, constants, pack_params(n, dims, offsets, all_strides), groups, f"{file}:{op_name}"
-
-
-class _Geometry:
-    """Shape and strides of the output before it exists (what broadcast_strides reads)."""
-
-    __slots__ = ("shape", "strides")
-
-    def __init__(self, shape, strides):
-        self.shape, self.strides = shape, strides
 
 
 def copy_into(backend, src, dst) -> None:

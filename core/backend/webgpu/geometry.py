@@ -61,6 +61,14 @@ def is_cpu_adapter(info: dict) -> bool:
     return any(name in text for name in CPU_ADAPTERS)
 
 
+def broadcast_strides(shape, strides, target) -> list:
+    """Strides that read a view of (``shape``, ``strides``) broadcast to ``target``
+    (numpy's rules, already checked by the op): 0 for the new leading dims and for
+    size-1 dims stretched, the view's own stride elsewhere."""
+    lead = len(target) - len(shape)
+    return [0] * lead + [0 if n == 1 and size != 1 else s for n, s, size in zip(shape, strides, target[lead:])]
+
+
 def coalesce_dims(dims) -> list:
     """Drop size-1 dims and merge neighbours in ``dims``, tuples (size, stride, ...)
     with one stride per operand, where every operand steps evenly across the pair

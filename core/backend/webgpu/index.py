@@ -25,8 +25,7 @@ import numpy as np
 
 from .array import contiguous_strides
 from .backend import launcher
-from .elementwise import broadcast_strides
-from .geometry import MAX_RANK, coalesce
+from .geometry import MAX_RANK, broadcast_strides, coalesce
 from .views import reshaped_strides
 
 FILE = "index.wgsl"
@@ -215,7 +214,7 @@ def put(backend, dst, key, src):
     if src.storage is dst.storage:  # x[i] = x[j]: a buffer cannot be read and written in one dispatch
         src = backend.contiguous(src)
     src = _with_rank(src, min(len(src.shape), len(target)))
-    dims, (sp, sv) = coalesce(target, [list(positions.strides), broadcast_strides(src, target)])
+    dims, (sp, sv) = coalesce(target, [list(positions.strides), broadcast_strides(src.shape, src.strides, target)])
     bound, (sd,) = coalesce(dst.shape, [list(dst.strides)])
     _check_rank("setitem", dims)
     _check_rank("setitem", bound)

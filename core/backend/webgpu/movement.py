@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import elementwise, views
 from .backend import launcher
-from .geometry import dtype_of
+from .geometry import broadcast_strides, dtype_of
 
 
 def _zeros(backend, shape, kind, label):
@@ -58,10 +58,7 @@ def copy_into(backend, op, record, arrays, attrs, shape, dtype):
 
 
 def _broadcast(array, shape):
-    lead = len(shape) - len(array.shape)
-    strides = [0] * lead + [0 if n == 1 and shape[lead + i] != 1 else s
-                            for i, (n, s) in enumerate(zip(array.shape, array.strides))]
-    return array.view(tuple(shape), tuple(strides))
+    return array.view(tuple(shape), tuple(broadcast_strides(array.shape, array.strides, shape)))
 
 
 @launcher("setitem")

@@ -3,6 +3,7 @@ the data is not laid out so that a view is possible)."""
 from __future__ import annotations
 
 from .array import contiguous_strides
+from .geometry import broadcast_strides
 
 
 def run(backend, op_name, record, arrays, attrs, shape):
@@ -18,10 +19,7 @@ def run(backend, op_name, record, arrays, attrs, shape):
         dims = attrs["dims"]
         return x.view(shape, tuple(x.strides[d] for d in dims))
     if kind == "expand":
-        lead = len(shape) - len(x.shape)
-        strides = [0] * lead + [0 if n == 1 and shape[lead + i] != 1 else s
-                                for i, (n, s) in enumerate(zip(x.shape, x.strides))]
-        return x.view(shape, strides)
+        return x.view(shape, broadcast_strides(x.shape, x.strides, shape))
     if kind == "slice":
         offset, strides = x.offset, list(x.strides)
         for d, (start, _stop, step) in enumerate(attrs["slices"]):
