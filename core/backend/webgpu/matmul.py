@@ -20,7 +20,7 @@ import numpy as np
 from .backend import kind_of, launcher
 from .array import contiguous_strides
 from . import fused, geometry
-from .geometry import coalesce, is_cpu_adapter
+from .geometry import broadcast_strides, coalesce, is_cpu_adapter
 
 FILE = "matmul.wgsl"
 MAX_BATCH_DIMS = 4
@@ -81,12 +81,7 @@ def choose_blocking(backend) -> Blocking:
 
 def batch_strides(array, batch) -> list:
     """``array``'s strides over the broadcast batch dims (0 where it is broadcast)."""
-    own = array.shape[:-2]
-    lead = len(batch) - len(own)
-    strides = [0] * lead
-    for n, s, size in zip(own, array.strides[:-2], batch[lead:]):
-        strides.append(0 if n == 1 and size != 1 else s)
-    return strides
+    return broadcast_strides(array.shape[:-2], array.strides[:-2], batch)
 
 
 def coalesce_batch(batch, a_strides, b_strides, matrix_size):
@@ -147,9 +142,7 @@ def pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, batch, a_batch, b
 def epilogue_strides(array, shape) -> tuple | None:
     """An epilogue input's strides per (batch index, row, column) of C (``shape``), where
     it is broadcast to C; None when its batch dims do not step evenly with C's batch index."""
-    lead = len(shape) - len(array.shape)
-    strides = [0] * lead + [0 if n == 1 and size != 1 else s
-                            for n, s, size in zip(array.shape, array.strides, shape[lead:])]
+    strides = broadcast_strides(array.shape, array.strides, shape)
     unit, span = None, 1
     for size, s in zip(reversed(shape[:-2]), reversed(strides[:-2])):
         if size == 1:
