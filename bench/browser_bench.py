@@ -5,7 +5,8 @@
 
 Prints the boot time (``boot()`` to ready: cold in a fresh browser context, then
 warm, a second visit in the same context with its HTTP cache, with the bytes that
-went over the network each time) next to TF.js's own start, and, for the
+went over the network each time, and the median time at which each boot step
+ended) next to TF.js's own start, and, for the
 digits-MLP training step (64->128->10, batch 64, Adam, loss read back every step)
 and the digits CNN's (demos/digits.py),
 N x N matmuls and a 3x3 conv2d (results read back), milliseconds per step for
@@ -57,7 +58,7 @@ def start_server():
 
 def _visit(context, url, script):
     """Open bench.html in ``context``, evaluate ``script``; return (its result, bytes fetched
-    from the network by the page and its workers, the largest such files)."""
+    from the network by the page and its workers, the largest such files, how many requests)."""
     requests = []
 
     def record(request):
@@ -69,10 +70,10 @@ def _visit(context, url, script):
     page.wait_for_selector("body[data-ready=true]")
     result = page.evaluate(script)
     context.remove_listener("requestfinished", record)
-    # responseBodySize is what came over the wire: 0 for an answer from the HTTP cache.
+    # responseBodySize is what came over the wire: 0 for an answer from the HTTP cache or a 304.
     sizes = [(max(0, r.sizes()["responseBodySize"]), r.url.removeprefix(url)) for r in requests]
     page.close()
-    return result, sum(size for size, _ in sizes), sorted(sizes, reverse=True)[:3]
+    return result, sum(size for size, _ in sizes), sorted(sizes, reverse=True)[:3], len(requests)
 
 
 def measure_boot(playwright, url, runs):
@@ -93,18 +94,26 @@ def measure_boot(playwright, url, runs):
 
 def measure_tfjs_boot(browser, url, backend):
     context = browser.new_context()
-    result, fetched, _ = _visit(context, url, f"window.webgradBench.tfjsBootTime({backend!r})")
+    result, fetched, _, _ = _visit(context, url, f"window.webgradBench.tfjsBootTime({backend!r})")
     context.close()
     return result, fetched
 
 
 def print_boots(label, boots):
     ms = [b[0]["ms"] for b in boots]
-    info, fetched, largest = boots[-1]
+    info, fetched, largest, count = boots[-1]
     print(f"boot() to ready, {label}, {len(ms)} runs: median {statistics.median(ms):.0f} ms "
-          f"(min {min(ms):.0f}, max {max(ms):.0f}); fetched {fetched / 1e6:.2f} MB, largest "
-          + ", ".join(f"{name} {size / 1e6:.2f} MB" for size, name in largest)
-          + f"\n  stages of the last: {info['timings']}; auto picked {info['device']}: {info['reason']}")
+          f"(min {min(ms):.0f}, max {max(ms):.0f}); the last: {count} requests, {fetched / 1e6:.2f} MB "
+          "over the network, largest " + ", ".join(f"{name} {size / 1e6:.3f} MB" for size, name in largest))
+    # Each step: median over the runs of the time (from the start of boot) at which it ended.
+    # Steps overlap: the wheel, the adapter and numpy's download run while Pyodide starts.
+    stages = {}
+    for boot, *_ in boots:
+        for name, at in boot["timings"].items():
+            stages.setdefault(name, []).append(at)
+    print("  stage ends at (median ms): " + ", ".join(f"{name} {statistics.median(at):.0f}"
+                                                     for name, at in sorted(stages.items(), key=lambda s: s[1][0])))
+    print(f"  auto picked {info['device']}: {info['reason']}")
 
 
 def main() -> None:

@@ -97,10 +97,25 @@ def _input(prompt: object = "") -> str:
     return str(answer)
 
 
-def choose_device(requested: str) -> tuple[str, str]:
-    """The device for ``requested`` ("auto", "webgpu" or "cpu") and why."""
+def _describe_adapter(adapter: Any) -> dict:
+    """The description ``webgrad.webgpu.adapter_info()`` gives, of an adapter the worker asked for in JS."""
+    from ..backend.webgpu.browser import BrowserDevice
+
+    return BrowserDevice._describe(adapter)
+
+
+def choose_device(requested: str, adapter: Any = None) -> tuple[str, str]:
+    """The device for ``requested`` ("auto", "webgpu" or "cpu") and why.
+
+    ``adapter``: the WebGPU adapter the worker already asked for in JS, or None. On "auto" a CPU
+    emulation is then refused without making a device (and importing the WebGPU backend).
+    """
     if requested == "cpu":
         return "cpu", "device='cpu' was requested"
+    if requested == "auto" and adapter is not None:
+        info = _describe_adapter(adapter)
+        if info.get("adapter_type") == "CPU":
+            return "cpu", _emulation_reason(info)
     from .. import webgpu
 
     if not webgpu.is_available():
@@ -111,23 +126,42 @@ def choose_device(requested: str) -> tuple[str, str]:
             return "cpu", f"device='webgpu' was requested but WebGPU is not available ({why}); using the CPU (numpy)"
         return "cpu", f"WebGPU is not available ({why}); using the CPU (numpy)"
     info = webgpu.adapter_info()
-    name = " ".join(v for v in (info.get("vendor"), info.get("architecture"), info.get("device")) if v) or "unnamed"
     if requested == "webgpu":
-        return "webgpu", f"device='webgpu' was requested (adapter: {name})"
+        return "webgpu", f"device='webgpu' was requested (adapter: {_adapter_name(info)})"
     if info.get("adapter_type") == "CPU":
-        return "cpu", (f"the WebGPU adapter ({name}) is a CPU emulation, where numpy in WebAssembly is "
-                       f"faster; pass device='webgpu' to use it anyway")
-    return "webgpu", f"WebGPU adapter {name} is a real GPU"
+        return "cpu", _emulation_reason(info)
+    return "webgpu", f"WebGPU adapter {_adapter_name(info)} is a real GPU"
 
 
-def boot(requested_device: str, hooks: Any, base_url: str) -> dict:
-    """Set the interpreter up for the page; returns {device, reason, adapter, versions}."""
+def _adapter_name(info: dict) -> str:
+    return " ".join(v for v in (info.get("vendor"), info.get("architecture"), info.get("device")) if v) or "unnamed"
+
+
+def _emulation_reason(info: dict) -> str:
+    return (f"the WebGPU adapter ({_adapter_name(info)}) is a CPU emulation, where numpy in WebAssembly is "
+            f"faster; pass device='webgpu' to use it anyway")
+
+
+def boot(requested_device: str, hooks: Any, base_url: str, adapter: Any = None) -> dict:
+    """Set the interpreter up for the page; returns {device, reason, adapter, versions, timings}.
+
+    ``adapter``: the WebGPU adapter the worker asked for while Pyodide started, or None.
+    ``timings``: milliseconds each step here took, for the boot's stage report.
+    """
     global _hooks
+    import time
+
     import __main__
 
     import numpy
 
-    from .. import __version__, set_default_device, webgpu
+    from .. import __version__, set_default_device
+
+    started = time.perf_counter()
+    timings: dict[str, int] = {}
+
+    def mark(name: str) -> None:
+        timings[name] = round((time.perf_counter() - started) * 1000)
 
     _hooks = hooks
     for stream in (sys.stdout, sys.stderr):  # stream output line by line, as a terminal does
@@ -139,16 +173,28 @@ def boot(requested_device: str, hooks: Any, base_url: str) -> dict:
     module.progress = progress  # type: ignore[attr-defined]
     sys.modules["webgrad_runtime"] = module
     builtins.input = _input
-    device, reason = choose_device(str(requested_device))
+    requested_device = str(requested_device)
+    device, reason = choose_device(requested_device, adapter)
+    mark("choose")
     set_default_device(device)
-    adapter = None
-    if device == "webgpu" or requested_device != "cpu":
-        try:
-            adapter = webgpu.adapter_info()
-        except Exception:  # no adapter: the reason already says so
-            adapter = None
+    info = None
+    if device == "webgpu":
+        from .. import webgpu
+
+        info = webgpu.adapter_info()
+    elif requested_device != "cpu":  # described without making a device where JS found an adapter
+        if adapter is not None:
+            info = _describe_adapter(adapter)
+        else:
+            from .. import webgpu
+
+            try:
+                info = webgpu.adapter_info()
+            except Exception:  # no adapter: the reason already says so
+                info = None
+    mark("adapter")
     __main__.__dict__.update(webgrad_progress=progress, WEBGRAD_DEVICE=device, WEBGRAD_BASE_URL=str(base_url))
-    return {"device": device, "reason": reason, "adapter": adapter,
+    return {"device": device, "reason": reason, "adapter": info, "timings": timings,
             "versions": {"python": sys.version.split()[0], "webgrad": __version__,
                          "numpy": numpy.__version__}}
 

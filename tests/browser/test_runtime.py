@@ -30,6 +30,15 @@ def test_boot_auto_reports_device_and_reason(browser, server_url):
             assert info["device"] == "webgpu"
         shown = runtime.page.inner_text("#device")
         assert shown == info["device"]
+        # Booting imports webgrad's core only: nn, optim and graph load on first use, the wasm
+        # matmul at the first large product, and a CPU-emulated adapter gets no WebGPU device.
+        loaded = runtime.ok("""import sys
+import webgrad.backend.wasm as wasm
+webgpu = sys.modules.get("webgrad.backend.webgpu")
+[sorted(m for m in ("webgrad.nn", "webgrad.optim", "webgrad.graph") if m in sys.modules),
+ wasm._kernel is None, webgpu is None or webgpu._state["backend"] is None]""")["result"]
+        assert loaded == [[], True, info["device"] == "cpu"]
+        assert {"wheel", "pyodide", "numpy", "webgrad", "device"} <= set(info["timings"])
         print(f"boot (auto) {info['bootMs']} ms, stages {info['timings']}, device {info['device']}: "
               f"{info['deviceReason']}")
     finally:
@@ -322,6 +331,56 @@ try {{
   window.webgradBootError = `${{err.name}} ${{err.cause}}: ${{err.message}}`;
 }}
 </script>"""
+
+
+def test_boot_failure_names_numpy_when_its_wheel_is_missing(browser, server_url):
+    """numpy loads inside loadPyodide (its download overlaps Pyodide's start), where a failure
+    only reaches the console: boot() must still reject naming numpy."""
+    context = browser.new_context()
+    try:
+        context.route("**/pyodide/numpy-*.whl", lambda route: route.fulfill(status=404, body="Not Found"))
+        page = context.new_page()
+        page.goto(server_url + "?device=cpu")
+        page.wait_for_function("() => window.webgradRuntime || window.webgradBootError", timeout=BOOT_TIMEOUT_MS)
+        failure = page.evaluate("window.webgradBootError || null")
+        assert failure is not None and "boot failed (asset)" in failure, failure
+        assert "loading numpy failed" in failure and "python -m server.assets" in failure
+    finally:
+        context.close()
+
+
+def test_second_visit_fetches_nothing_again(browser, server_url, tmp_path):
+    """A second visit in the same browser profile: every file it asks for again (Pyodide's wasm
+    and stdlib, numpy, the webgrad wheel, the page's scripts) comes from the HTTP cache or as a
+    304, so no body crosses the network but latest.json's few bytes. A profile on disk, as a
+    user's browser has: an in-memory (incognito-like) cache does not keep pyodide.asm.wasm."""
+    from .conftest import CHROMIUM, CHROMIUM_ARGS
+
+    context = browser.browser_type.launch_persistent_context(
+        str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    visits = []
+    try:
+        for _ in range(2):
+            requests = []
+
+            def record(request, requests=requests):
+                requests.append(request)
+
+            context.on("requestfinished", record)
+            page = context.new_page()
+            Runtime(page).boot(server_url + "?device=cpu")
+            context.remove_listener("requestfinished", record)
+            visits.append({r.url: max(0, r.sizes()["responseBodySize"]) for r in requests if r.method == "GET"})
+            page.close()
+    finally:
+        context.close()
+    first, second = visits
+    assert first[server_url + "pyodide/pyodide.asm.wasm"] > 1_000_000  # it did come over the network once
+    again = {url: size for url, size in second.items() if url in first}  # a rebuilt wheel has a new URL
+    for name in ("pyodide.asm.wasm", "pyodide.asm.js", "python_stdlib.zip"):
+        assert again[server_url + "pyodide/" + name] == 0, again
+    assert any("/pyodide/numpy-" in url and size == 0 for url, size in again.items()), again
+    assert sum(again.values()) < 10_000, {url: size for url, size in again.items() if size}
 
 
 def test_boot_under_a_csp_without_wasm_unsafe_eval_fails_fast_and_says_why(browser, server_url):

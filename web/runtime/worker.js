@@ -141,18 +141,47 @@ async function fetchWheel(baseUrl) {
   }
 }
 
+// The WebGPU adapter, asked for while Pyodide starts (the first request starts the browser's
+// GPU process: 100-300 ms that would otherwise come after Python's start). Python describes
+// it; on device="auto" a CPU emulation then costs no device and no WebGPU imports at all.
+async function requestAdapter() {
+  if (!self.navigator.gpu) return null;
+  try {
+    return await self.navigator.gpu.requestAdapter({powerPreference: "high-performance"});
+  } catch {
+    return null;  // Python asks again and reports why
+  }
+}
+
+// A package's wheel, fetched while Pyodide starts, so that loadPackage finds it in the HTTP
+// cache (/pyodide/ is served immutable) instead of downloading it after Python's start.
+// loadPyodide's own `packages` option would overlap the same way, but a missing wheel there
+// leaves loadPyodide hanging.
+async function prefetchPackage(indexURL, name) {
+  const lock = await (await fetch(indexURL + "pyodide-lock.json")).json();
+  const response = await fetch(indexURL + lock.packages[name].file_name);
+  if (response.ok) await response.arrayBuffer();
+}
+
 async function boot({baseUrl, device, control: controlBlock, input}) {
   const started = performance.now();
+  // Milliseconds from the start of boot at which each step ended (they overlap: the wheel
+  // and the adapter arrive while Pyodide starts).
   const timings = {};
   const mark = (name) => { timings[name] = Math.round(performance.now() - started); };
+  const after = (name, promise) => {
+    const marked = promise.then((value) => { mark(name); return value; });
+    marked.catch(() => {});  // awaited below; this only keeps an early failure from being "unhandled"
+    return marked;
+  };
   stage("pyodide", "loading Python (Pyodide)", 0.05);
   await checkWebAssembly();
   const indexURL = new URL("pyodide/", baseUrl).href;
+  const wheel = after("wheel", fetchWheel(baseUrl));
+  const adapter = after("adapter", device === "cpu" ? Promise.resolve(null) : requestAdapter());
   const {loadPyodide} = await importPyodide(indexURL);
-  // Start fetching the wheel while Pyodide and numpy load (the catch only keeps an
-  // early failure from being reported as unhandled; it is awaited below).
-  const wheel = fetchWheel(baseUrl);
-  wheel.catch(() => {});
+  mark("pyodide.mjs");
+  const numpy = after("numpy.fetched", prefetchPackage(indexURL, "numpy"));
   pyodide = await loadPyodide({indexURL, stdout: () => {}, stderr: () => {}});
   mark("pyodide");
   pyodide.setStdout(writer("stdout"));
@@ -163,6 +192,7 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   }
   inputBuffer = input || null;
   stage("numpy", "loading numpy", 0.6);
+  await numpy.catch(() => {});  // loadPackage below names what failed
   const failed = [];
   await pyodide.loadPackage(["numpy"], {messageCallback: () => {}, errorCallback: (m) => failed.push(m)});
   if (failed.length) {
@@ -172,8 +202,10 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   mark("numpy");
   stage("webgrad", "installing webgrad", 0.8);
   const {name, bytes} = await wheel;
-  const sitePackages = pyodide.runPython("import sysconfig\nsysconfig.get_paths()['purelib']");
+  // site is imported already; sysconfig would cost an import (~20 ms).
+  const sitePackages = pyodide.runPython("import site\nsite.getsitepackages()[0]");
   pyodide.unpackArchive(bytes, "wheel", {extractDir: sitePackages});
+  mark("unpack");
   python = pyodide.pyimport("webgrad.web.worker");
   mark("webgrad");
   stage("device", "choosing the device", 0.9);
@@ -184,7 +216,7 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   };
   let chosen;
   try {
-    const info = await python.boot.callPromising(device || "auto", hooks, baseUrl);
+    const info = await python.boot.callPromising(device || "auto", hooks, baseUrl, await adapter);
     chosen = info.toJs({dict_converter: Object.fromEntries, create_pyproxies: false});
     info.destroy();
   } catch (err) {
@@ -192,6 +224,7 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
                           "report this as a bug, with the message");
   }
   mark("device");
+  for (const [step, ms] of Object.entries(chosen.timings || {})) timings[`device.${step}`] = timings.webgrad + ms;
   stage("ready", `ready (${chosen.device})`, 1);
   return {
     device: chosen.device, deviceReason: chosen.reason, adapter: chosen.adapter,
