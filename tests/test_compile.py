@@ -207,6 +207,38 @@ def test_input_checks_run_again_at_replay():
         fn(x, webgrad.tensor([1, -5]))
 
 
+def test_checks_of_computed_values_run_in_the_graph_before_any_write():
+    """A sequence model's targets reach cross_entropy reshaped (a value the graph computes)
+    and its positions come from arange: both checks replay where they ran, before the
+    optimizer writes anything, so a bad target at a replay changes no state."""
+    webgrad.manual_seed(0)
+    embed, head = nn.Embedding(5, 8), nn.Linear(8, 5)
+    params = list(embed.parameters()) + list(head.parameters())
+    opt = webgrad.optim.Adam(params, lr=1e-2)
+
+    def step(tokens, targets):
+        h = embed(tokens) + embed(webgrad.arange(tokens.shape[1]))
+        loss = F.cross_entropy(head(h).reshape(-1, 5), targets.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    fn = webgrad.compile(step)
+    tokens = webgrad.tensor([[0, 1, 2], [3, 4, 0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a graph break would warn
+        for _ in range(3):
+            fn(tokens, webgrad.tensor([[1, 2, 3], [4, 0, 1]]))
+    assert fn.replays == 2 and "check[_class_targets]" in str(fn.graph)
+    before = [p.detach().numpy().copy() for p in params]
+    state = [dict(s) for s in opt.state.values()]
+    with pytest.raises(IndexError, match="out of bounds"):
+        fn(tokens, webgrad.tensor([[1, 2, 3], [4, 0, 9]]))
+    assert all(np.array_equal(p.detach().numpy(), b) for p, b in zip(params, before))
+    assert [s["step"] for s in opt.state.values()] == [s["step"] for s in state]
+
+
 def test_non_tensor_results_and_arguments():
     fn = webgrad.compile(lambda x, scale, opts: {"y": x * scale, "n": opts["n"]})
     a = fn(webgrad.ones(2), 2.0, {"n": 1})

@@ -200,11 +200,9 @@ class Plan:
             env[i] = backend.contiguous(v.data) if hasattr(backend, "contiguous") else v.data.copy()
         for i, k in self.args:
             env[i] = flat_args[k]._data
-        for check, check_args in self.graph.checks:  # before anything changes state
-            check(*[Tensor._make(env[a.id], a.shape, a.dtype, self.graph.device) if isinstance(a, Value) else a
-                    for a in check_args])
-        if self.optimizers:
-            self._refresh_optimizers()
+        for check in self.graph.checks:  # before anything changes state
+            _run_check(check, env, self.graph.device)
+        refresh = bool(self.optimizers)  # at the first write: a check in the graph may still raise
         for i, draw, args in self.random:
             env[i] = draw(*args)
         device = getattr(backend, "device", None)
@@ -214,7 +212,14 @@ class Plan:
             for s, i in zip(slots, ids):
                 s._data = env[i]
             if out is None:
-                run_inplace(op, slots, attrs)
+                check = getattr(op, "check", None)
+                if check is not None:
+                    _run_check(check, env, self.graph.device)
+                else:
+                    if refresh:
+                        self._refresh_optimizers()
+                        refresh = False
+                    run_inplace(op, slots, attrs)
             else:
                 env[out] = run(op, slots, attrs, shape, dtype)
             for s in slots:
@@ -236,6 +241,11 @@ class Plan:
         for k, g in self.arg_grads:
             flat_args[k].grad = Tensor._make(env[g.id], g.shape, g.dtype, graph.device)
         return _unflatten(self.out_spec, outs, self.out_constants)
+
+
+def _run_check(check, env, device):
+    fn, args = check
+    fn(*[Tensor._make(env[a.id], a.shape, a.dtype, device) if isinstance(a, Value) else a for a in args])
 
 
 class _Eager:

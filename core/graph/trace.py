@@ -23,6 +23,7 @@ from types import FrameType
 
 from ..ops import registry
 from ..tensor import Tensor
+from ..ops.registry import Op
 from .ir import Graph, Node, Value
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,10 +31,21 @@ _RANDOM = ("uniform", "normal", "randint")
 _CREATION = ("full", "from_numpy", "arange")
 # Host reads that only validate inputs (class targets and index bounds on cpu, where
 # they are free): not a graph break; each replay calls the same check on its tensors.
-_CHECKS = {("functional_loss.py", "_class_targets"), ("indexing.py", "_check_bounds")}
+_CHECKS = {("functional_loss.py", "_class_targets"), ("indexing.py", "_check_bounds"),
+           ("functional.py", "_check_embedding_indices")}
 _USER_READS = {"__bool__": "bool(tensor)", "__repr__": "printing a tensor", "__str__": "printing a tensor",
                "tensor_repr": "printing a tensor", "__format__": "formatting a tensor",
                "__array__": "np.asarray(tensor)"}
+
+
+def check_node(fn, args) -> Node:
+    """An input check as a node: in-place with nothing written, so every pass keeps it, in
+    order, and keeps the values it reads; ``op.check`` is the function and its arguments,
+    Values standing for the tensors."""
+    values = [a for a in args if isinstance(a, Value)]
+    op = Op(f"check[{fn.__name__}]", infer=lambda *a, **k: None, inplace=True, mutates=0)
+    op.check = (fn, args)  # type: ignore[attr-defined]
+    return Node(op, values, {})
 
 
 class GraphBreak(Exception):
@@ -199,9 +211,11 @@ class Tracer:
             return
         reader = sys._getframe(2)
         known = self.by_data.get(id(t._data))
-        if ((os.path.basename(reader.f_code.co_filename), reader.f_code.co_name) in _CHECKS
-                and (known is None or known.source != "node")):  # a replay checks before running ops
-            return self._record_check(reader)
+        if (os.path.basename(reader.f_code.co_filename), reader.f_code.co_name) in _CHECKS:
+            if known is None or known.source != "node":  # a replay checks before running ops
+                return self._record_check(reader)
+            if self.graph is not None and not any(n.inplace for n in self.graph.nodes):
+                return self._record_check(reader, in_graph=True)  # checked where it ran; nothing written yet
         # Name the call: the Tensor method the user called (item, numpy, bool...), or the
         # webgrad function that reads values itself (e.g. a cpu index check).
         frame: FrameType | None = reader
@@ -212,8 +226,10 @@ class Tracer:
             frame = frame.f_back
         self.stop(f"{call} reads tensor values on the host", frame)
 
-    def _record_check(self, frame):
-        """Keep the check's function and arguments; tensors among them become graph values."""
+    def _record_check(self, frame, in_graph=False):
+        """Keep the check's function and arguments; tensors among them become graph values.
+        A check of values the graph computes (``in_graph``) becomes a node that a replay runs
+        where the check ran, before any in-place node (``check_node``)."""
         code = frame.f_code
         names = code.co_varnames[:code.co_argcount]
         args = [frame.f_locals[n] for n in names]
@@ -222,7 +238,10 @@ class Tracer:
             return
         self._start(tensors[0].device)
         args = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
-        self.graph.checks.append((frame.f_globals[code.co_name], args))
+        if in_graph:
+            self._add(check_node(frame.f_globals[code.co_name], args))
+        else:
+            self.graph.checks.append((frame.f_globals[code.co_name], args))
 
     def stop(self, reason, frame=None):
         if frame is None:

@@ -258,6 +258,15 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
 
 
 # -- embedding -------------------------------------------------------------------
+def _check_embedding_indices(indices, count):
+    """On the cpu (webgrad.compile runs this again before every replay: graph/trace.py)."""
+    values = indices._host()
+    bad = values[(values < 0) | (values >= count)]
+    if bad.size:
+        raise IndexError(f"embedding: index {int(bad[0])} is out of range for {count} "
+                         f"embeddings (expected 0 <= index < {count})")
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
     """Rows of ``weight`` picked by the integer tensor ``input``; ``padding_idx``'s row gets no gradient.
@@ -274,11 +283,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if weight.ndim != 2:
         raise OpError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got {describe(weight)}")
     if input.device == "cpu" and input.numel():  # free on the host; a device flags it in take
-        values = input._host()
-        bad = values[(values < 0) | (values >= weight.shape[0])]
-        if bad.size:
-            raise IndexError(f"embedding: index {int(bad[0])} is out of range for {weight.shape[0]} "
-                             f"embeddings (expected 0 <= index < {weight.shape[0]})")
+        _check_embedding_indices(input, weight.shape[0])
     out = ops.take(weight, input)
     if padding_idx is not None:
         if padding_idx < 0:
