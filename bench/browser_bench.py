@@ -111,8 +111,8 @@ def print_boots(label, boots):
     for boot, *_ in boots:
         for name, at in boot["timings"].items():
             stages.setdefault(name, []).append(at)
-    print("  stage ends at (median ms): " + ", ".join(f"{name} {statistics.median(at):.0f}"
-                                                     for name, at in sorted(stages.items(), key=lambda s: s[1][0])))
+    medians = sorted((statistics.median(at), name) for name, at in stages.items())
+    print("  step ends at (median ms): " + ", ".join(f"{name} {at:.0f}" for at, name in medians))
     print(f"  auto picked {info['device']}: {info['reason']}")
 
 

@@ -2,9 +2,10 @@
 
 ``web/runtime/worker.js`` calls, through Pyodide:
 
-- ``boot(requested_device, hooks, base_url)`` once, after the wheel is installed:
+- ``boot(requested_device, hooks, base_url, adapter)`` once, after the wheel is installed:
   sets up ``webgrad_progress``, ``input()``, line-buffered output and the device,
-  and returns what the page shows (device, reason, adapter, versions).
+  and returns what the page shows (device, reason, adapter, versions, timings).
+  ``adapter`` is the WebGPU adapter the worker asked for while Pyodide started (or None).
 - ``run_cell(code, filename)`` for each run: runs the code in ``__main__`` (top-level
   ``await`` allowed), its source registered in ``linecache`` so tracebacks show lines
   and ``inspect.getsource`` finds classes defined in it; returns

@@ -16,6 +16,8 @@
 //     alive    {}                        the worker script loaded (sent before boot starts)
 //     boot     {stage, message, fraction}  boot progress
 //     ready    {device, deviceReason, adapter, versions, timings, interrupt, input}
+//              timings: {step: ms from the start of boot at which it ended}, steps overlapping:
+//              wheel, adapter, pyodide.mjs, pyodide, numpy, unpack, webgrad, device, device.*
 //     bootfail {message, cause, fix}     boot failed; cause is one of BOOT_CAUSES
 //     progress {id, data}                webgrad_progress(dict) during run `id`
 //     stdout / stderr {id, text}         output as it is written

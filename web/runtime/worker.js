@@ -141,9 +141,9 @@ async function fetchWheel(baseUrl) {
   }
 }
 
-// The WebGPU adapter, asked for while Pyodide starts (the first request starts the browser's
-// GPU process: 100-300 ms that would otherwise come after Python's start). Python describes
-// it; on device="auto" a CPU emulation then costs no device and no WebGPU imports at all.
+// The WebGPU adapter, asked for while Pyodide starts rather than after it. Python describes
+// it; on device="auto" a CPU emulation then gets no WebGPU device at boot (it used to make
+// one, adapter and device, only to choose the cpu).
 async function requestAdapter() {
   if (!self.navigator.gpu) return null;
   try {
@@ -163,10 +163,17 @@ async function prefetchPackage(indexURL, name) {
   if (response.ok) await response.arrayBuffer();
 }
 
+// Boot, measured with bench/browser_bench.py --boot-only. Kept: the wheel, numpy's wheel and
+// the adapter fetched while Pyodide starts. Checked and left: loadPyodide's `packages` (see
+// above); checkAPIVersion and fullStdLib (a string compare; already false). A second visit
+// sends no body over the network (tests/browser/test_runtime.py): Pyodide's files and the
+// pinned wheel come from the HTTP cache (immutable), the HEAD checks too, and only
+// latest.json, worker.js and protocol.js revalidate. Most of the time is Pyodide's own start
+// (wasm, Python's init), then loading and importing numpy.
 async function boot({baseUrl, device, control: controlBlock, input}) {
   const started = performance.now();
-  // Milliseconds from the start of boot at which each step ended (they overlap: the wheel
-  // and the adapter arrive while Pyodide starts).
+  // Milliseconds from the start of boot at which each step ended (they overlap: the wheel,
+  // the adapter and numpy's wheel are fetched while Pyodide starts).
   const timings = {};
   const mark = (name) => { timings[name] = Math.round(performance.now() - started); };
   const after = (name, promise) => {
@@ -179,9 +186,10 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   const indexURL = new URL("pyodide/", baseUrl).href;
   const wheel = after("wheel", fetchWheel(baseUrl));
   const adapter = after("adapter", device === "cpu" ? Promise.resolve(null) : requestAdapter());
+  const numpy = prefetchPackage(indexURL, "numpy");
+  numpy.catch(() => {});  // awaited below
   const {loadPyodide} = await importPyodide(indexURL);
   mark("pyodide.mjs");
-  const numpy = after("numpy.fetched", prefetchPackage(indexURL, "numpy"));
   pyodide = await loadPyodide({indexURL, stdout: () => {}, stderr: () => {}});
   mark("pyodide");
   pyodide.setStdout(writer("stdout"));
