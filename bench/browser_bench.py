@@ -7,14 +7,15 @@ Prints the boot time (``boot()`` to ready: cold in a fresh browser context, then
 warm, a second visit in the same context with its HTTP cache, with the bytes that
 went over the network each time, and the median time at which each boot step
 ended) next to TF.js's own start, and, for the
-digits-MLP training step (64->128->10, batch 64, Adam, loss read back every step)
-and the digits CNN's (demos/digits.py),
-N x N matmuls and a 3x3 conv2d (results read back), milliseconds per step for
-webgrad on WebGPU and on the cpu in Pyodide (with its wasm matmul, and with
-numpy's own), and TF.js on its WebGPU and wasm backends, with ratios against the
-TF.js backend of the same kind. The page is web/bench.html (open it in a browser
-to run the same thing by hand). Compare ratios, not absolute times: here both
-WebGPU adapters are CPU emulations. ``--no-webgpu`` leaves the WebGPU runners out.
+digits-MLP training step (64->128->10, batch 64, Adam, loss read back every step),
+the digits CNN's (demos/digits.py) and the char transformer's (demos/char_lm.py),
+eagerly and through webgrad.compile, N x N matmuls and a 3x3 conv2d (results read
+back), milliseconds per step for webgrad on WebGPU and on the cpu in Pyodide (with
+its wasm matmul, and with numpy's own), and TF.js on its WebGPU and wasm backends,
+with ratios against the TF.js backend of the same kind. The page is web/bench.html
+(open it in a browser to run the same thing by hand). Compare ratios, not absolute
+times: here both WebGPU adapters are CPU emulations. ``--no-webgpu`` leaves the
+WebGPU runners out; ``--task NAME`` runs only the tasks whose name contains NAME.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WEBGRAD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-PEERS = {"webgrad webgpu": "tfjs webgpu", "webgrad cpu (wasm matmul)": "tfjs wasm",
+PEERS = {"webgrad webgpu": "tfjs webgpu", "webgrad webgpu compiled": "tfjs webgpu",
+         "webgrad cpu (wasm matmul)": "tfjs wasm", "webgrad cpu compiled": "tfjs wasm",
          "webgrad cpu (numpy matmul)": "tfjs wasm"}
 
 
@@ -122,6 +124,8 @@ def main() -> None:
     parser.add_argument("--boots", type=int, default=3, help="cold (and warm) boots to time")
     parser.add_argument("--no-webgpu", action="store_true", help="leave out the WebGPU runners")
     parser.add_argument("--boot-only", action="store_true", help="time the boots only, no tasks")
+    parser.add_argument("--task", action="append", default=[],
+                        help="run only tasks whose name contains this (repeatable), e.g. --task 'cnn step'")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -150,6 +154,8 @@ def main() -> None:
             rows = []
             for index in range(len(tasks)):
                 if args.no_webgpu and "webgpu" in tasks[index]["runner"]:
+                    continue
+                if args.task and not any(name in tasks[index]["task"] for name in args.task):
                     continue
                 row = page.evaluate("(i) => window.webgradBench.runTask(i)", index)
                 rows.append(row)
