@@ -23,12 +23,18 @@ from dataclasses import dataclass, field
 class Elementwise:
     expr: str | dict[str, str]  # an expression, or one per kind
 
+    def __post_init__(self):
+        # Records key caches (a fused chain's source), so a per-kind dict is kept as sorted pairs.
+        if isinstance(self.expr, dict):
+            object.__setattr__(self, "expr", tuple(sorted(self.expr.items())))
+
     def expression(self, in_kind: str, out_kind: str) -> str | None:
         if isinstance(self.expr, str):
             return self.expr
+        exprs = dict(self.expr)
         for key in (f"{in_kind}->{out_kind}", f"*->{out_kind}", in_kind, "*"):
-            if key in self.expr:
-                return self.expr[key]
+            if key in exprs:
+                return exprs[key]
         return None
 
 

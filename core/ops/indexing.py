@@ -217,10 +217,11 @@ def _normalize_key(x, key):
     return expanded
 
 
-def getitem(x, key):
+def _resolve_key(x, key):
+    """``x[key]`` as basic slicing then advanced indexing: one normalized (start, stop,
+    step) per dim of x, the shape after slicing (ints dropped, None added), and the
+    advanced items as (position in that shape, index tensor, dim size)."""
     from ..tensor import Tensor
-    from .elementwise import logical_or, where
-    from .movement import permute, reshape, slice_dims
 
     items = _normalize_key(x, key)
     slices, out_shape, adv = [], [], []  # adv: (position in out_shape, index tensor, size)
@@ -250,6 +251,14 @@ def getitem(x, key):
             i = _int_index(item, n, dim)
             slices.append((i, i + 1, 1))
         dim += 1
+    return slices, out_shape, adv
+
+
+def getitem(x, key):
+    from .elementwise import logical_or, where
+    from .movement import permute, reshape, slice_dims
+
+    slices, out_shape, adv = _resolve_key(x, key)
     y = reshape(slice_dims(x, slices), tuple(out_shape))
     if not adv:
         if y is not x:  # x[:] and x[...] are x itself
@@ -319,9 +328,13 @@ def _numpy_key(key):
     return out if isinstance(key, tuple) else out[0]
 
 
-def _assign_infer(dst, src, **attrs):
+def _assign_infer(dst, src, *positions, **attrs):
     target = tuple(dst.shape)
-    if "key" in attrs:
+    if positions:
+        target = tuple(positions[0].shape)
+    elif "view" in attrs:
+        target = tuple(attrs["view"][1])
+    elif "key" in attrs:
         target = tuple(getitem(dst.detach(), attrs["key"]).shape)
     try:
         broadcast_shapes("setitem", src.shape, target)
@@ -333,7 +346,7 @@ def _assign_infer(dst, src, **attrs):
     return dst.shape, dst.dtype
 
 
-def _setitem_kernel(dst, src, *, key):
+def _setitem_kernel(dst, src, *positions, key, view=None):
     # Select with the ints first (a view), then index the rest: PyTorch's order, the
     # same as getitem's, so the value is laid out as x[key] is (numpy's own rule
     # would move the advanced dims for keys like [1, :, idx]).
@@ -357,24 +370,52 @@ def _copy_kernel(dst, src):
     np.copyto(dst, src, casting="unsafe")
 
 
-def _index_put_kernel(x, value, *, key):
+def _index_put_kernel(x, value, *positions, key, view=None):
     out = np.array(x, copy=True)
     _setitem_kernel(out, value, key=key)
     return out
 
 
-def _index_put_vjp(g, x, value, *, out, key):
+def _index_put_vjp(g, x, value, *positions, out, **where):
     from ..creation import scalar_tensor
 
-    return apply(INDEX_PUT, g, scalar_tensor(0, g.dtype, g.device), key=key), getitem(g, key)
+    zero = scalar_tensor(0, g.dtype, g.device)
+    return apply(INDEX_PUT, g, zero, *positions, **where), getitem(g, where["key"])
 
 
-SETITEM = defop("setitem", wgsl=Kernel("unary.wgsl", "unary", "setitem"),
-                   infer=_assign_infer, inplace=True, numpy=_setitem_kernel)
+# ``x[key] = value``. The numpy kernels index with the key itself. Other backends get
+# it resolved here (``_where``): a basic key (ints, slices, None, ...) as ``view``,
+# the (start, stop, step) of each dim of x and the indexed shape, which they write
+# through; any other key as ``positions``, an extra int32 input shaped like x[key]
+# holding 1 + the logical (row-major) position in x of each element it selects, 0
+# where an index was out of range (the backend writes nothing then).
+SETITEM = defop("setitem", wgsl=Kernel("index.wgsl", "put", "setitem"),
+                infer=_assign_infer, inplace=True, numpy=_setitem_kernel)
 COPY_INTO = defop("copy_into", wgsl=Kernel("unary.wgsl", "unary", "copy_into"),
-                   infer=_assign_infer, inplace=True, numpy=_copy_kernel)
-INDEX_PUT = defop("index_put", wgsl=Kernel("unary.wgsl", "unary", "index_put"),
+                  infer=_assign_infer, inplace=True, numpy=_copy_kernel)
+INDEX_PUT = defop("index_put", wgsl=Kernel("index.wgsl", "put", "index_put"),
                   infer=_assign_infer, numpy=_index_put_kernel, vjp=_index_put_vjp, reads_inputs=False)
+
+
+def _is_basic(key) -> bool:
+    from ..tensor import Tensor
+
+    items = key if isinstance(key, tuple) else (key,)
+    return not any(isinstance(i, (Tensor, list)) or hasattr(i, "__array__") for i in items)
+
+
+def _where(x, key):
+    """(extra inputs, attrs) that tell x's backend where ``x[key]`` lies (see SETITEM)."""
+    if x.device == "cpu":
+        return (), {"key": key}
+    if _is_basic(key):
+        slices, shape, _ = _resolve_key(x, key)
+        return (), {"key": key, "view": (tuple(slices), tuple(shape))}
+    from ..creation import arange
+
+    with autograd.no_grad():
+        numbered = arange(1, x.numel() + 1, dtype=dtypes.int32, device=x.device).reshape(tuple(x.shape))
+        return (getitem(numbered, key),), {"key": key}
 
 
 def _value_tensor(dst, value):
@@ -483,8 +524,9 @@ def _store(op_name, x, result, cast):
 def setitem(x, key, value):
     """``x[key] = value`` in place; differentiable for ``x`` and ``value`` as in PyTorch."""
     value = _value_tensor(x, value)
-    update_("setitem", x, lambda old, v: apply(INDEX_PUT, old, v, key=key), value,
-            write=lambda v: apply_inplace(SETITEM, x, v, key=key), cast=True)
+    positions, where = _where(x, key)
+    update_("setitem", x, lambda old, v: apply(INDEX_PUT, old, v, *positions, **where), value,
+            write=lambda v: apply_inplace(SETITEM, x, v, *positions, **where), cast=True)
 
 
 def index_put(x, indices, values, accumulate=False):
@@ -492,7 +534,8 @@ def index_put(x, indices, values, accumulate=False):
     tuple of index tensors, or any key ``x[key]`` accepts."""
     if accumulate:
         raise NotImplementedError("index_put: accumulate=True is not supported; use index_add or scatter_add")
-    return apply(INDEX_PUT, x, _value_tensor(x, values), key=indices)
+    positions, where = _where(x, indices)
+    return apply(INDEX_PUT, x, _value_tensor(x, values), *positions, **where)
 
 
 def copy_(x, src):

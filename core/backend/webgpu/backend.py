@@ -10,6 +10,7 @@ the device: convert with ``.float()`` first.
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 
@@ -92,6 +93,7 @@ class WebGPUBackend:
         self.pool = BufferPool(device)
         self.limits = dict(device.limits)  # tests lower these to exercise splitting paths
         self.index_errors = IndexErrors(self)
+        self._scalars: dict = {}  # fill values, see _scalar
 
     # -- running ops ----------------------------------------------------------------
     def run(self, op, inputs, attrs, shape, dtype):
@@ -110,11 +112,6 @@ class WebGPUBackend:
         if record is None or record.launch not in LAUNCHERS:
             raise NotImplementedError(f"{op.name}: no WebGPU kernel; move the tensors to 'cpu' with .cpu()")
         LAUNCHERS[record.launch](self, op, record, [t._data for t in tensors], attrs, None, None)
-
-    def launchers_lookup(self, name):
-        if name not in LAUNCHERS:
-            raise NotImplementedError(f"webgpu: no launcher {name!r} yet; move the tensors to 'cpu'")
-        return LAUNCHERS[name]
 
     def empty(self, shape, kind, label) -> GPUArray:
         n = math.prod(shape)
@@ -199,10 +196,20 @@ class WebGPUBackend:
 
     def fill(self, out: GPUArray, value) -> None:
         """Write ``value`` into every element of the (possibly strided) view ``out``."""
-        from ...creation import scalar_tensor
+        elementwise.copy_into(self, self._scalar(value, out.kind).view(out.shape, (0,) * len(out.shape)), out)
 
-        scalar = scalar_tensor(value, dtype_of(out.kind), "webgpu")._data
-        elementwise.copy_into(self, scalar.view(out.shape, (0,) * len(out.shape)), out)
+    def _scalar(self, value, kind) -> GPUArray:
+        """A one-element array holding ``value``, cached: fills repeat a few values."""
+        # Floats by their bits: -0.0 == 0.0 would make a value-keyed cache give the wrong zero.
+        bits = struct.pack("<d", value) if isinstance(value, (float, np.floating)) else value
+        key = (type(value), bits, kind)
+        array = self._scalars.get(key)
+        if array is None:
+            if len(self._scalars) > 256:
+                self._scalars.clear()
+            dtype = dtype_of(kind)
+            array = self._scalars[key] = self.from_numpy(np.array(value, dtype=dtype.np), dtype)
+        return array
 
     def arange(self, start, step, count, dtype):
         return self.from_numpy((start + step * np.arange(count)).astype(dtype.np), dtype)

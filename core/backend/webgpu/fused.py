@@ -2,7 +2,7 @@
 
 ``fused_source`` is the one function that splices expressions: each step of the
 chain becomes a small WGSL function whose body is that op's own ``Elementwise``
-expression (from its ``defop``) with the type names A/B/O made concrete, and
+expression (from its ``defop``, carried in the record) with the type names A/B/O made concrete, and
 ``op()`` calls them in order. The result runs in the existing unary/binary/ternary
 shader (broadcasting and strided inputs as for any elementwise op), so a fused chain
 costs one dispatch and writes one buffer.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import re
 
-from ...ops.registry import OPS
 from .backend import kind_of, launcher
 from .elementwise import _plan
 from .geometry import ELEMENTS, KIND
@@ -21,8 +20,7 @@ from .source import PRELUDES, SPLICE_SIGNATURE, read
 _TYPE_NAME = re.compile(r"\b([ABO])\b")
 
 
-def _step_function(j, name, in_kinds, out_kind) -> str:
-    record = OPS[name].impls["wgsl"]
+def _step_function(j, name, record, in_kinds, out_kind) -> str:
     in_kind = in_kinds[0] if len(in_kinds) < 3 else in_kinds[1]
     expr = record.expression(in_kind, out_kind)
     if expr is None:
@@ -41,7 +39,7 @@ def fused_source(record, file: str, types: tuple) -> str:
     parts += [read(p) for p in PRELUDES.get(file, ())]
     body = []
     for j, (name, args, in_dtypes, out_dtype, _) in enumerate(record.steps):
-        parts.append(_step_function(j, name, [KIND[d] for d in in_dtypes], KIND[out_dtype]))
+        parts.append(_step_function(j, name, record.kernels[j], [KIND[d] for d in in_dtypes], KIND[out_dtype]))
         call = ", ".join("abc"[i] if kind == "in" else f"t{i}" for kind, i in args)
         body.append(f"  let t{j} = step{j}({call});")
     body.append(f"  return t{len(record.steps) - 1};")
@@ -88,7 +86,7 @@ def matmul_epilogue_source(record, kind: str) -> str:
         body.append(f"    let e{k} = ext{k}[u32(i32(p.offsets.{'zw'[k]}) + i32(batch) * p.ext{k}.x"
                     f" + i32(row) * p.ext{k}.y + i32(cc) * p.ext{k}.z)];")
     for j, (name, args, in_dtypes, out_dtype, _) in enumerate(record.steps):
-        parts.append(_step_function(j, name, [KIND[d] for d in in_dtypes], KIND[out_dtype]))
+        parts.append(_step_function(j, name, record.kernels[j], [KIND[d] for d in in_dtypes], KIND[out_dtype]))
         call = ", ".join(names[i] if where == "in" else f"t{i}" for where, i in args)
         body.append(f"    let t{j} = step{j}({call});")
     body += [f"    r[c] = t{len(record.steps) - 1};", "  }", "  return r;"]

@@ -189,27 +189,17 @@ def index_add(backend, op, record, arrays, attrs, shape, dtype):
     return out
 
 
-@launcher("put")
-def put(backend, dst, key, src):
-    """``dst[key] = src`` for keys with index tensors or masks: the key picks logical
-    positions out of an arange shaped like dst (the core's own getitem, on the
-    device), then one kernel writes src, broadcast, at those positions through
-    dst's strides. A bad index sets the error flag (in getitem's take) and put
-    then writes nothing at all, so a failed write leaves dst as it was, as on the
-    cpu. Positions count from 1, 0 being what take reads for a bad index. With
-    duplicate positions one of the values lands (which one is unspecified, as in
-    PyTorch)."""
-    from ... import dtypes
-    from ...creation import arange
-    from ...ops.indexing import getitem
-
-    if dst.numel() == 0:
-        return
-    positions = arange(1, dst.numel() + 1, dtype=dtypes.int32, device="webgpu").reshape(tuple(dst.shape))
-    positions = getitem(positions, key)._data
+def put(backend, dst, positions, src):
+    """``dst[key] = src`` for keys with index tensors or masks. ``positions`` (int32,
+    shaped like dst[key]; made by the op, see indexing.SETITEM) holds 1 + the logical
+    position in dst of each element to write, 0 for a bad index; one kernel writes
+    src, broadcast, there through dst's strides. A bad index set the error flag
+    (in the take that made the positions) and put then writes nothing at all, so a
+    failed write leaves dst as it was, as on the cpu. With duplicate positions one
+    of the values lands (which one is unspecified, as in PyTorch)."""
     target = positions.shape
     n = positions.numel()
-    if n == 0:
+    if dst.numel() == 0 or n == 0:
         return
     if src.storage is dst.storage:  # x[i] = x[j]: a buffer cannot be read and written in one dispatch
         src = backend.contiguous(src)

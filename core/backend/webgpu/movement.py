@@ -3,9 +3,10 @@ slicing), cat, flip, the in-place copy/setitem and index_put (setitem on a
 copy). All are strided copies through unary.wgsl into views of the destination."""
 from __future__ import annotations
 
-from . import elementwise, views
+from . import elementwise, index, views
 from .backend import launcher
-from .geometry import broadcast_strides, dtype_of
+from .geometry import broadcast_strides
+from .views import reshaped_strides
 
 
 def _zeros(backend, shape, kind, label):
@@ -63,24 +64,17 @@ def _broadcast(array, shape):
 
 @launcher("setitem")
 def setitem(backend, op, record, arrays, attrs, shape, dtype):
-    """``x[key] = value``: basic keys write through a view of ``x``; keys with
-    index tensors or masks go through the flat positions they select."""
-    from ...ops.indexing import getitem
-    from ...tensor import Tensor
-
-    dst, src = arrays
-    key = attrs["key"]
-    items = key if isinstance(key, tuple) else (key,)
-    target = Tensor._make(dst, dst.shape, dtype_of(dst.kind), "webgpu")
-    if not any(isinstance(i, (Tensor, list)) or hasattr(i, "__array__") for i in items):
-        view = getitem(target, key)._data
-        if view.storage is not dst.storage:
-            raise RuntimeError("setitem: internal error, the indexed view is not a view of the target")
-        if view.numel():
-            elementwise.copy_into(backend, _broadcast(src, view.shape), view)
+    """``x[key] = value`` with the key resolved by the op (indexing.SETITEM): a basic
+    key writes through a view of x, any other through the positions it selects."""
+    dst, src, *positions = arrays
+    if positions:
+        index.put(backend, dst, positions[0], src)
         return
-    put = backend.launchers_lookup("put")
-    put(backend, dst, key, src)
+    slices, target = attrs["view"]
+    view = _slice_view(dst, slices)
+    view = view.view(tuple(target), reshaped_strides(view.shape, view.strides, tuple(target)))
+    if view.numel():
+        elementwise.copy_into(backend, _broadcast(src, view.shape), view)
 
 
 @launcher("flip")
@@ -94,7 +88,7 @@ def flip(backend, op, record, arrays, attrs, shape, dtype):
 @launcher("index_put")
 def index_put(backend, op, record, arrays, attrs, shape, dtype):
     """Out-of-place ``x[key] = value`` (setitem's differentiable form): a copy of x, written into."""
-    x, value = arrays
+    x, *rest = arrays
     out = backend.contiguous(x)
-    setitem(backend, op, record, [out, value], attrs, shape, dtype)
+    setitem(backend, op, record, [out, *rest], attrs, shape, dtype)
     return out

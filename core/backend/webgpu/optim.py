@@ -63,22 +63,27 @@ def _pack(n, flags, grad_offset, offsets, values) -> bytes:
 @launcher("optim")
 def optim_step(backend, op, record, arrays, attrs, shape, dtype):
     """In place: ``arrays`` is (param, *state buffers, grad)."""
+    update(backend, op.name, record.entry, arrays, attrs)
+
+
+def update(backend, op_name, entry, arrays, attrs):
+    """One optimizer step ``op_name`` (entry point ``entry``) on (param, *state buffers, grad)."""
     *written, grad = arrays
     param = written[0]
     for name, a in zip(("param",) + ("state",) * len(written), written):
         if a.kind != "f32":
-            raise TypeError(f"{op.name}: webgpu optimizers update float32 tensors, got a {a.kind} {name}")
+            raise TypeError(f"{op_name}: webgpu optimizers update float32 tensors, got a {a.kind} {name}")
         if not a.is_contiguous():
-            raise ValueError(f"{op.name}: webgpu updates contiguous parameters and state in place; this "
+            raise ValueError(f"{op_name}: webgpu updates contiguous parameters and state in place; this "
                              f"{name} of shape {a.shape} is a strided view (use .contiguous() parameters)")
     if len({id(a.storage) for a in written}) != len(written):
-        raise ValueError(f"{op.name}: the parameter and its state buffers must not share memory")
+        raise ValueError(f"{op_name}: the parameter and its state buffers must not share memory")
     if not grad.is_contiguous() or any(grad.storage is a.storage for a in written):
         grad = backend.contiguous(grad)  # a broadcast gradient, or one aliasing a written buffer
     n = param.numel()
     if n == 0:
         return
-    flags, values = _scalars(op.name, attrs)
+    flags, values = _scalars(op_name, attrs)
     params = _pack(n, flags, grad.offset, [a.offset for a in written], values)
-    backend.dispatch_1d(FILE, record.entry, (), None, {}, [grad.buffer] + [a.buffer for a in written],
-                        params, n, f"{FILE}:{op.name}")
+    backend.dispatch_1d(FILE, entry, (), None, {}, [grad.buffer] + [a.buffer for a in written],
+                        params, n, f"{FILE}:{op_name}")

@@ -17,9 +17,8 @@ import re
 
 import numpy as np
 
-from ...ops.registry import OPS
 from .backend import WORKGROUP, launcher
-from .optim import FILE, _pack, _scalars, optim_step
+from .optim import FILE, _pack, _scalars, update
 from .source import read
 
 UNIFORM_BYTES = 256   # one arena slot (device.UNIFORM_SLOT)
@@ -80,10 +79,9 @@ def _groupable(members) -> bool:
 def optim_group(backend, op, record, arrays, attrs, shape, dtype):
     arity = record.arity
     members = [arrays[k * arity:(k + 1) * arity] for k in range(record.count)]
-    member_op = OPS[record.op]
-    if not _groupable(members):  # the single launcher copies or refuses, naming the problem
+    if not _groupable(members):  # the single step copies or refuses, naming the problem
         for m in members:
-            optim_step(backend, member_op, member_op.impls["wgsl"], list(m), attrs, None, None)
+            update(backend, record.op, record.op, list(m), attrs)  # optim.wgsl's entries are named after the ops
         return
     flags, values = _scalars(record.op, attrs)
     words = np.zeros(record.count * MEMBER_BYTES // 4, dtype=np.uint32).reshape(record.count, 8)

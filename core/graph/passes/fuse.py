@@ -3,8 +3,8 @@
 A node joins the chain of a producer when the producer is elementwise (its WebGPU
 record is an ``Elementwise`` expression), its output feeds only this node, has this
 node's shape (outside inputs may broadcast) and no in-place write lies between
-them. The fused node's op is a ``FusedOp`` whose kernel record lists the chain by
-op name, so each step's expression still comes from the op's own ``defop``; the
+them. The fused node's op is a ``FusedOp`` whose kernel record lists the chain's
+steps with each op's own ``Elementwise`` record (from its ``defop``); the
 WebGPU backend turns the record into one generated WGSL kernel
 (``backend/webgpu/fused.py``), the numpy kernel runs the steps in turn.
 
@@ -27,9 +27,11 @@ _ATTRS_OK = {"dtype"}  # attrs the generated kernel follows (through the output 
 @dataclass(frozen=True)
 class Fused:
     """A fused chain: steps of ``(op name, args, input dtype names, output dtype name, attrs)``,
-    args being ``("in", k)`` (the k-th outside input) or ``("t", j)`` (step j's result)."""
+    args being ``("in", k)`` (the k-th outside input) or ``("t", j)`` (step j's result);
+    ``kernels``: each step's ``Elementwise`` record (its op's own), which the backend splices."""
     steps: tuple
     inputs: int
+    kernels: tuple = ()
     launch: str = "fused"
 
 
@@ -127,7 +129,7 @@ def chain_record(chain, outside) -> Fused:
         args = tuple(("t", step_of[v.id]) if v.id in step_of else ("in", slot[v.id]) for v in n.inputs)
         steps.append((n.op.name, args, tuple(v.dtype.name for v in n.inputs), n.output.dtype.name,
                       tuple(sorted(n.attrs.items()))))
-    return Fused(tuple(steps), len(outside))
+    return Fused(tuple(steps), len(outside), tuple(n.op.impls["wgsl"] for n in chain))
 
 
 def _fused_node(chain) -> Node:
