@@ -31,6 +31,19 @@ def test_hardware_adapters_are_not_cpu(info):
     assert not geometry.is_cpu_adapter(info)
 
 
+@pytest.mark.parametrize("device, cpu", [("Microsoft Basic Render Driver", True), ("swiftshader", True),
+                                         ("NVIDIA H200", False)])
+def test_browser_describes_adapters_by_the_same_rule(device, cpu):
+    """The browser device's adapter description (a JS GPUAdapter) uses is_cpu_adapter too."""
+    from types import SimpleNamespace
+
+    from webgrad.backend.webgpu.browser import BrowserDevice
+
+    info = SimpleNamespace(vendor="", architecture="", device=device, description="", isFallbackAdapter=False)
+    described = BrowserDevice._describe(SimpleNamespace(info=info, isFallbackAdapter=False))
+    assert described["adapter_type"] == ("CPU" if cpu else "GPU")
+
+
 def test_max_rank_is_shared():
     from webgrad.backend.webgpu import elementwise, index, layer_norm, reduce, softmax
 

@@ -20,10 +20,8 @@ so a conversion never leaves a ``PyProxy`` behind; the only long-lived
 """
 from __future__ import annotations
 
+from .geometry import is_cpu_adapter
 from .recorder import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, DispatchTimer, Recorder
-
-# Adapter names of WebGPU implementations that run on the CPU.
-CPU_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "softpipe", "warp")
 
 
 def _js():
@@ -110,8 +108,7 @@ class BrowserDevice(Recorder):
         fields = {name: str(getattr(info, name, "") or "") for name in
                   ("vendor", "architecture", "device", "description")}
         fallback = bool(getattr(info, "isFallbackAdapter", False) or getattr(adapter, "isFallbackAdapter", False))
-        names = " ".join(fields.values()).lower()
-        cpu = fallback or any(name in names for name in CPU_ADAPTERS)
+        cpu = fallback or is_cpu_adapter(fields)
         return {**fields, "adapter_type": "CPU" if cpu else "GPU", "backend_type": "WebGPU (browser)",
                 "is_fallback_adapter": fallback}
 
