@@ -38,7 +38,9 @@ async def load(key: str, url: str, trust_code: bool = False) -> dict:
         raise WidgetError(f"{url} holds weights only (no architecture record), so the widget cannot rebuild "
                           "the model; push the nn.Module itself: webgrad.store.push(model, name, input_size=...)")
     _models[key] = model
-    return await store.info_async(url)
+    info = await store.info_async(url)
+    info["device"] = str(next((p.device for p in model.parameters()), "cpu"))  # where predict() runs
+    return info
 
 
 def predict(key: str, data_b64: str, shape) -> dict:

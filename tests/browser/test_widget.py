@@ -182,6 +182,38 @@ def test_embedded_digits_model_predicts_like_python(host_page, embed_url, server
     assert [line for line in recorder.console if line.startswith(("error", "pageerror"))] == []
 
 
+def test_load_on_webgpu_and_an_img_element_predict_like_python(host_page, embed_url, server_url, trained):
+    """The JS API on the same third-party page: load(url, {device: 'webgpu'}) runs the model on
+    the browser's WebGPU device; an <img> (a data: URL of the image drawn 8x larger) is resized
+    to the model's input like a canvas."""
+    webgrad = server_url.rstrip("/")
+    page, recorder = host_page(f"{embed_url}index.html?webgrad={webgrad}&model={MODEL}")
+    wait_event(page)
+    out = page.evaluate("""async ([webgrad, name, images]) => {
+        const {load} = await import(`${webgrad}/widget.js`);
+        const model = await load(`${webgrad}/api/models/${name}`, {device: 'webgpu'});
+        const labels = [];
+        for (const image of images) labels.push((await model.predict(new Float32Array(image))).label);
+        const canvas = document.createElement('canvas');
+        canvas.width = canvas.height = 64;
+        const context = canvas.getContext('2d');
+        images[0].forEach((v, i) => {
+            const grey = Math.round(255 * v);
+            context.fillStyle = `rgb(${grey}, ${grey}, ${grey})`;
+            context.fillRect(8 * (i % 8), 8 * Math.floor(i / 8), 8, 8);
+        });
+        const img = new Image();
+        img.src = canvas.toDataURL();
+        await img.decode();
+        const fromImg = await model.predict(img);
+        return {device: model.info.device, labels, img: fromImg.label};
+    }""", [webgrad, MODEL, trained["images"]])
+    assert out["device"] == "webgpu", out
+    assert out["labels"] == [str(i) for i in trained["expected"]]
+    assert out["img"] == str(trained["expected"][0])
+    assert [line for line in recorder.console if line.startswith(("error", "pageerror"))] == []
+
+
 def test_missing_and_malformed_models_fire_error(host_page, embed_url, server_url, trained):
     webgrad = server_url.rstrip("/")
     page, recorder = host_page(f"{embed_url}index.html?webgrad={webgrad}&model={MODEL}")
