@@ -13,10 +13,16 @@ cache key is ever written by hand. Nothing here imports wgpu.
   ``launch`` names the Python launcher in the WebGPU backend that sizes the
   grid and packs the ``Params`` uniform.
 - ``View(kind)``: no kernel at all; the backend returns a strided view.
+- ``Fused``, ``Epilogue``, ``Grouped``: the records of nodes the graph passes make
+  (``webgrad.graph.passes``); the backend runs them by their type.
+- ``Program``: what one compiled pipeline is made of (file, entry, types, spliced
+  expression, override constants, and the record of a generated source). The
+  pipeline cache is keyed by this record; ``Program.of`` is the one place it is made.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -49,3 +55,43 @@ class Kernel:
 @dataclass(frozen=True)
 class View:
     kind: str  # "reshape", "permute", "expand", "slice"
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A fused elementwise chain (graph.passes.fuse): steps of ``(op name, args, input dtype
+    names, output dtype name, attrs)``, args being ``("in", k)`` (the k-th outside input) or
+    ``("t", j)`` (step j's result); ``kernels``: each step's ``Elementwise`` record (its op's own)."""
+    steps: tuple
+    inputs: int
+    kernels: tuple = ()
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """A matmul whose stored values run through ``chain`` (graph.passes.epilogue); chain input 0
+    is the product."""
+    chain: Fused
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """``count`` calls of the optimizer op ``op`` (its name), ``arity`` inputs each, in one
+    dispatch (graph.passes.group)."""
+    op: str
+    count: int
+    arity: int
+
+
+@dataclass(frozen=True)
+class Program:
+    file: str  # the .wgsl file (for a generated source: the layout it follows)
+    entry: str
+    types: tuple = ()  # (alias, element kind) pairs, e.g. (("T", "f32"),)
+    expr: str | None = None  # an expression spliced into the file
+    constants: tuple = ()  # sorted (name, value) pipeline-override constants
+    generated: Any = None  # the record a generated source is made from (Fused, Grouped...), else None
+
+    @classmethod
+    def of(cls, file, entry, types=(), expr=None, constants=None, generated=None) -> "Program":
+        return cls(file, entry, tuple(types), expr, tuple(sorted((constants or {}).items())), generated)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import webgrad
+from webgrad.kernels import Program
 from conftest import requires_webgpu
 from op_cases import CASES, tolerance
 from test_ops import test_forward
@@ -227,7 +228,10 @@ def test_every_wgsl_entry_point_compiles_and_runs():
         p.grad = webgrad.ones(3, device=dev)
         optimizer([p]).step()
     webgrad.webgpu.synchronize()
-    compiled = {(key[0], key[1]) for key in make_backend().device._pipelines}
+    keys = list(make_backend().device._pipelines)
+    # Every pipeline is cached by its Program record (kernels.Program), none by a hand-built key.
+    assert all(isinstance(key, Program) for key in keys), [k for k in keys if not isinstance(k, Program)]
+    compiled = {(key.file, key.entry) for key in keys}
     unused = sorted(e for e in _entry_points() if e not in compiled)
     assert not unused, f"WGSL entry points never compiled/run: {unused}"
 

@@ -14,22 +14,31 @@ import struct
 
 import numpy as np
 
-from ...kernels import Elementwise, View
+from ...kernels import Elementwise, Kernel, Program, View
 from . import elementwise, views
 from .array import GPUArray
 from .geometry import ELEMENTS, KIND, dtype_of, fold_grid, itemsize, looped_grid
 from .pool import BufferPool, Storage
 from .source import assemble
 
-LAUNCHERS: dict = {}  # Kernel.launch name -> function(backend, op, record, arrays, attrs, shape, dtype)
+# A Kernel record's launch name, or a graph record's type (Fused, Epilogue, Grouped) ->
+# function(backend, op, record, arrays, attrs, shape, dtype).
+LAUNCHERS: dict = {}
 WORKGROUP = elementwise.WORKGROUP  # threads per workgroup of the 1-D launches
 
 
-def launcher(name):
+def launcher(name_or_type):
     def register(fn):
-        LAUNCHERS[name] = fn
+        LAUNCHERS[name_or_type] = fn
         return fn
     return register
+
+
+def _launcher_of(op, record):
+    key = record.launch if isinstance(record, Kernel) else type(record)
+    if record is None or key not in LAUNCHERS:
+        raise NotImplementedError(f"{op.name}: no WebGPU kernel; move the tensors to 'cpu' with .cpu()")
+    return LAUNCHERS[key]
 
 
 def kind_of(dtype) -> str:
@@ -103,15 +112,11 @@ class WebGPUBackend:
             return elementwise.launch(self, op.name, record, arrays, shape, kind_of(dtype))
         if isinstance(record, View):
             return views.run(self, op.name, record, arrays, attrs, shape)
-        if record is None or record.launch not in LAUNCHERS:
-            raise NotImplementedError(f"{op.name}: no WebGPU kernel; move the tensors to 'cpu' with .cpu()")
-        return LAUNCHERS[record.launch](self, op, record, arrays, attrs, shape, dtype)
+        return _launcher_of(op, record)(self, op, record, arrays, attrs, shape, dtype)
 
     def run_inplace(self, op, tensors, attrs):
         record = op.impls.get("wgsl")
-        if record is None or record.launch not in LAUNCHERS:
-            raise NotImplementedError(f"{op.name}: no WebGPU kernel; move the tensors to 'cpu' with .cpu()")
-        LAUNCHERS[record.launch](self, op, record, [t._data for t in tensors], attrs, None, None)
+        _launcher_of(op, record)(self, op, record, [t._data for t in tensors], attrs, None, None)
 
     def empty(self, shape, kind, label) -> GPUArray:
         n = math.prod(shape)
@@ -135,8 +140,16 @@ class WebGPUBackend:
         return looped_grid(groups, self.limits["max_compute_workgroups_per_dimension"])
 
     def dispatch(self, file, entry, types, expr, constants, buffers, params, grid, label):
-        key = (file, entry, types, expr, tuple(sorted(constants.items())))
-        pipeline = self.device.pipeline(key, assemble(file, types, expr), entry, constants, f"{file}:{entry}")
+        self.run_program(Program.of(file, entry, types, expr, constants), buffers, params, grid, label)
+
+    def run_program(self, program: Program, buffers, params, grid, label, source=None):
+        """Record one dispatch of ``program``. Its pipeline is compiled once and cached
+        by the record itself (never a hand-built key). ``source``: the WGSL of a
+        generated program; by default the program's file with its types and expression."""
+        if source is None:
+            source = assemble(program.file, program.types, program.expr)
+        name = label if program.generated is not None else f"{program.file}:{program.entry}"
+        pipeline = self.device.pipeline(program, source, program.entry, dict(program.constants), name)
         self.device.dispatch(pipeline, buffers, params, grid, label)
 
     # -- data in and out -----------------------------------------------------------

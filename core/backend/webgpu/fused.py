@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 
+from ...kernels import Fused, Program
 from .backend import kind_of, launcher
 from .elementwise import _plan
 from .geometry import ELEMENTS, KIND
@@ -51,7 +52,7 @@ def fused_source(record, file: str, types: tuple) -> str:
 _PLANS: dict = {}  # launch geometry by (record, operands' geometry): replays repeat the same shapes
 
 
-@launcher("fused")
+@launcher(Fused)
 def launch_fused(backend, op, record, arrays, attrs, shape, dtype):
     out_kind = kind_of(dtype)
     out = backend.empty(shape, out_kind, op.name)
@@ -64,10 +65,9 @@ def launch_fused(backend, op, record, arrays, attrs, shape, dtype):
     if plan is None:
         return out
     file, entry, types, constants, params, groups, label = plan
-    key = ("fused", record, file, types, tuple(sorted(constants.items())))
-    pipeline = backend.device.pipeline(key, fused_source(record, file, types), entry, constants, label)
-    backend.device.dispatch(pipeline, [a.buffer for a in arrays] + [out.buffer], params,
-                            backend.grid(groups, label), label)
+    program = Program.of(file, entry, types, None, constants, generated=record)
+    backend.run_program(program, [a.buffer for a in arrays] + [out.buffer], params, backend.grid(groups, label), label,
+                   source=fused_source(record, file, types))
     return out
 
 

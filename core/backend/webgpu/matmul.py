@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...kernels import Epilogue, Program
 from .backend import kind_of, launcher
 from .array import contiguous_strides
 from . import fused, geometry
@@ -169,7 +170,7 @@ def matmul(backend, op, record, arrays, attrs, shape, dtype):
     return _product(backend, a, b, shape, dtype)
 
 
-@launcher("matmul_epilogue")
+@launcher(Epilogue)
 def matmul_epilogue(backend, op, record, arrays, attrs, shape, dtype):
     """A product whose stores run a fused elementwise chain (``record.chain``, input 0
     the product). Inputs the kernel cannot address (not float32, batch dims that do not
@@ -217,9 +218,7 @@ def _product(backend, a, b, shape, dtype, epilogue=None):
     chain, ext, strides = epilogue
     params = pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, dims, a_batch, b_batch,
                          [(e.offset, s) for e, s in zip(ext, strides)])
-    key = ("matmul_epilogue", chain, blocking.entry, kind, tuple(sorted(constants.items())))
-    pipeline = backend.device.pipeline(key, fused.matmul_epilogue_source(chain, kind), blocking.entry,
-                                       constants, label)
-    backend.device.dispatch(pipeline, [a.buffer, b.buffer, out.buffer] + [e.buffer for e in ext], params,
-                            grid, label)
+    program = Program.of(FILE, blocking.entry, (("T", kind),), None, constants, generated=chain)
+    backend.run_program(program, [a.buffer, b.buffer, out.buffer] + [e.buffer for e in ext], params, grid, label,
+                   source=fused.matmul_epilogue_source(chain, kind))
     return out

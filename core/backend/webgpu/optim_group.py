@@ -17,6 +17,7 @@ import re
 
 import numpy as np
 
+from ...kernels import Grouped, Program
 from .backend import WORKGROUP, launcher
 from .optim import FILE, _pack, _scalars, update
 from .source import read
@@ -75,7 +76,7 @@ def _groupable(members) -> bool:
             and len({id(s) for s in storages}) == len(storages))
 
 
-@launcher("optim_group")
+@launcher(Grouped)
 def optim_group(backend, op, record, arrays, attrs, shape, dtype):
     arity = record.arity
     members = [arrays[k * arity:(k + 1) * arity] for k in range(record.count)]
@@ -95,8 +96,7 @@ def optim_group(backend, op, record, arrays, attrs, shape, dtype):
         return
     params = _pack(0, flags, 0, [], values) + words.tobytes()
     label = f"{FILE}:{record.op}[{record.count} params]"
-    key = ("optim_group", record.op, arity, record.count)
-    pipeline = backend.device.pipeline(key, group_source(record.op, arity, record.count), "main",
-                                       {"WG": WORKGROUP}, label)
+    program = Program.of(FILE, "main", constants={"WG": WORKGROUP}, generated=record)
     buffers = [a.buffer for *written, grad in members for a in (grad, *written)]
-    backend.device.dispatch(pipeline, buffers, params, backend.grid(-(-start // WORKGROUP), label), label)
+    backend.run_program(program, buffers, params, backend.grid(-(-start // WORKGROUP), label), label,
+                   source=group_source(record.op, arity, record.count))

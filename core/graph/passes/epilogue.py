@@ -14,21 +14,14 @@ an input in place.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from ...kernels import Epilogue
 from ...ops.registry import Op
 from ..ir import Node
-from .fuse import Fused, _fusable, _numpy_chain, _outside_inputs, chain_record
+from .fuse import _fusable, _numpy_chain, _outside_inputs, chain_record
 
 MAX_EXTRA_INPUTS = 2
-
-
-@dataclass(frozen=True)
-class Epilogue:
-    chain: Fused  # input 0 is the product
-    launch: str = "matmul_epilogue"
 
 
 def _epilogue_node(product_node, chain, others) -> Node:

@@ -13,26 +13,13 @@ most three outside inputs (two of one dtype, or the second and third of one dtyp
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ...kernels import Elementwise
+from ...kernels import Elementwise, Fused
 from ...ops.registry import OPS, Op
 from ..ir import Node
 
 _ATTRS_OK = {"dtype"}  # attrs the generated kernel follows (through the output type)
-
-
-@dataclass(frozen=True)
-class Fused:
-    """A fused chain: steps of ``(op name, args, input dtype names, output dtype name, attrs)``,
-    args being ``("in", k)`` (the k-th outside input) or ``("t", j)`` (step j's result);
-    ``kernels``: each step's ``Elementwise`` record (its op's own), which the backend splices."""
-    steps: tuple
-    inputs: int
-    kernels: tuple = ()
-    launch: str = "fused"
 
 
 def _fusable(node) -> bool:

@@ -14,19 +14,9 @@ group.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ...kernels import Grouped
 from ...ops.registry import Op
 from ..ir import Node
-
-
-@dataclass(frozen=True)
-class Grouped:
-    """The kernel record of a group: ``count`` calls of ``op`` (its name), ``arity`` inputs each."""
-    op: str
-    count: int
-    arity: int
-    launch: str = "optim_group"
 
 
 def _optimizer_ops() -> set:
