@@ -19,7 +19,7 @@ import numpy as np
 from ...kernels import Epilogue
 from ...ops.registry import Op
 from ..ir import Node
-from .fuse import _fusable, _numpy_chain, _outside_inputs, chain_record
+from .fuse import _fusable, _numpy_chain, _outside_inputs, chain_record, uses_and_escaping
 
 MAX_EXTRA_INPUTS = 2
 
@@ -35,11 +35,7 @@ def _epilogue_node(product_node, chain, others) -> Node:
 
 def fuse_matmul_epilogues(graph) -> int:
     """Fold products into the chains that consume them, in place; returns how many."""
-    uses: dict[int, int] = {}
-    for node in graph.nodes:
-        for v in node.inputs:
-            uses[v.id] = uses.get(v.id, 0) + 1
-    escaping = {v.id for v in graph.outputs} | {g.id for _, g in graph.grads}
+    uses, escaping = uses_and_escaping(graph)
     products: dict[int, tuple] = {}  # value id -> (position, matmul node)
     replaced: dict[int, Node] = {}  # id(chain node) -> its epilogue node
     absorbed: set[int] = set()

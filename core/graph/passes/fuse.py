@@ -47,8 +47,9 @@ def _numpy_chain(record: Fused, out_dtypes):
     return run
 
 
-def fuse_elementwise(graph) -> int:
-    """Fuse elementwise chains in place; returns how many nodes were folded into others."""
+def uses_and_escaping(graph) -> tuple[dict, set]:
+    """How many node inputs read each value, and the values that must stay materialized:
+    returned, stored as a gradient, or read or written by an in-place node."""
     uses: dict[int, int] = {}
     for node in graph.nodes:
         for v in node.inputs:
@@ -57,6 +58,12 @@ def fuse_elementwise(graph) -> int:
     for node in graph.nodes:
         if node.inplace:
             escaping.update(v.id for v in node.inputs)
+    return uses, escaping
+
+
+def fuse_elementwise(graph) -> int:
+    """Fuse elementwise chains in place; returns how many nodes were folded into others."""
+    uses, escaping = uses_and_escaping(graph)
     producer: dict[int, tuple] = {}  # value id -> (position, group) for fusable node outputs
     groups: dict[int, list] = {}  # id(root node) -> chain of nodes, in order
     last_write = -1
