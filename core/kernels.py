@@ -11,7 +11,9 @@ cache key is ever written by hand. Nothing here imports wgpu.
   what a later fusion pass composes.
 - ``Kernel(file, entry, launch)``: a hand-written entry point in ``file``;
   ``launch`` names the Python launcher in the WebGPU backend that sizes the
-  grid and packs the ``Params`` uniform.
+  grid and packs the ``Params`` uniform. Besides that entry a launcher may run
+  strided copies (``unary.wgsl``) to lay out operands or outputs; a write with
+  a basic key (``setitem``, ``index_put``) runs only such a copy.
 - ``View(kind)``: no kernel at all; the backend returns a strided view.
 - ``Fused``, ``Epilogue``, ``Grouped``: the records of nodes the graph passes make
   (``webgrad.graph.passes``); the backend runs them by their type.
