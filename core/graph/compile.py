@@ -305,7 +305,10 @@ class CompiledFunction:
             result = self.fn(*args, **kwargs)
         outs: list = []
         out_spec = _flatten(result, outs)
-        guards = None if tracer.broken else tracer.finish(outs)
+        try:
+            guards = None if tracer.broken else tracer.finish(outs)
+        finally:
+            tracer.thaw()
         if tracer.broken:
             self._break(tracer.broken)
             self._store(key, _Eager(tracer.broken))
