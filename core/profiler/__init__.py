@@ -28,6 +28,7 @@ import time
 import weakref
 from typing import Any
 
+from ..kernels import Epilogue
 from ..ops import registry
 from .events import EventList, FunctionEvent, FunctionEventAvg
 
@@ -149,7 +150,8 @@ def _replayed(run, recorder, device):
             out = run(op, inputs, *rest)
         finally:
             recorder.end(event, None, op.name, ())
-        if op.name == "matmul" and out is not None and recorder.with_flops:
+        is_product = op.name == "matmul" or isinstance(op.impls.get("wgsl"), Epilogue)  # matmul_relu, ...
+        if is_product and out is not None and recorder.with_flops:
             event.flops = 2 * math.prod(out.shape) * arrays[0].shape[-1]
         return out
     return timed
