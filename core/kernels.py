@@ -15,7 +15,7 @@ cache key is ever written by hand. Nothing here imports wgpu.
   strided copies (``unary.wgsl``) to lay out operands or outputs; a write with
   a basic key (``setitem``, ``index_put``) runs only such a copy.
 - ``View(kind)``: no kernel at all; the backend returns a strided view.
-- ``Fused``, ``Epilogue``, ``Grouped``: the records of nodes the graph passes make
+- ``Fused``, ``Epilogue``, ``Reduction``, ``Grouped``: the records of nodes the graph passes make
   (``webgrad.graph.passes``); the backend runs them by their type.
 - ``Program``: what one compiled pipeline is made of (file, entry, types, spliced
   expression, override constants, and the record of a generated source). The
@@ -74,6 +74,17 @@ class Epilogue:
     """A matmul whose stored values run through ``chain`` (graph.passes.epilogue); chain input 0
     is the product."""
     chain: Fused
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction (``entry``: sum, prod, amax or amin) with elementwise chains spliced in
+    (graph.passes.reduce): ``prologue`` makes each element as it is read (its input 0 is the
+    reduced tensor), ``epilogue`` runs on each result as it is stored (its input 0 is the
+    result); either may be None. Their other inputs are one-element tensors."""
+    entry: str
+    prologue: Fused | None
+    epilogue: Fused | None
 
 
 @dataclass(frozen=True)

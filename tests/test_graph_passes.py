@@ -240,3 +240,131 @@ def test_matmul_epilogue_replays_like_eager_on_webgpu(extra):
         assert_close(fn(x), expected, rtol=1e-5, atol=1e-5)
     assert len(_epilogues(fn.graph)) == 1
     assert device.dispatches - before == (2 if extra == "uneven batch" else 1)
+
+
+def _reductions(graph):
+    from webgrad.kernels import Reduction
+
+    return [n for n in graph.nodes if isinstance(n.op.impls.get("wgsl"), Reduction)]
+
+
+def test_reduction_takes_the_chains_that_make_its_input_and_use_its_result():
+    x = webgrad.randn(4, 6)
+    graph = _traced(lambda x: ((x * 2).exp().sum(1) + 1).sqrt(), x)
+    passes.fuse_elementwise(graph)
+    assert passes.fuse_reductions(graph) == 2
+    (node,) = _reductions(graph)
+    assert [n.op.name for n in node.fused] == ["mul", "exp", "sum", "add", "sqrt"]
+    assert _ops(graph) == [node.op.name]
+    # chains the elementwise pass left apart (their inputs' dtypes differ) join one after another
+    graph = _traced(lambda x: 2.0 / (x > 0).sum().float(), x)
+    passes.fuse_elementwise(graph)
+    passes.fuse_reductions(graph)
+    assert [n.op.name for n in _reductions(graph)[0].fused] == ["gt", "cast", "sum", "cast", "div"]
+    assert len(graph.nodes) == 1
+    # a one-element input that two chains of the epilogue read is bound once
+    a, b, c = webgrad.tensor(3.0), webgrad.tensor(1.0), webgrad.tensor(2.0)
+    graph = _traced(lambda x: (x.sum() / a + b) * c / a, x)
+    passes.fuse_elementwise(graph)
+    assert len(graph.nodes) == 3  # the chain takes three inputs at most: two chains
+    passes.fuse_reductions(graph)
+    (node,) = _reductions(graph)
+    assert len(node.inputs) == len({v.id for v in node.inputs}) == 4
+
+
+def test_reduction_leaves_chains_that_are_needed_elsewhere():
+    x = webgrad.randn(4, 6)
+    buf = webgrad.zeros(4)
+    cases = [
+        lambda x: (lambda e: e.sum() + e)(x.exp()),               # the input is read again (and is no scalar)
+        lambda x: (lambda s: (s, s.exp()))(x.sum()),              # the result is returned too
+        lambda x: x.sum(1) + x[:, 0],                             # the epilogue reads a tensor
+        lambda x: (lambda s: (buf.add_(1), s * 2)[1])(x.sum(1)),  # a write between the two
+        lambda x: (lambda e: (buf.add_(1), e.sum())[1])(x.exp()),
+        lambda x: x.exp().argmax(1) + 1,                          # arg reductions keep their layout
+    ]
+    for fn in cases:
+        graph = _traced(fn, x)
+        passes.fuse_elementwise(graph)
+        assert passes.fuse_reductions(graph) == 0, graph
+
+
+@pytest.mark.parametrize("case", ["count", "mean of squares", "long rows", "permuted", "prod keepdim", "amin int",
+                                  "shared scalar"])
+def test_fused_reduction_replays_like_eager_on_webgpu(case):
+    """Prologue and epilogue chains over every layout reduce.wgsl walks: strided views,
+    kept dims, two passes for long rows (prologue in the first, epilogue in the second)."""
+    if "webgpu" not in DEVICES:
+        pytest.skip("needs a WebGPU adapter")  # CI always has one (conftest fails the run otherwise)
+    fn, shape = {
+        "count": (lambda x: (x > 0).sum(), (5, 7)),
+        "mean of squares": (lambda x: (x * x).sum(1) / 7, (5, 7)),
+        "long rows": (lambda x: (x.abs() + 1).log().sum(1).sqrt(), (2, 20000)),
+        "permuted": (lambda x: x.T.exp().amax(0) * 2, (5, 7)),
+        "prod keepdim": (lambda x: (x * 0.1 + 1).prod(1, keepdim=True) - 1, (5, 7)),
+        "amin int": (lambda x: (x * 10).int().amin(0) + 3, (5, 7)),
+        "shared scalar": (lambda x: (x.sum() / shared[0] + shared[1]) * shared[2] / shared[0], (5, 7)),
+    }[case]
+    shared = [webgrad.tensor(v, device="webgpu") for v in (3.0, 1.0, 2.0)]
+    x = webgrad.randn(*shape, device="webgpu")
+    expected = fn(x).numpy()
+    compiled = webgrad.compile(fn)
+    device = webgrad.backend.get_backend("webgpu").device
+    for _ in range(2):
+        before = device.dispatches
+        got = compiled(x)
+        assert got.dtype == webgrad.tensor(expected).dtype and got.shape == expected.shape
+        assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert len(_reductions(compiled.graph)) == 1
+    assert device.dispatches - before == (2 if case == "long rows" else 1)
+
+
+def test_division_reuses_a_reciprocal_the_graph_computes():
+    """As in a mean's backward: the constant one (made in the trace, like the backward seed)
+    divided by the denominator; the reciprocal moves up to serve the division."""
+    x, b = webgrad.randn(3, 4), webgrad.rand(4) + 1
+    graph = _traced(lambda x: (x / b, webgrad.ones(()) / b), x)
+    assert passes.reuse_reciprocals(graph) == 1
+    assert _ops(graph) == ["div", "mul"] and graph.nodes[1].inputs[1] is graph.nodes[0].output
+    one = webgrad.tensor(1.0)
+    cases = [
+        lambda x: (x / b, webgrad.full((), 2.0) / b),    # not a reciprocal
+        lambda x: (x / b, one / b),                      # a captured one may change before a replay
+        lambda x: (x // b, webgrad.ones(()) / b),        # not a true division
+        lambda x: (x / (b * 2), webgrad.ones(()) / b),   # another denominator
+    ]
+    for fn in cases:
+        assert passes.reuse_reciprocals(_traced(fn, x)) == 0
+
+
+def test_mean_loss_train_step_replays_in_twelve_dispatches_on_webgpu():
+    """The digits MLP step (64 -> 128 -> 10, batch 64, Adam, mean cross-entropy) on WebGPU:
+    the loss's count, reciprocal and mean run inside two reductions."""
+    if "webgpu" not in DEVICES:
+        pytest.skip("needs a WebGPU adapter")  # CI always has one (conftest fails the run otherwise)
+    rng = np.random.default_rng(0)
+    losses = {}
+    for compiled in (False, True):
+        webgrad.manual_seed(0)
+        model = webgrad.nn.Sequential(webgrad.nn.Linear(64, 128), webgrad.nn.ReLU(),
+                                      webgrad.nn.Linear(128, 10)).to("webgpu")
+        opt = webgrad.optim.Adam(model.parameters(), lr=1e-3)
+        x = webgrad.tensor(rng.standard_normal((64, 64)).astype(np.float32), device="webgpu")
+        y = webgrad.tensor(rng.integers(0, 10, 64), device="webgpu")
+
+        def step(x, y, model=model, opt=opt):
+            opt.zero_grad()
+            loss = webgrad.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = webgrad.compile(step) if compiled else step
+        device = webgrad.backend.get_backend("webgpu").device
+        losses[compiled] = []
+        for _ in range(3):
+            before = device.dispatches
+            losses[compiled].append(fn(x, y).item())
+        rng = np.random.default_rng(0)
+    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-5, atol=1e-6)
+    assert device.dispatches - before <= 12, fn.explain()
+    assert "ne -> cast -> sum -> cast -> div" in fn.explain()

@@ -10,8 +10,13 @@
 //   amax / amin: max / min; a NaN anywhere wins, like numpy
 //   argmax / argmin: the smallest r holding the extreme (or the first NaN), as i32.
 //
-// Bindings: 0 Params, 1 x (read, array<T>), 2 out (read_write, array<O>).
-// Types: T is the input's element type, O the output's (T, or i32 for arg*).
+// Bindings: 0 Params, 1 x (read, array<X>), 2 out (read_write, array<O>).
+// Types: X is the input's element type, T the accumulator's, O the output's (T, or
+// i32 for arg*). Two hooks: prologue(v) makes each element from the input's (X -> T)
+// and epilogue(v) each stored result (T -> O). A plain reduction takes them from
+// reduce_plain.wgsl (X = T, a cast); a fused one (graph.passes.reduce) has them
+// generated from its chains, whose one-element inputs are bound at 3.. and read at
+// the offsets in Params.ext (backend/webgpu/fused.py, reduction_source).
 //
 // Grid. A workgroup of WG threads is cut into WG / LANES teams of LANES
 // threads; each team reduces one row: lane l folds r = l, l + LANES, ... in a
@@ -51,10 +56,11 @@ struct Params {
   keep_strides: array<vec4<i32>, 2>,
   red_shape: array<vec4<u32>, 2>,
   red_strides: array<vec4<i32>, 2>,
+  ext: vec4<u32>,    // offsets of a fused reduction's one-element inputs (S0..S3)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<T>;
+@group(0) @binding(1) var<storage, read> x: array<X>;
 @group(0) @binding(2) var<storage, read_write> out: array<O>;
 
 override WG: u32 = 128;
@@ -101,8 +107,8 @@ fn row_offset(o: u32) -> i32 {
 }
 
 fn load(base: i32, r: u32) -> T {
-  if (ROW_FLAT) { return x[u32(base + i32(r) * p.red_strides[0].x)]; }
-  return x[u32(base + walk_offset(r, p.red_rank, p.red_shape, p.red_strides))];
+  if (ROW_FLAT) { return prologue(x[u32(base + i32(r) * p.red_strides[0].x)]); }
+  return prologue(x[u32(base + walk_offset(r, p.red_rank, p.red_shape, p.red_strides))]);
 }
 
 // Bit test rather than x != x: compilers may fold that to false.
@@ -186,7 +192,7 @@ fn reduce(op: u32, wid: vec3<u32>, lid: u32, nwg: vec3<u32>) {
         workgroupBarrier();
       }
     }
-    if (lane == 0u && o < p.rows) { out[o] = O(acc); }
+    if (lane == 0u && o < p.rows) { out[o] = epilogue(acc); }
   }
 }
 

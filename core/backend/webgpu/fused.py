@@ -21,7 +21,7 @@ from .source import PRELUDES, SPLICE_SIGNATURE, read
 _TYPE_NAME = re.compile(r"\b([ABO])\b")
 
 
-def _step_function(j, name, record, in_kinds, out_kind) -> str:
+def _step_function(j, name, record, in_kinds, out_kind, prefix="step") -> str:
     in_kind = in_kinds[0] if len(in_kinds) < 3 else in_kinds[1]
     expr = record.expression(in_kind, out_kind)
     if expr is None:
@@ -30,7 +30,7 @@ def _step_function(j, name, record, in_kinds, out_kind) -> str:
     names = {"A": wgsl[0], "B": wgsl[1] if len(wgsl) == 3 else wgsl[0], "O": ELEMENTS[out_kind].wgsl}
     expr = _TYPE_NAME.sub(lambda m: names[m.group(1)], expr)
     params = ", ".join(f"{'abc'[i]}: {t}" for i, t in enumerate(wgsl))
-    return f"fn step{j}({params}) -> {names['O']} {{\n  return {expr};\n}}"
+    return f"fn {prefix}{j}({params}) -> {names['O']} {{\n  return {expr};\n}}"
 
 
 @functools.lru_cache(maxsize=512)
@@ -92,4 +92,37 @@ def matmul_epilogue_source(record, kind: str) -> str:
     body += [f"    r[c] = t{len(record.steps) - 1};", "  }", "  return r;"]
     parts.append(SPLICE_SIGNATURE["matmul.wgsl"] + " {\n" + "\n".join(body) + "\n}")
     parts.append(read("matmul.wgsl"))
+    return "\n".join(parts)
+
+
+def _hook(name, record, in_type, out_type, inputs) -> list:
+    """The WGSL of reduce.wgsl's hook ``name`` (prologue or epilogue) running ``record``'s
+    chain on its argument ``v``; ``inputs``: the WGSL reads of the chain's other inputs."""
+    if record is None:
+        return [f"fn {name}(v: {in_type}) -> {out_type} {{ return {out_type}(v); }}"]
+    parts, body, names = [], [], ["v", *inputs]
+    for j, (op_name, args, in_dtypes, out_dtype, _) in enumerate(record.steps):
+        parts.append(_step_function(j, op_name, record.kernels[j], [KIND[d] for d in in_dtypes], KIND[out_dtype],
+                                    prefix=f"{name}_step"))
+        call = ", ".join(names[i] if where == "in" else f"t{i}" for where, i in args)
+        body.append(f"  let t{j} = {name}_step{j}({call});")
+    body.append(f"  return t{len(record.steps) - 1};")
+    return parts + [f"fn {name}(v: {in_type}) -> {out_type} {{\n" + "\n".join(body) + "\n}"]
+
+
+@functools.lru_cache(maxsize=256)
+def reduction_source(prologue, epilogue, types: tuple) -> str:
+    """reduce.wgsl with hooks running the chains ``prologue`` (input 0: the element read)
+    and ``epilogue`` (input 0: the result stored), either None; their other inputs are
+    the one-element arrays S0, S1, ... (prologue's first) bound at 3.. and read at Params.ext."""
+    parts = [f"alias {n} = {ELEMENTS[kind].wgsl};" for n, kind in types]
+    parts.append(read("math.wgsl"))
+    extras = [n for n, _ in types if n.startswith("S")]
+    for k, alias in enumerate(extras):
+        parts.append(f"@group(0) @binding({3 + k}) var<storage, read> s{k}: array<{alias}>;")
+    reads = [f"s{k}[p.ext[{k}]]" for k in range(len(extras))]
+    split = 0 if prologue is None else prologue.inputs - 1
+    parts += _hook("prologue", prologue, "X", "T", reads[:split])
+    parts += _hook("epilogue", epilogue, "T", "O", reads[split:])
+    parts.append(read("reduce.wgsl"))
     return "\n".join(parts)

@@ -10,14 +10,22 @@ How many threads share a row (LANES, a power of two) is chosen here from the
 row length, the memory layout and the adapter; see ``choose_lanes``. A few
 very long rows are first cut into pieces reduced in parallel (``choose_chunks``),
 then the pieces' results are reduced in a second pass.
+
+A fused reduction (``kernels.Reduction``, from graph.passes.reduce) runs the same
+passes with generated hooks: its prologue chain in the first, its epilogue in the last.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
+from ...kernels import Program, Reduction
 from . import geometry
 from .backend import kind_of, launcher
-from .geometry import MAX_RANK, coalesce_dims
+from .fused import reduction_source
+from .geometry import KIND, MAX_RANK, coalesce_dims
 
 FILE = "reduce.wgsl"
 WORKGROUP = 128          # threads per workgroup (capped by the device limit)
@@ -79,9 +87,10 @@ def choose_chunks(outer, inner, entry):
     return max(chunks, -(-inner // MAX_LANE_ELEMENTS))
 
 
-def pack_params(rows, inner, offset, groups, kept, red, chunks, chunk_len) -> bytes:
-    words = np.zeros(40, dtype=np.uint32)
+def pack_params(rows, inner, offset, groups, kept, red, chunks, chunk_len, extra_offsets=()) -> bytes:
+    words = np.zeros(44, dtype=np.uint32)
     words[0:8] = (rows, inner, offset, groups, len(kept), len(red), chunks, chunk_len)
+    words[40:40 + len(extra_offsets)] = extra_offsets
     signed = words.view(np.int32)
     for base, dims in ((8, kept), (24, red)):
         for k, (n, s) in enumerate(dims):
@@ -90,7 +99,27 @@ def pack_params(rows, inner, offset, groups, kept, red, chunks, chunk_len) -> by
     return words.tobytes()
 
 
-def run(backend, entry, x, reduced, out_shape, out_kind):
+@dataclass(frozen=True)
+class Hooks:
+    """The chains a fused reduction splices in (kernels.Reduction; None: as read or as
+    stored) with their one-element input arrays, and the accumulator's kind."""
+    prologue: Any = None
+    prologue_inputs: tuple = ()
+    epilogue: Any = None
+    epilogue_inputs: tuple = ()
+    accumulator: str | None = None
+
+    def first_pass(self) -> "Hooks":
+        return Hooks(self.prologue, self.prologue_inputs, accumulator=self.accumulator)
+
+    def second_pass(self) -> "Hooks":
+        return Hooks(epilogue=self.epilogue, epilogue_inputs=self.epilogue_inputs, accumulator=self.accumulator)
+
+
+PLAIN = Hooks()
+
+
+def run(backend, entry, x, reduced, out_shape, out_kind, hooks=PLAIN):
     """Reduce the view ``x`` over the dims in ``reduced`` into a new contiguous
     array of ``out_shape``."""
     out = backend.empty(out_shape, out_kind, entry)
@@ -105,18 +134,18 @@ def run(backend, entry, x, reduced, out_shape, out_kind):
         return out
     chunks = choose_chunks(outer, inner, entry)
     if chunks == 1:
-        dispatch(backend, entry, x, out, kept, red, outer, inner, 1, inner)
+        dispatch(backend, entry, x, out, kept, red, outer, inner, 1, inner, hooks)
         return out
     chunk_len = -(-inner // chunks)
     chunks = -(-inner // chunk_len)
-    partial = backend.empty((outer, chunks), x.kind, f"{entry} partial")
-    dispatch(backend, entry, x, partial, kept, red, outer * chunks, inner, chunks, chunk_len)
+    partial = backend.empty((outer, chunks), hooks.accumulator or x.kind, f"{entry} partial")
+    dispatch(backend, entry, x, partial, kept, red, outer * chunks, inner, chunks, chunk_len, hooks.first_pass())
     kept, red = coalesce_dims([(outer, chunks)]), [(chunks, 1)]
-    dispatch(backend, entry, partial, out, kept, red, outer, chunks, 1, chunks)
+    dispatch(backend, entry, partial, out, kept, red, outer, chunks, 1, chunks, hooks.second_pass())
     return out
 
 
-def dispatch(backend, entry, x, out, kept, red, rows, inner, chunks, chunk_len):
+def dispatch(backend, entry, x, out, kept, red, rows, inner, chunks, chunk_len, hooks=PLAIN):
     """One pass: ``rows`` outputs, each reducing ``chunk_len`` elements of a row."""
     workgroup = min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"])
     cpu_adapter = is_cpu_adapter(backend)
@@ -131,12 +160,21 @@ def dispatch(backend, entry, x, out, kept, red, rows, inner, chunks, chunk_len):
         if trips > LOOP_TRIP_LIMIT:
             raise ValueError(f"{entry}: rows of {chunk_len} elements ({tuple(x.shape)}) are too long for "
                              f"this CPU adapter's loop limit; reduce in two steps or move the tensor to 'cpu'")
-    constants = {"WG": workgroup, "LANES": lanes, "IS_FLOAT": x.kind == "f32",
+    accumulator = hooks.accumulator or x.kind
+    constants = {"WG": workgroup, "LANES": lanes, "IS_FLOAT": accumulator == "f32",
                  "KEEP_FLAT": len(kept) <= 1, "ROW_FLAT": len(red) <= 1}
-    types = (("T", x.kind), ("O", out.kind))
-    params = pack_params(rows, inner, x.offset, groups, kept, red, chunks, chunk_len)
-    backend.dispatch(FILE, entry, types, None, constants, [x.buffer, out.buffer], params,
-                     launch, f"{FILE}:{entry} {tuple(x.shape)}")
+    label = f"{FILE}:{entry} {tuple(x.shape)}"
+    if hooks is PLAIN:
+        params = pack_params(rows, inner, x.offset, groups, kept, red, chunks, chunk_len)
+        backend.dispatch(FILE, entry, (("T", x.kind), ("O", out.kind)), None, constants, [x.buffer, out.buffer],
+                         params, launch, label)
+        return
+    extras = (*hooks.prologue_inputs, *hooks.epilogue_inputs)
+    types = (("X", x.kind), ("T", accumulator), ("O", out.kind), *((f"S{k}", e.kind) for k, e in enumerate(extras)))
+    params = pack_params(rows, inner, x.offset, groups, kept, red, chunks, chunk_len, [e.offset for e in extras])
+    program = Program.of(FILE, entry, types, None, constants, generated=(hooks.prologue, hooks.epilogue))
+    backend.run_program(program, [x.buffer, out.buffer, *(e.buffer for e in extras)], params, launch,
+                        f"fused {label}", source=reduction_source(hooks.prologue, hooks.epilogue, types))
 
 
 def _check_kind(op, x, kinds):
@@ -152,6 +190,17 @@ def reduce(backend, op, record, arrays, attrs, shape, dtype):
     (x,) = arrays
     _check_kind(op, x, ("f32", "i32") if op.name in ("sum", "prod") else ("f32", "i32", "u32"))
     return run(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype))
+
+
+@launcher(Reduction)
+def fused_reduction(backend, op, record, arrays, attrs, shape, dtype):
+    """A reduction with chains spliced in (graph.passes.reduce): inputs are the reduced
+    tensor, the prologue's one-element inputs, then the epilogue's."""
+    x, extras = arrays[0], tuple(arrays[1:])
+    split = 0 if record.prologue is None else record.prologue.inputs - 1
+    accumulator = KIND[record.prologue.steps[-1][3]] if record.prologue is not None else x.kind
+    hooks = Hooks(record.prologue, extras[:split], record.epilogue, extras[split:], accumulator)
+    return run(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype), hooks)
 
 
 @launcher("arg_reduce")

@@ -20,6 +20,7 @@ PRELUDES = {
     "binary.wgsl": ("strided.wgsl", "math.wgsl"),
     "ternary.wgsl": ("strided.wgsl", "math.wgsl"),
     "softmax.wgsl": ("math.wgsl",),
+    "reduce.wgsl": ("reduce_plain.wgsl",),
 }
 SPLICE_SIGNATURE = {
     "unary.wgsl": "fn op(a: A) -> O",

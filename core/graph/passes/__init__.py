@@ -2,7 +2,8 @@
 
 ``run`` applies them in order: constant folding, common-subexpression elimination,
 dead-code elimination, transposed matmuls and copy elision, then (on WebGPU)
-elementwise fusion, matmul epilogues and grouped optimizer updates. Each pass keeps
+divisions by reused reciprocals, elementwise fusion, reductions with prologue and
+epilogue chains, matmul epilogues and grouped optimizer updates. Each pass keeps
 the graph's meaning: in-place nodes stay where they are, and nothing is merged or
 moved across one (see cse.py).
 """
@@ -16,9 +17,12 @@ from .fold import fold_constants
 from .fuse import fuse_elementwise
 from .group import group_optimizer_steps
 from .memory import plan_memory
+from .reciprocal import reuse_reciprocals
+from .reduce import fuse_reductions
 
 __all__ = ["run", "report", "eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants",
-           "fuse_elementwise", "fuse_matmul_epilogues", "group_optimizer_steps", "transpose_matmuls",
+           "fuse_elementwise", "fuse_reductions", "fuse_matmul_epilogues", "reuse_reciprocals",
+           "group_optimizer_steps", "transpose_matmuls",
            "elide_copies", "plan_memory"]
 
 
@@ -26,12 +30,15 @@ def run(graph) -> dict:
     """Optimize ``graph`` in place; the counts of what each pass did are kept on the graph."""
     stats = {"folded": fold_constants(graph), "cse": eliminate_common_subexpressions(graph),
              "dce": eliminate_dead_code(graph), "transposed": transpose_matmuls(graph),
-             "copies": elide_copies(graph), "fused": 0, "epilogues": 0, "grouped": 0}
+             "copies": elide_copies(graph), "reciprocals": 0, "fused": 0, "reductions": 0, "epilogues": 0,
+             "grouped": 0}
     if graph.device == "webgpu":  # one generated kernel per chain or group; numpy gains nothing yet
         from ...backend import get_backend
-        from ...backend.webgpu import fused, optim_group  # noqa: F401  (register their launchers)
+        from ...backend.webgpu import fused, optim_group, reduce  # noqa: F401  (register their launchers)
 
+        stats["reciprocals"] = reuse_reciprocals(graph)
         stats["fused"] = fuse_elementwise(graph)
+        stats["reductions"] = fuse_reductions(graph)
         stats["epilogues"] = fuse_matmul_epilogues(graph)
         backend = get_backend(graph.device)
         stats["grouped"] = group_optimizer_steps(graph, lambda arity: optim_group.capacity(backend, arity))
@@ -47,7 +54,9 @@ def report(graph) -> list:
         lines.append(f"passes: {stats['folded']} node(s) folded to constants, {stats['cse']} merged as common "
                      f"subexpressions, {stats['dce']} dead node(s) removed, "
                      f"{stats['transposed']} matmul(s) transposed, "
-                     f"{stats['copies']} copies elided, {stats['fused']} fused into others, "
+                     f"{stats['copies']} copies elided, {stats.get('reciprocals', 0)} division(s) by a reused "
+                     f"reciprocal, {stats['fused']} fused into others, "
+                     f"{stats.get('reductions', 0)} chain(s) spliced into reductions, "
                      f"{stats.get('epilogues', 0)} matmul(s) with an epilogue, "
                      f"{stats.get('grouped', 0)} optimizer updates grouped into others")
     mem = plan_memory(graph)

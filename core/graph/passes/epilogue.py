@@ -19,7 +19,7 @@ import numpy as np
 from ...kernels import Epilogue
 from ...ops.registry import Op
 from ..ir import Node
-from .fuse import _fusable, _numpy_chain, _outside_inputs, chain_record, uses_and_escaping
+from .fuse import _numpy_chain, _outside_inputs, chain_record, elementwise_chain, uses_and_escaping
 
 MAX_EXTRA_INPUTS = 2
 
@@ -47,7 +47,7 @@ def fuse_matmul_epilogues(graph) -> int:
         if node.op.name == "matmul":
             products[node.output.id] = (pos, node)
             continue
-        chain = node.fused or ([node] if _fusable(node) else None)
+        chain = elementwise_chain(node)
         if chain is None or node.output.dtype.name != "float32":
             continue
         outside = _outside_inputs(chain)

@@ -30,6 +30,13 @@ def _fusable(node) -> bool:
     return node.op.name in OPS
 
 
+def elementwise_chain(node):
+    """The elementwise nodes ``node`` stands for (a fused chain, or itself), or None."""
+    if isinstance(node.op.impls.get("wgsl"), Fused):
+        return node.fused
+    return [node] if _fusable(node) else None
+
+
 def _fits_layout(inputs) -> bool:
     dts = [v.dtype for v in inputs]
     return len(dts) <= 3 and (len(dts) != 2 or dts[0] is dts[1]) and (len(dts) != 3 or dts[1] is dts[2])
