@@ -290,6 +290,56 @@ def test_max_pool2d_gradient_goes_to_first_maximum_like_torch(device, dtype):
     check_against_torch(lambda x: F.max_pool2d(x, 2), lambda x: TF.max_pool2d(x, 2), [x], device=device, atol=atol)
 
 
+@on_devices
+def test_max_pool2d_padding_never_wins_and_nan_propagates_like_torch(device, dtype):
+    np_dtype, atol = DTYPES[dtype]
+    x = np.full((1, 2, 3, 3), -np.inf, np_dtype)  # -inf everywhere: the padding ties but must not win
+    x[0, 1] = np.arange(9).reshape(3, 3)
+    x[0, 1, 2, 1] = np.nan
+    check_against_torch(lambda x: F.max_pool2d(x, 3, 2, 1), lambda x: TF.max_pool2d(x, 3, 2, 1), [x],
+                        device=device, atol=atol)
+
+
+@requires_webgpu
+def test_max_pool2d_is_one_dispatch_each_way_on_webgpu():
+    x = webgrad.randn(4, 3, 9, 9, device="webgpu").permute(0, 1, 3, 2).requires_grad_()  # a strided view
+    device = webgrad.backend.get_backend("webgpu").device
+    before = device.dispatches
+    y = F.max_pool2d(x, 3, 2, 1)
+    assert device.dispatches - before == 1
+    g = webgrad.ones_like(y)
+    before = device.dispatches
+    (grad,) = webgrad.autograd.grad(y, x, g)
+    assert device.dispatches - before == 1
+    xc = x.detach().cpu().requires_grad_()
+    yc = F.max_pool2d(xc, 3, 2, 1)
+    yc.sum().backward()
+    np.testing.assert_array_equal(y.detach().numpy(), yc.detach().numpy())
+    np.testing.assert_array_equal(grad.numpy(), xc.grad.numpy())
+    before = device.dispatches  # avg_pool2d: the ones, a depthwise convolution, the division
+    F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)
+    assert device.dispatches - before == 3
+
+
+@on_devices
+def test_max_pool2d_double_backward_matches_torch(device, dtype):
+    """The gradient of a gradient (as WGAN-GP takes through a discriminator) stays on the two kernels."""
+    np_dtype, atol = DTYPES[dtype]
+    x = (_rng().permutation(2 * 6 * 6).reshape(1, 2, 6, 6) / 7.0).astype(np_dtype)
+
+    def torch_side(torch):
+        theirs = torch.tensor(x, requires_grad=True)
+        (g,) = torch.autograd.grad((TF.max_pool2d(theirs, 3, 2, 1) ** 2).sum(), theirs, create_graph=True)
+        (gg,) = torch.autograd.grad((g * g * g).sum(), theirs)
+        return g.detach().numpy(), gg.numpy()
+    ref_g, ref_gg = torch_value(torch_side)
+    ours = _wg(x, device, requires_grad=True)
+    (g,) = webgrad.autograd.grad((F.max_pool2d(ours, 3, 2, 1) ** 2).sum(), ours, create_graph=True)
+    (gg,) = webgrad.autograd.grad((g * g * g).sum(), ours)
+    np.testing.assert_allclose(_np(g), ref_g, atol=atol, rtol=1e-5)
+    np.testing.assert_allclose(_np(gg), ref_gg, atol=atol * 10, rtol=1e-5)
+
+
 def test_max_pool2d_finite_differences():
     x = _rng().permutation(2 * 6 * 6).reshape(1, 2, 6, 6) / 7.0
     gradcheck(lambda x: F.max_pool2d(x, 3, 2, 1), x, eps=1e-4)

@@ -201,6 +201,7 @@ def test_every_wgsl_entry_point_compiles_and_runs():
     image = webgrad.randn(1, 2, 5, 5, device=dev, requires_grad=True)
     kernel = webgrad.randn(3, 2, 3, 3, device=dev, requires_grad=True)
     webgrad.nn.functional.conv2d(image, kernel, padding=1).sum().backward()  # conv.wgsl: all three passes
+    webgrad.nn.functional.max_pool2d(image, 2).sum().backward()  # pool.wgsl: both ways
     logits = webgrad.randn(4, 5, device=dev, requires_grad=True)
     webgrad.nn.functional.cross_entropy(logits, webgrad.tensor([0, 4, 1, 2], device=dev)).backward()
     for variant in ("register", "tiled"):

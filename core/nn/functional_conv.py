@@ -188,6 +188,10 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         "max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
+    if not return_indices and x.dtype.is_floating_point:  # one kernel each way (ops/pool.py)
+        geometry = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation, out_hw=out_hw)
+        values = ops.max_pool2d_select(x, x, **geometry)
+        return values.squeeze(0) if unbatched else values
     (ph, pw), (eh, ew) = padding, extra
     if ph or pw or eh or ew:
         x = ops.pad(x, (pw, pw + ew, ph, ph + eh), value=float("-inf"))
@@ -230,9 +234,13 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
     (ph, pw), (eh, ew) = padding, extra
-    if ph or pw or eh or ew:
-        x = ops.pad(x, (pw, pw + ew, ph, ph + eh))
-    total = ops.stack(_windows(x, kernel, stride, dilation, out_hw), -1).sum(-1)
+    if x.dtype.is_floating_point:  # window sums as one depthwise convolution by ones, a kernel each way
+        ones = creation.ones(x.shape[1], 1, *kernel, dtype=x.dtype, device=x.device)
+        total = ops.conv2d_core(x, ones, stride, (ph, ph + eh, pw, pw + ew), (1, 1), groups=x.shape[1])
+    else:
+        if ph or pw or eh or ew:
+            x = ops.pad(x, (pw, pw + ew, ph, ph + eh))
+        total = ops.stack(_windows(x, kernel, stride, dilation, out_hw), -1).sum(-1)
     if divisor_override is not None:
         if divisor_override == 0:
             raise ValueError("avg_pool2d: divisor_override must be non-zero")

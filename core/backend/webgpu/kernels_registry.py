@@ -8,3 +8,4 @@ from . import softmax  # noqa: F401
 from . import layer_norm  # noqa: F401
 from . import scan  # noqa: F401
 from . import conv  # noqa: F401
+from . import pooling  # noqa: F401

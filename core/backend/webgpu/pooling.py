@@ -1,0 +1,40 @@
+"""Launcher for pool.wgsl: max_pool2d_select and max_pool2d_backward, one dispatch each.
+
+Both operands stay strided 4-D views; the output is a new contiguous array. A
+thread's loops are kh*kw (select) or (kh*kw)^2 (backward) trips, far below
+llvmpipe's loop limit for any kernel PyTorch accepts on these sizes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .backend import launcher
+
+FILE = "pool.wgsl"
+
+
+def pack_params(x_shape, out_hw, attrs, a, b, total) -> bytes:
+    (n, c, h, w), (ho, wo) = x_shape, out_hw
+    (kh, kw), (sh, sw), (dh, dw), (top, left) = attrs["kernel"], attrs["stride"], attrs["dilation"], attrs["padding"]
+    words = np.zeros(28, dtype=np.uint32)
+    words[0:18] = (n, c, h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left, total, 0, a.offset, b.offset)
+    words.view(np.int32)[20:24] = a.strides
+    words.view(np.int32)[24:28] = b.strides
+    return words.tobytes()
+
+
+@launcher("max_pool2d")
+def max_pool2d(backend, op, record, arrays, attrs, shape, dtype):
+    a, b = arrays
+    if a.kind != "f32" or b.kind != "f32":
+        raise TypeError(f"{op.name}: not supported on webgpu for element types {a.kind}, {b.kind}; "
+                        f"convert with .float()")
+    x_shape = b.shape if record.entry == "max_pool2d_backward" else a.shape
+    out = backend.empty(shape, "f32", op.name)
+    total = out.numel()
+    if total == 0:
+        return out
+    params = pack_params(x_shape, attrs["out_hw"], attrs, a, b, total)
+    backend.dispatch_1d(FILE, record.entry, (), None, {}, [a.buffer, b.buffer, out.buffer], params, total,
+                        f"{FILE}:{record.entry} {tuple(x_shape)}")
+    return out
