@@ -1,7 +1,8 @@
 """Build the webgrad wheel from the working tree, for the browser to install.
 
 The wheel is rebuilt when any file under ``core/`` or ``wgsl_kernels/`` (or
-``pyproject.toml``) is newer than it. The build runs on a fresh copy of those
+``pyproject.toml``, or this recipe) is newer than it. Its modules ship with bytecode
+compiled by Pyodide's interpreter (``add_bytecode``). The build runs on a fresh copy of those
 files in a temporary folder: building in place would reuse setuptools'
 ``build/lib``, which keeps modules that were deleted since, and ship them.
 
@@ -16,6 +17,7 @@ Next to the wheel, ``latest.json`` names it::
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -26,11 +28,13 @@ import tempfile
 import threading
 import time
 import tomllib
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("core", "wgsl_kernels")
 PROJECT_FILES = ("pyproject.toml", "README.md")
+RECIPE_FILES = ("server/wheel.py", "server/pyc.mjs")  # a change in how the wheel is made rebuilds it too
 
 
 class WheelBuildError(RuntimeError):
@@ -88,7 +92,7 @@ def _source_files(repo: Path):
             for file in files:
                 if not file.endswith((".pyc", ".pyo")):
                     yield Path(directory, file)
-    for file in PROJECT_FILES:
+    for file in PROJECT_FILES + RECIPE_FILES:
         if (repo / file).exists():
             yield repo / file
 
@@ -145,12 +149,43 @@ def build_wheel(out_dir: Path, repo: Path = REPO, log=print) -> Path:
         if wheels[0].name != target_name:
             raise WheelBuildError(f"expected {target_name}, pip built {wheels[0].name}")
         temp_target = out_dir / (target_name + ".tmp")
-        shutil.copyfile(wheels[0], temp_target)
+        add_bytecode(wheels[0], temp_target, Path(temp, "unpacked"), repo)
         os.replace(temp_target, out_dir / target_name)
     wheel = out_dir / target_name
     write_latest(out_dir, wheel, repo)
     log(f"assets: built {wheel.name} ({wheel.stat().st_size} bytes) in {time.time() - started:.1f} s")
     return wheel
+
+
+def add_bytecode(wheel: Path, target: Path, scratch: Path, repo: Path = REPO) -> None:
+    """Write ``wheel`` to ``target`` with a ``__pycache__`` .pyc for every module, compiled by
+    Pyodide's interpreter (server/pyc.mjs), each listed in the wheel's RECORD."""
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(scratch)
+        names = archive.namelist()
+    pyodide_dir = repo / "node_modules" / "pyodide"
+    command = ["node", str(repo / "server" / "pyc.mjs"), str(pyodide_dir), str(scratch)]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise WheelBuildError(f"compiling the wheel's bytecode with Pyodide failed ({error}); node and "
+                              f"{pyodide_dir} are needed (scripts/install-deps installs them)") from error
+    if result.returncode != 0:
+        raise WheelBuildError(f"compiling the wheel's bytecode with Pyodide failed:\n{result.stderr}")
+    compiled = sorted(p.relative_to(scratch).as_posix() for p in scratch.rglob("__pycache__/*.pyc"))
+    if len(compiled) != sum(name.endswith(".py") for name in names):
+        raise WheelBuildError(f"Pyodide compiled {len(compiled)} modules of the wheel's "
+                              f"{sum(name.endswith('.py') for name in names)}")
+    record_name = next(name for name in names if name.endswith(".dist-info/RECORD"))
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as out:
+        for name in [n for n in names if n != record_name] + compiled:
+            out.write(scratch / name, name)
+        record = (scratch / record_name).read_text().rstrip("\n").split("\n")
+        for name in compiled:
+            data = (scratch / name).read_bytes()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.insert(-1, f"{name},sha256={digest},{len(data)}")  # RECORD's own line stays last
+        out.writestr(record_name, "\n".join(record) + "\n")
 
 
 def write_latest(out_dir: Path, wheel: Path, repo: Path = REPO) -> dict:

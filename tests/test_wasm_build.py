@@ -35,13 +35,25 @@ def test_kernel_builds_reproducibly(tmp_path):
         assert len(data) <= 4096, len(data)
 
 
-def test_wheel_ships_the_kernels(tmp_path):
+def test_wheel_ships_the_kernels_and_bytecode(tmp_path):
     need_module("ziglang")
     from server import wheel
 
     built = wheel.build_wheel(tmp_path, log=lambda message: None)
-    names = set(zipfile.ZipFile(built).namelist())
+    archive = zipfile.ZipFile(built)
+    names = set(archive.namelist())
     assert {"webgrad/backend/wasm/gemm_simd.wasm", "webgrad/backend/wasm/gemm_relaxed.wasm"} <= names
+    # Every module has Pyodide's bytecode (CPython 3.12), unchecked-hash (flags 0b01), in RECORD.
+    modules = {n for n in names if n.endswith(".py")}
+    caches = {n for n in names if n.endswith(".cpython-312.pyc")}
+    assert len(modules) > 100 and len(caches) == len(modules)
+    for name in modules:
+        folder, _, file = name.rpartition("/")
+        cache = f"{folder}/__pycache__/{file[:-3]}.cpython-312.pyc"
+        header = archive.read(cache)[:8]
+        assert header[:4] == (3531).to_bytes(2, "little") + b"\r\n" and header[4:8] == b"\x01\0\0\0", cache
+    record = archive.read(next(n for n in names if n.endswith("RECORD"))).decode()
+    assert all(f"{cache},sha256=" in record for cache in caches)
 
 
 def test_native_matmul_stays_on_numpy():

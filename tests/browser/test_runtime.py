@@ -38,6 +38,21 @@ webgpu = sys.modules.get("webgrad.backend.webgpu")
 [sorted(m for m in ("webgrad.nn", "webgrad.optim", "webgrad.graph") if m in sys.modules),
  wasm._kernel is None, webgpu is None or webgpu._state["backend"] is None]""")["result"]
         assert loaded == [[], True, info["device"] == "cpu"]
+        # The wheel's modules come with Pyodide-compiled bytecode: importing them compiles no
+        # webgrad source, and their code still points at the source (tracebacks, inspect).
+        compiled = runtime.ok("""import builtins, inspect
+seen, compile_ = [], builtins.compile
+def counting(source, filename, *args, **kwargs):
+    seen.append(str(filename))
+    return compile_(source, filename, *args, **kwargs)
+builtins.compile = counting
+try:
+    import webgrad.nn, webgrad.optim, webgrad.graph
+finally:
+    builtins.compile = compile_
+[[f for f in seen if "webgrad" in f], webgrad.nn.Linear.__module__, "def forward" in inspect.getsource(webgrad.nn.Linear)]
+""")["result"]
+        assert compiled == [[], "webgrad.nn.modules.linear", True]
         assert {"wheel", "pyodide", "numpy", "webgrad", "device"} <= set(info["timings"])
         print(f"boot (auto) {info['bootMs']} ms, stages {info['timings']}, device {info['device']}: "
               f"{info['deviceReason']}")
