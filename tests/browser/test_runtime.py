@@ -50,7 +50,8 @@ try:
     import webgrad.nn, webgrad.optim, webgrad.graph
 finally:
     builtins.compile = compile_
-[[f for f in seen if "webgrad" in f], webgrad.nn.Linear.__module__, "def forward" in inspect.getsource(webgrad.nn.Linear)]
+linear = webgrad.nn.Linear
+[[f for f in seen if "webgrad" in f], linear.__module__, "def forward" in inspect.getsource(linear)]
 """)["result"]
         assert compiled == [[], "webgrad.nn.modules.linear", True]
         assert {"wheel", "pyodide", "numpy", "webgrad", "device"} <= set(info["timings"])
