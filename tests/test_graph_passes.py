@@ -368,3 +368,81 @@ def test_mean_loss_train_step_replays_in_twelve_dispatches_on_webgpu():
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-5, atol=1e-6)
     assert device.dispatches - before <= 12, fn.explain()
     assert "ne -> cast -> sum -> cast -> div" in fn.explain()
+
+
+def test_functionalize_turns_writes_into_made_values_into_new_values():
+    w = webgrad.randn(4, 4)
+
+    def f(x):
+        h = x @ w
+        h.relu_()
+        h.mul_(2)
+        h += 1
+        return h.sum()
+    graph = _traced(f, webgrad.randn(3, 4))
+    assert _ops(graph).count("copy_into") == 3
+    assert passes.functionalize(graph) == 3
+    assert "copy_into" not in _ops(graph) and not any(n.inplace for n in graph.nodes)
+    passes.elide_copies(graph)
+    assert "copy" not in _ops(graph)
+
+
+def test_functionalize_keeps_writes_that_must_reach_memory():
+    buf, w = webgrad.zeros(3, 4), webgrad.randn(4, 4)
+    cases = [
+        lambda x: (buf.add_(x), buf.sum())[1],                      # a captured tensor
+        lambda x: (x.mul_(2), x.sum())[1],                          # an argument
+        lambda x: (lambda h: (h[0].mul_(2), h.sum())[1])(x @ w),    # a view of a made value
+        lambda x: (lambda h: (h.view(12).mul_(2), h.sum())[1])(x @ w),
+        lambda x: (lambda h: (h.copy_(webgrad.tensor(1.0)), h.sum())[1])(x @ w),     # a broadcast write
+    ]
+    for fn in cases:
+        graph = _traced(fn, webgrad.randn(3, 4))
+        assert passes.functionalize(graph) == 0, graph
+    # h takes r's value, then r is doubled: h must keep the value r had, so that write stays
+    graph = _traced(lambda x: (lambda h, r: (h.copy_(r), r.mul_(2), h.sum())[2])(x @ w, x * 3), webgrad.randn(3, 4))
+    assert passes.functionalize(graph) == 1  # r's own write becomes a new value
+    assert [n.inputs[0].id for n in graph.nodes if n.inplace] == [graph.nodes[0].output.id]
+
+
+def test_functionalized_train_step_replays_like_eager_on_webgpu():
+    """In-place ops in a model's forward (as ReLU(inplace=True)-style code writes): the
+    compiled step has no in-place node but the optimizer's and gives eager's losses and
+    parameters (the backward reads the written values through views taken after the writes)."""
+    if "webgpu" not in DEVICES:
+        pytest.skip("needs a WebGPU adapter")  # CI always has one (conftest fails the run otherwise)
+
+    class Net(webgrad.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = webgrad.nn.Linear(8, 16), webgrad.nn.Linear(16, 3)
+            self.act = webgrad.nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            h = self.act(self.fc1(x))
+            h.clamp_(max=2.0)
+            h *= 0.5
+            return self.fc2(h)
+
+    x = webgrad.randn(5, 8, device="webgpu")
+    y = webgrad.tensor([0, 1, 2, 0, 1], device="webgpu")
+    results = {}
+    for compiled in (False, True):
+        webgrad.manual_seed(0)
+        model = Net().to("webgpu")
+        opt = webgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y, model=model, opt=opt):
+            opt.zero_grad()
+            loss = webgrad.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = webgrad.compile(step) if compiled else step
+        losses = [fn(x, y).item() for _ in range(3)]
+        results[compiled] = (losses, [p.detach().numpy() for p in model.parameters()])
+    np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-5, atol=1e-6)
+    for got, expected in zip(results[True][1], results[False][1]):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert fn.graph.stats["functionalized"] == 2
+    assert all("sgd" in n.op.name for n in fn.graph.nodes if n.inplace), fn.graph

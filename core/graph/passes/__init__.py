@@ -1,6 +1,7 @@
 """Graph passes: each takes a Graph, rewrites it in place and returns what it changed.
 
-``run`` applies them in order: constant folding, common-subexpression elimination,
+``run`` applies them in order: (on WebGPU) functionalization of in-place writes into
+values the graph made, constant folding, common-subexpression elimination,
 dead-code elimination, transposed matmuls and copy elision, then (on WebGPU)
 divisions by reused reciprocals, elementwise fusion, reductions with prologue and
 epilogue chains, matmul epilogues and grouped optimizer updates. Each pass keeps
@@ -14,6 +15,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .epilogue import fuse_matmul_epilogues
 from .fold import fold_constants
+from .functionalize import functionalize
 from .fuse import fuse_elementwise
 from .group import group_optimizer_steps
 from .memory import plan_memory
@@ -21,14 +23,17 @@ from .reciprocal import reuse_reciprocals
 from .reduce import fuse_reductions
 
 __all__ = ["run", "report", "eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants",
-           "fuse_elementwise", "fuse_reductions", "fuse_matmul_epilogues", "reuse_reciprocals",
+           "functionalize", "fuse_elementwise", "fuse_reductions", "fuse_matmul_epilogues", "reuse_reciprocals",
            "group_optimizer_steps", "transpose_matmuls",
            "elide_copies", "plan_memory"]
 
 
 def run(graph) -> dict:
     """Optimize ``graph`` in place; the counts of what each pass did are kept on the graph."""
-    stats = {"folded": fold_constants(graph), "cse": eliminate_common_subexpressions(graph),
+    # Functionalization first: the in-place nodes it removes are barriers to every later pass.
+    # WebGPU only: there every kernel writes a new buffer, while a numpy kernel may return its input.
+    stats = {"functionalized": functionalize(graph) if graph.device == "webgpu" else 0,
+             "folded": fold_constants(graph), "cse": eliminate_common_subexpressions(graph),
              "dce": eliminate_dead_code(graph), "transposed": transpose_matmuls(graph),
              "copies": elide_copies(graph), "reciprocals": 0, "fused": 0, "reductions": 0, "epilogues": 0,
              "grouped": 0}
@@ -51,7 +56,8 @@ def report(graph) -> list:
     stats = getattr(graph, "stats", None)
     lines = []
     if stats is not None:
-        lines.append(f"passes: {stats['folded']} node(s) folded to constants, {stats['cse']} merged as common "
+        lines.append(f"passes: {stats.get('functionalized', 0)} in-place write(s) functionalized, "
+                     f"{stats['folded']} node(s) folded to constants, {stats['cse']} merged as common "
                      f"subexpressions, {stats['dce']} dead node(s) removed, "
                      f"{stats['transposed']} matmul(s) transposed, "
                      f"{stats['copies']} copies elided, {stats.get('reciprocals', 0)} division(s) by a reused "
