@@ -116,30 +116,32 @@ def test_non_differentiable_output():
     gradcheck(lambda t: MaxWithIndex.apply(t)[0], [x])
 
 
-def test_double_backward_through_a_differentiable_backward_matches_torch():
-    torch = need_module("torch")
+def test_double_backward_through_a_differentiable_backward_matches_torch(torch_ref):
     gradgradcheck(lambda t: Cube.apply(t), [_leaf(4, seed=4)])
     gradgradcheck(lambda t: Exp.apply(t).sum() * t, [_leaf(3, seed=5)])
     x = _leaf(4, seed=6)
     (g,) = webgrad.autograd.grad(Cube.apply(x).sum(), x, create_graph=True)
     (gg,) = webgrad.autograd.grad(g.sum(), x)
 
-    class TorchCube(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, t):
-            ctx.save_for_backward(t)
-            return t ** 3
+    def torch_side(torch):
+        class TorchCube(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, t):
+                ctx.save_for_backward(t)
+                return t ** 3
 
-        @staticmethod
-        def backward(ctx, grad):
-            (t,) = ctx.saved_tensors
-            return grad * 3 * t * t
+            @staticmethod
+            def backward(ctx, grad):
+                (t,) = ctx.saved_tensors
+                return grad * 3 * t * t
 
-    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
-    (tg,) = torch.autograd.grad(TorchCube.apply(tx).sum(), tx, create_graph=True)
-    (tgg,) = torch.autograd.grad(tg.sum(), tx)
-    assert_close(g, tg.detach().numpy(), 1e-12, 1e-12)
-    assert_close(gg, tgg.numpy(), 1e-12, 1e-12)
+        tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+        (tg,) = torch.autograd.grad(TorchCube.apply(tx).sum(), tx, create_graph=True)
+        (tgg,) = torch.autograd.grad(tg.sum(), tx)
+        return tg.detach().numpy(), tgg.numpy()
+    tg, tgg = torch_ref(torch_side)
+    assert_close(g, tg, 1e-12, 1e-12)
+    assert_close(gg, tgg, 1e-12, 1e-12)
 
 
 def test_once_differentiable_backward_records_nothing():
@@ -250,8 +252,7 @@ def test_backward_with_inputs_and_several_roots():
 
 
 # -- functional: jacobian, hessian, vjp -----------------------------------------------------
-def test_jacobian_and_hessian_match_torch():
-    torch = need_module("torch")
+def test_jacobian_and_hessian_match_torch(torch_ref):
     from webgrad.autograd.functional import hessian, jacobian, vjp
 
     rng = np.random.default_rng(0)
@@ -260,29 +261,25 @@ def test_jacobian_and_hessian_match_torch():
     def f(x, y):
         return (x * y).tanh().sum(0), (x ** 2).sum()
 
-    def f_torch(x, y):
-        return (x * y).tanh().sum(0), (x ** 2).sum()
-
-    ours = jacobian(f, (webgrad.tensor(a), webgrad.tensor(b)))
-    theirs = torch.autograd.functional.jacobian(f_torch, (torch.tensor(a), torch.tensor(b)))
-    for ours_row, theirs_row in zip(ours, theirs):
-        for o, t in zip(ours_row, theirs_row):
-            assert_close(o, t.numpy(), 1e-12, 1e-12)
-    single = jacobian(lambda x: x.sin() * x.sum(), webgrad.tensor(a))
-    assert_close(single, torch.autograd.functional.jacobian(lambda x: x.sin() * x.sum(), torch.tensor(a)).numpy(),
-                 1e-12, 1e-12)
-
     def g(x):
         return (x ** 3).sum() * x[0]
 
-    assert_close(hessian(g, webgrad.tensor(a)), torch.autograd.functional.hessian(g, torch.tensor(a)).numpy(),
-                 1e-12, 1e-12)
+    def torch_side(torch):
+        functional = torch.autograd.functional
+        jac = functional.jacobian(f, (torch.tensor(a), torch.tensor(b)))
+        single = functional.jacobian(lambda x: x.sin() * x.sum(), torch.tensor(a))
+        hess = functional.hessian(g, torch.tensor(a))
+        pair = functional.hessian(lambda x, y: (x * y).sum() ** 2, (torch.tensor(a), torch.tensor(b[0])))
+        return (*[t.numpy() for row in jac for t in row], single.numpy(), hess.numpy(),
+                *[t.numpy() for row in pair for t in row])
+    theirs = torch_ref(torch_side)
+    ours = jacobian(f, (webgrad.tensor(a), webgrad.tensor(b)))
     ours_h = hessian(lambda x, y: (x * y).sum() ** 2, (webgrad.tensor(a), webgrad.tensor(b[0])))
-    theirs_h = torch.autograd.functional.hessian(lambda x, y: (x * y).sum() ** 2,
-                                                 (torch.tensor(a), torch.tensor(b[0])))
-    for i in range(2):
-        for j in range(2):
-            assert_close(ours_h[i][j], theirs_h[i][j].numpy(), 1e-12, 1e-12)
+    got = [*[o for row in ours for o in row], jacobian(lambda x: x.sin() * x.sum(), webgrad.tensor(a)),
+           hessian(g, webgrad.tensor(a)), *[h for row in ours_h for h in row]]
+    assert len(got) == len(theirs) == 10
+    for o, t in zip(got, theirs):
+        assert_close(o, t, 1e-12, 1e-12)
     out, v = vjp(lambda x: x ** 2, webgrad.tensor(a), webgrad.ones(3, dtype=webgrad.float64))
     assert_close(v, 2 * a, 1e-12, 1e-12)
     assert_close(out, a ** 2, 1e-12, 1e-12)
@@ -338,10 +335,9 @@ def _legendre_fit(lib, Function, device, steps=300):
     return np.array(losses)
 
 
-def test_tutorial_custom_function_training_matches_torch(device):
-    torch = need_module("torch")
+def test_tutorial_custom_function_training_matches_torch(device, torch_ref):
     ours = _legendre_fit(webgrad, Function, webgrad.device(device))
-    theirs = _legendre_fit(torch, torch.autograd.Function, torch.device("cpu"))
+    theirs = torch_ref(lambda torch: _legendre_fit(torch, torch.autograd.Function, torch.device("cpu")))
     assert ours[-1] < 0.5 * ours[0]  # it learns
     np.testing.assert_allclose(ours, theirs, rtol=2e-3)
 
