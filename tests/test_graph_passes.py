@@ -256,6 +256,10 @@ def test_reduction_takes_the_chains_that_make_its_input_and_use_its_result():
     (node,) = _reductions(graph)
     assert [n.op.name for n in node.fused] == ["mul", "exp", "sum", "add", "sqrt"]
     assert _ops(graph) == [node.op.name]
+    arrays = [x.numpy() if v.source == "arg" else webgrad.backend.get_backend("cpu").to_numpy(v.data)
+              for v in node.inputs]  # its numpy kernel, as a cpu replay would run it
+    assert_close(webgrad.tensor(node.op.impls["numpy"](*arrays, **node.attrs)),
+                 ((x * 2).exp().sum(1) + 1).sqrt().numpy())
     # chains the elementwise pass left apart (their inputs' dtypes differ) join one after another
     graph = _traced(lambda x: 2.0 / (x > 0).sum().float(), x)
     passes.fuse_elementwise(graph)
