@@ -248,10 +248,13 @@ def test_repr_suffixes():
 def test_repr_matches_torch(torch_ref):
     rng = np.random.default_rng(0)
     samples = [
-        [1.0, 2.0], [0.1, 0.2, 0.3], [-0.0, 1.0], [123456.7, 1.0], [1e10, 1.0], [[1, -20], [300, 4]],
-        np.arange(2000), np.arange(12.0).reshape(3, 4), np.linspace(-3, 3, 40), rng.standard_normal((20, 30)),
-        rng.standard_normal((2, 30, 40)) * 1e5, np.arange(2000.0).reshape(2, 1000), [True], [[True, False]],
-        np.array([1.5, 2.0], dtype=np.float64), np.array([1, 2], dtype=np.int32), 7, -0.5,
+        # integers spelled int64: numpy's default int is int32 on wasm32 (Pyodide), torch's is int64
+        [1.0, 2.0], [0.1, 0.2, 0.3], [-0.0, 1.0], [123456.7, 1.0], [1e10, 1.0],
+        np.array([[1, -20], [300, 4]], np.int64), np.arange(2000, dtype=np.int64), np.arange(12.0).reshape(3, 4),
+        np.linspace(-3, 3, 40),
+        rng.standard_normal((20, 30)), rng.standard_normal((2, 30, 40)) * 1e5, np.arange(2000.0).reshape(2, 1000),
+        [True], [[True, False]], np.array([1.5, 2.0], dtype=np.float64), np.array([1, 2], dtype=np.int32),
+        np.int64(7), -0.5,
     ]
     arrays = []
     for data in samples:
