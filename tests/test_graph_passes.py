@@ -2,6 +2,8 @@
 the pass by hand): what each removes, and that the replay still gives eager results."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -341,36 +343,44 @@ def test_division_reuses_a_reciprocal_the_graph_computes():
         assert passes.reuse_reciprocals(_traced(fn, x)) == 0
 
 
+def _train_on_webgpu(make_model, make_opt, x, y, compiled, steps=3):
+    """(losses, parameters, step function, dispatches of the last step) after ``steps``
+    cross-entropy training steps on WebGPU, eagerly or through webgrad.compile."""
+    webgrad.manual_seed(0)
+    model = make_model().to("webgpu")
+    opt = make_opt(model.parameters())
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = webgrad.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    fn = webgrad.compile(step) if compiled else step
+    device = webgrad.backend.get_backend("webgpu").device
+    losses = []
+    for _ in range(steps):
+        before = device.dispatches
+        losses.append(fn(x, y).item())
+    return losses, [p.detach().numpy() for p in model.parameters()], fn, device.dispatches - before
+
+
 def test_mean_loss_train_step_replays_in_twelve_dispatches_on_webgpu():
     """The digits MLP step (64 -> 128 -> 10, batch 64, Adam, mean cross-entropy) on WebGPU:
     the loss's count, reciprocal and mean run inside two reductions."""
     if "webgpu" not in DEVICES:
         pytest.skip("needs a WebGPU adapter")  # CI always has one (conftest fails the run otherwise)
     rng = np.random.default_rng(0)
-    losses = {}
-    for compiled in (False, True):
-        webgrad.manual_seed(0)
-        model = webgrad.nn.Sequential(webgrad.nn.Linear(64, 128), webgrad.nn.ReLU(),
-                                      webgrad.nn.Linear(128, 10)).to("webgpu")
-        opt = webgrad.optim.Adam(model.parameters(), lr=1e-3)
-        x = webgrad.tensor(rng.standard_normal((64, 64)).astype(np.float32), device="webgpu")
-        y = webgrad.tensor(rng.integers(0, 10, 64), device="webgpu")
+    x = webgrad.tensor(rng.standard_normal((64, 64)).astype(np.float32), device="webgpu")
+    y = webgrad.tensor(rng.integers(0, 10, 64), device="webgpu")
 
-        def step(x, y, model=model, opt=opt):
-            opt.zero_grad()
-            loss = webgrad.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        fn = webgrad.compile(step) if compiled else step
-        device = webgrad.backend.get_backend("webgpu").device
-        losses[compiled] = []
-        for _ in range(3):
-            before = device.dispatches
-            losses[compiled].append(fn(x, y).item())
-        rng = np.random.default_rng(0)
-    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-5, atol=1e-6)
-    assert device.dispatches - before <= 12, fn.explain()
+    def mlp():
+        return webgrad.nn.Sequential(webgrad.nn.Linear(64, 128), webgrad.nn.ReLU(), webgrad.nn.Linear(128, 10))
+    adam = functools.partial(webgrad.optim.Adam, lr=1e-3)
+    eager, compiled = (_train_on_webgpu(mlp, adam, x, y, compiled=c) for c in (False, True))
+    np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5, atol=1e-6)
+    fn, dispatches = compiled[2], compiled[3]
+    assert dispatches <= 12, fn.explain()
     assert "ne -> cast -> sum -> cast -> div" in fn.explain()
 
 
@@ -430,23 +440,11 @@ def test_functionalized_train_step_replays_like_eager_on_webgpu():
 
     x = webgrad.randn(5, 8, device="webgpu")
     y = webgrad.tensor([0, 1, 2, 0, 1], device="webgpu")
-    results = {}
-    for compiled in (False, True):
-        webgrad.manual_seed(0)
-        model = Net().to("webgpu")
-        opt = webgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-        def step(x, y, model=model, opt=opt):
-            opt.zero_grad()
-            loss = webgrad.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        fn = webgrad.compile(step) if compiled else step
-        losses = [fn(x, y).item() for _ in range(3)]
-        results[compiled] = (losses, [p.detach().numpy() for p in model.parameters()])
-    np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-5, atol=1e-6)
-    for got, expected in zip(results[True][1], results[False][1]):
+    sgd = functools.partial(webgrad.optim.SGD, lr=0.1, momentum=0.9)
+    eager, compiled = (_train_on_webgpu(Net, sgd, x, y, compiled=c) for c in (False, True))
+    np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5, atol=1e-6)
+    for got, expected in zip(compiled[1], eager[1]):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    fn = compiled[2]
     assert fn.graph.stats["functionalized"] == 2
     assert all("sgd" in n.op.name for n in fn.graph.nodes if n.inplace), fn.graph

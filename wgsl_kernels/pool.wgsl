@@ -38,6 +38,11 @@ fn at(offset: u32, strides: vec4<i32>, n: u32, c: u32, y: u32, x: u32) -> u32 {
   return u32(i32(offset) + i32(n) * strides.x + i32(c) * strides.y + i32(y) * strides.z + i32(x) * strides.w);
 }
 
+// (n, c, row, col) of element o of a contiguous (N, C, rows, cols) array.
+fn coords(o: u32, rows: u32, cols: u32) -> vec4<u32> {
+  return vec4<u32>(o / (cols * rows * p.c), (o / (cols * rows)) % p.c, (o / cols) % rows, o % cols);
+}
+
 // Bit test rather than v != v: compilers may fold that to false.
 fn is_nan(v: f32) -> bool {
   return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
@@ -73,22 +78,20 @@ fn window_max(from_a: bool, n: u32, c: u32, y: u32, x: u32) -> u32 {
 fn max_pool2d_select(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let o = thread_index(gid, nwg);
   if (o >= p.total) { return; }
-  let x = o % p.wo;
-  let y = (o / p.wo) % p.ho;
-  let c = (o / (p.wo * p.ho)) % p.c;
-  let n = o / (p.wo * p.ho * p.c);
-  let best = window_max(true, n, c, y, x);
-  out[o] = b[at(p.offsets.y, p.b_strides, n, c, best / p.w, best % p.w)];
+  let e = coords(o, p.ho, p.wo);  // (n, c, y, x) of the window
+  let best = window_max(true, e.x, e.y, e.z, e.w);
+  out[o] = b[at(p.offsets.y, p.b_strides, e.x, e.y, best / p.w, best % p.w)];
 }
 
 @compute @workgroup_size(WG)
 fn max_pool2d_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let o = thread_index(gid, nwg);
   if (o >= p.total) { return; }
-  let col = o % p.w;
-  let row = (o / p.w) % p.h;
-  let c = (o / (p.w * p.h)) % p.c;
-  let n = o / (p.w * p.h * p.c);
+  let e = coords(o, p.h, p.w);
+  let n = e.x;
+  let c = e.y;
+  let row = e.z;
+  let col = e.w;
   var acc = 0.0;
   // Window rows y with y*sh + i*dh = row + top for some i < kh (one y per i), likewise columns.
   for (var i = 0u; i < p.kh; i = i + 1u) {

@@ -69,6 +69,12 @@ class Graph:
         self.values.append(value)
         return value
 
+    def replace_values(self, replace: dict) -> None:
+        """Point the results (returned values, stored gradients) at ``replace[value id]``
+        where a pass merged or renamed a value; the nodes' inputs are the pass's to rewrite."""
+        self.outputs = [replace.get(v.id, v) for v in self.outputs]
+        self.grads = [(p, replace.get(g.id, g)) for p, g in self.grads]
+
     def inputs_of_kind(self, source: str) -> list:
         return [v for v in self.values if v.source == source]
 

@@ -105,6 +105,19 @@ def wait_event(page, timeout_ms: int = BOOT_TIMEOUT_MS) -> dict:
     return page.evaluate("() => window.embedEvents.find((e) => e.type !== 'prediction')")
 
 
+# JS: an 8 x 8 image as a 64 x 64 <canvas>, each pixel an 8 x 8 grey block (the widget resizes it back).
+GREY_CANVAS = """(image) => {
+    const canvas = document.createElement('canvas');
+    canvas.width = canvas.height = 64;
+    const context = canvas.getContext('2d');
+    image.forEach((v, i) => {
+        const grey = Math.round(255 * v);
+        context.fillStyle = `rgb(${grey}, ${grey}, ${grey})`;
+        context.fillRect(8 * (i % 8), 8 * Math.floor(i / 8), 8, 8);
+    });
+    return canvas;
+}"""
+
 ADD_ELEMENT = """async ([src, wait, trust]) => {
     const element = document.createElement('webgrad-model');
     element.setAttribute('src', src);
@@ -137,19 +150,13 @@ def test_embedded_digits_model_predicts_like_python(host_page, embed_url, server
         const nested = await element.predict([images[0].slice(0, 8), ...Array.from({length: 7},
             (_, r) => images[0].slice(8 * (r + 1), 8 * (r + 2)))]);
         // The same image as a 64 x 64 <canvas> (each pixel an 8 x 8 grey block): resized back to 8 x 8.
-        const canvas = document.createElement('canvas');
-        canvas.width = canvas.height = 64;
+        const canvas = (GREY_CANVAS)(images[0]);
         const context = canvas.getContext('2d');
-        images[0].forEach((v, i) => {
-            const grey = Math.round(255 * v);
-            context.fillStyle = `rgb(${grey}, ${grey}, ${grey})`;
-            context.fillRect(8 * (i % 8), 8 * Math.floor(i / 8), 8, 8);
-        });
         const fromCanvas = await element.predict(canvas);
         const fromImageData = await element.predict(context.getImageData(0, 0, 64, 64));
         return {out, nested: nested.label, probabilities: Array.from(nested.probabilities),
                 canvas: [fromCanvas.label, fromImageData.label]};
-    }""", trained["images"])
+    }""".replace("GREY_CANVAS", GREY_CANVAS), trained["images"])
     assert labels["out"] == [str(i) for i in trained["expected"]]
     assert labels["nested"] == str(trained["expected"][0])  # an 8x8 nested array is the same image
     assert abs(sum(labels["probabilities"]) - 1) < 1e-4
@@ -194,20 +201,13 @@ def test_load_on_webgpu_and_an_img_element_predict_like_python(host_page, embed_
         const model = await load(`${webgrad}/api/models/${name}`, {device: 'webgpu'});
         const labels = [];
         for (const image of images) labels.push((await model.predict(new Float32Array(image))).label);
-        const canvas = document.createElement('canvas');
-        canvas.width = canvas.height = 64;
-        const context = canvas.getContext('2d');
-        images[0].forEach((v, i) => {
-            const grey = Math.round(255 * v);
-            context.fillStyle = `rgb(${grey}, ${grey}, ${grey})`;
-            context.fillRect(8 * (i % 8), 8 * Math.floor(i / 8), 8, 8);
-        });
+        const canvas = (GREY_CANVAS)(images[0]);
         const img = new Image();
         img.src = canvas.toDataURL();
         await img.decode();
         const fromImg = await model.predict(img);
         return {device: model.info.device, labels, img: fromImg.label};
-    }""", [webgrad, MODEL, trained["images"]])
+    }""".replace("GREY_CANVAS", GREY_CANVAS), [webgrad, MODEL, trained["images"]])
     assert out["device"] == "webgpu", out
     assert out["labels"] == [str(i) for i in trained["expected"]]
     assert out["img"] == str(trained["expected"][0])

@@ -83,6 +83,5 @@ def elide_copies(graph) -> int:
                 continue
         nodes.append(node)
     graph.nodes = nodes
-    graph.outputs = [replace.get(v.id, v) for v in graph.outputs]
-    graph.grads = [(p, replace.get(g.id, g)) for p, g in graph.grads]
+    graph.replace_values(replace)
     return removed

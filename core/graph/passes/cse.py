@@ -37,8 +37,7 @@ def eliminate_common_subexpressions(graph) -> int:
         if key is not None:
             seen[key] = node
         kept.append(node)
-    graph.outputs = [replace.get(v.id, v) for v in graph.outputs]
-    graph.grads = [(p, replace.get(g.id, g)) for p, g in graph.grads]
+    graph.replace_values(replace)
     removed = len(graph.nodes) - len(kept)
     graph.nodes = kept
     return removed

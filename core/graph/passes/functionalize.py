@@ -43,6 +43,5 @@ def functionalize(graph) -> int:
                 continue
         nodes.append(node)
     graph.nodes = nodes
-    graph.outputs = [latest.get(v.id, v) for v in graph.outputs]
-    graph.grads = [(p, latest.get(g.id, g)) for p, g in graph.grads]
+    graph.replace_values(latest)
     return rewritten
