@@ -3,7 +3,8 @@
 URL map (``create_app`` builds it; ``python -m server`` runs it):
 
     /                     web/ (index.html for /), revalidated on every load (no-cache)
-    /pyodide/             Pyodide 0.27.7 + numpy/micropip wheels (server/assets/pyodide/), immutable
+    /pyodide/             Pyodide 0.27.7 + numpy/micropip wheels (server/assets/pyodide/), immutable,
+                          and Python's memory snapshot (immutable; snapshot.json naming it no-cache)
     /pyodide-extra/       pytest & co. wheels for micropip, index.json (immutable; index no-cache)
     /wheels/latest.json   names the current webgrad wheel (rebuilt when core/ or wgsl_kernels/ change)
     /wheels/<file>        that wheel, revalidated; /wheels/<sha16>/<file> the same bytes, immutable
@@ -225,11 +226,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
                                                                      PAGE_POLICY_EXTRAS.get(page))
         return response
 
-    def pyodide_extra(request: Request):
-        relative = request.path_params["path"]
-        if relative == "index.json":  # changes when the pinned wheels change
-            return static.serve_from(static.Root(roots["pyodide-extra"].directory), request, relative)
-        return static.serve_from(roots["pyodide-extra"], request, relative)
+    def with_manifest(key: str, manifest: str):
+        """``key``'s files, immutable, but for ``manifest``, which names the current ones: revalidated."""
+        root = roots[key]
+
+        def endpoint(request: Request):
+            relative = request.path_params["path"]
+            if relative == manifest:
+                return static.serve_from(static.Root(root.directory), request, relative)
+            return static.serve_from(root, request, relative)
+
+        return endpoint
 
     def latest_or_error():
         try:
@@ -259,8 +266,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return static.serve_from(static.Root(wheels_dir, static.IMMUTABLE), request, latest["file"])
 
     routes = model_routes(store, settings.max_upload, settings.max_tensors) + [
-        Route("/pyodide/{path:path}", from_root("pyodide")),
-        Route("/pyodide-extra/{path:path}", pyodide_extra),
+        Route("/pyodide/{path:path}", with_manifest("pyodide", "snapshot.json")),
+        Route("/pyodide-extra/{path:path}", with_manifest("pyodide-extra", "index.json")),
         Route("/wheels/latest.json", wheels_latest),
         Route("/wheels/{digest}/{file}", wheel_pinned),
         Route("/wheels/{file}", wheel_plain),

@@ -4,7 +4,9 @@ What ends up where (all of it gitignored, all of it served by ``server/app.py``)
 
     server/assets/pyodide/         node_modules/pyodide (the npm core) plus the
                                    Pyodide-built wheels named in its pyodide-lock.json
-                                   that we need: numpy, micropip, packaging
+                                   that we need: numpy, micropip, packaging; and
+                                   snapshot-<sha16>.bin.gz, Python's memory after its
+                                   start (server/snapshot.mjs), named by snapshot.json
     server/assets/pyodide-extra/   pure-Python wheels from PyPI for running pytest in
                                    Pyodide (pytest, iniconfig, packaging, pluggy),
                                    with index.json; install them with micropip
@@ -283,6 +285,38 @@ def ensure_extra_wheels(target: Path, wheels: dict[str, str] = EXTRA_WHEELS) -> 
     return len(missing) + changed
 
 
+# ----------------------------------------------------------------------------- snapshot
+
+SNAPSHOT_INPUTS = ("pyodide.mjs", "pyodide.asm.wasm", "python_stdlib.zip")
+
+
+def ensure_snapshot(target: Path, repo: Path = REPO) -> int:
+    """Make Pyodide's memory snapshot (server/snapshot.mjs) when it, Pyodide's core or the
+    script changed; snapshot.json names it. The file is named by its digest (the page caches
+    it immutably), and older ones are deleted."""
+    digest = hashlib.sha256((repo / "server" / "snapshot.mjs").read_bytes())
+    for name in SNAPSHOT_INPUTS:
+        digest.update(bytes.fromhex(sha256_of(target / name)))
+    inputs = digest.hexdigest()
+    manifest = target / "snapshot.json"
+    try:
+        current = json.loads(manifest.read_text())
+        if current["inputs"] == inputs and (target / current["file"]).exists():
+            return 0
+    except (OSError, ValueError, KeyError):
+        pass
+    scratch = target / "snapshot.tmp"
+    _run(["node", str(repo / "server" / "snapshot.mjs"), str(target), str(scratch)],
+         "node server/snapshot.mjs (Pyodide's memory snapshot)", cwd=repo)
+    name = f"snapshot-{sha256_of(scratch)[:16]}.bin.gz"
+    os.replace(scratch, target / name)
+    _write_if_changed(manifest, json.dumps({"file": name, "inputs": inputs}, indent=2) + "\n")
+    for old in target.glob("snapshot-*.bin.gz"):
+        if old.name != name:
+            old.unlink()
+    return 1
+
+
 # ----------------------------------------------------------------------------- tfjs
 
 def ensure_tfjs(target: Path, modules: Path = NODE_MODULES) -> int:
@@ -363,6 +397,7 @@ def ensure_assets(assets: Path = ASSETS, repo: Path = REPO) -> int:
         raise AssetError(f"node_modules has Pyodide {lock['info']['version']}, expected {PYODIDE_VERSION}")
     changed += ensure_pyodide_core(assets / "pyodide", modules)
     changed += ensure_lock_packages(assets / "pyodide", lock)
+    changed += ensure_snapshot(assets / "pyodide", repo)
     changed += ensure_extra_wheels(assets / "pyodide-extra")
     changed += ensure_tfjs(assets / "vendor" / "tfjs", modules)
     changed += ensure_bundles(repo / "web", repo)
@@ -380,7 +415,7 @@ def assets_ready(assets: Path = ASSETS, repo: Path = REPO) -> list[str]:
         problems.append("node_modules missing or stale")
     if not bundles_current(repo / "web", repo):
         problems.append("web/build/ missing or older than web/ (the page bundles)")
-    for path in ("pyodide/pyodide.js", "pyodide/pyodide.asm.wasm", "pyodide/pyodide-lock.json",
+    for path in ("pyodide/pyodide.js", "pyodide/pyodide.asm.wasm", "pyodide/pyodide-lock.json", "pyodide/snapshot.json",
                  "pyodide-extra/index.json", "wheels/latest.json", "vendor/tfjs/tf.min.js"):
         if not (assets / path).exists():
             problems.append(f"server/assets/{path} missing")

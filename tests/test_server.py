@@ -185,6 +185,7 @@ def test_preflight_allows_reads_only(client):
     ("/", "no-cache"), ("/webgrad.js", "no-cache"), ("/wgsl/binary.wgsl", "no-cache"),
     ("/pyodide/pyodide.asm.wasm", "immutable"), ("/vendor/tfjs/tf.min.js", "immutable"),
     ("/pyodide-extra/demo-1.0-py3-none-any.whl", "immutable"), ("/pyodide-extra/index.json", "no-cache"),
+    ("/pyodide/snapshot.json", "no-cache"),
     ("/wheels/latest.json", "no-cache"), ("/api/models", "no-cache"),
 ])
 def test_cache_headers(client, path, cache):
@@ -481,6 +482,32 @@ def test_asset_step_refuses_a_wrong_extra_wheel(tmp_path, monkeypatch):
     assert not (tmp_path / "demo-1.0-py3-none-any.whl").exists()
 
 
+def test_asset_step_remakes_the_memory_snapshot_only_when_pyodide_or_its_script_changes(tmp_path, monkeypatch):
+    for name in asset_step.SNAPSHOT_INPUTS:
+        (tmp_path / name).write_bytes(name.encode())
+    made = []
+
+    def fake_node(command, what, cwd=None):
+        made.append(command)
+        Path(command[-1]).write_bytes(b"memory %d" % len(made))
+
+    monkeypatch.setattr(asset_step, "_run", fake_node)
+
+    def current() -> str:
+        return json.loads((tmp_path / "snapshot.json").read_text())["file"]
+
+    assert asset_step.ensure_snapshot(tmp_path) == 1
+    first = current()
+    assert (tmp_path / first).read_bytes() == b"memory 1"
+    assert asset_step.ensure_snapshot(tmp_path) == 0 and len(made) == 1
+    (tmp_path / "pyodide.asm.wasm").write_bytes(b"another Pyodide build")
+    assert asset_step.ensure_snapshot(tmp_path) == 1
+    assert current() != first
+    assert sorted(p.name for p in tmp_path.glob("snapshot-*")) == [current()]  # the old one is gone
+    (tmp_path / current()).unlink()  # a lost file is remade too
+    assert asset_step.ensure_snapshot(tmp_path) == 1 and (tmp_path / current()).exists()
+
+
 def _snapshot(*folders: Path) -> dict:
     return {str(p): p.stat().st_mtime_ns for folder in folders for p in folder.rglob("*") if p.is_file()}
 
@@ -514,6 +541,10 @@ def test_real_pyodide_runtime_is_served(real_base, real_assets):
         assert "immutable" in wasm.headers["cache-control"]
         for name in ("pyodide.js", "pyodide.mjs", "python_stdlib.zip", "pyodide-lock.json"):
             assert http.get(f"/pyodide/{name}").status_code == 200, name
+        manifest = http.get("/pyodide/snapshot.json")
+        assert manifest.headers["cache-control"] == "no-cache"
+        snapshot = http.get(f"/pyodide/{manifest.json()['file']}")
+        assert snapshot.content[:2] == b"\x1f\x8b" and "immutable" in snapshot.headers["cache-control"]
         for package in asset_step.LOCK_PACKAGES:
             entry = lock["packages"][package]
             served = http.get(f"/pyodide/{entry['file_name']}")

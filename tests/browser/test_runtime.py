@@ -54,7 +54,8 @@ linear = webgrad.nn.Linear
 [[f for f in seen if "webgrad" in f], linear.__module__, "def forward" in inspect.getsource(linear)]
 """)["result"]
         assert compiled == [[], "webgrad.nn.modules.linear", True]
-        assert {"wheel", "pyodide", "numpy", "webgrad", "device"} <= set(info["timings"])
+        assert {"wheel", "snapshot", "pyodide", "numpy", "webgrad", "device"} <= set(info["timings"])
+        assert info["pythonStart"] == "snapshot"  # the asset step made one; CI fails without it
         print(f"boot (auto) {info['bootMs']} ms, stages {info['timings']}, device {info['device']}: "
               f"{info['deviceReason']}")
     finally:
@@ -347,6 +348,37 @@ try {{
   window.webgradBootError = `${{err.name}} ${{err.cause}}: ${{err.message}}`;
 }}
 </script>"""
+
+
+ZONE_AND_RANDOM = """import datetime, random, time
+[time.timezone, time.altzone, time.daylight, list(time.tzname), time.strftime("%Z %z", time.localtime(1e9)),
+ datetime.datetime.now().astimezone().tzname(), random.getrandbits(64)]"""
+
+
+def test_python_restored_from_the_snapshot_has_the_pages_time_zone_and_its_own_random(browser, server_url):
+    """The memory snapshot is made on the server (in UTC here): a page elsewhere must still see
+    its own zone, exactly as a Python that started in the page does, and each visit must draw
+    its own random numbers."""
+    seen = {}
+    for zone in ("America/New_York", "Asia/Kolkata", "Australia/Sydney"):
+        for start in ("snapshot", "fresh"):
+            context = browser.new_context(timezone_id=zone)
+            try:
+                if start == "fresh":  # no snapshot offered: Python starts in the page
+                    context.route("**/pyodide/snapshot.json", lambda route: route.fulfill(status=404, body="Not Found"))
+                runtime = Runtime(context.new_page())
+                info = runtime.boot(server_url + "?device=cpu")
+                assert info["pythonStart"] == start
+                seen[zone, start] = runtime.ok(ZONE_AND_RANDOM)["result"]
+            finally:
+                context.close()
+        snapshot, fresh = seen[zone, "snapshot"], seen[zone, "fresh"]
+        assert snapshot[:-1] == fresh[:-1], zone
+    assert seen["America/New_York", "snapshot"][:4] == [18000, 14400, 1, ["EST", "EDT"]]
+    assert seen["Asia/Kolkata", "snapshot"][:3] == [-19800, -19800, 0]
+    assert seen["Australia/Sydney", "snapshot"][:3] == [-36000, -39600, 1]  # summer in January
+    draws = [values[-1] for values in seen.values()]
+    assert len(set(draws)) == len(draws), draws
 
 
 def test_boot_failure_names_numpy_when_its_wheel_is_missing(browser, server_url):

@@ -5,6 +5,8 @@
 //   const runtime = await boot({device: "auto", onBoot: (stage) => ..., onProgress: (data) => ...});
 //   runtime.device, runtime.deviceReason  // "webgpu" or "cpu", and why
 //   runtime.warnings                      // e.g. a bad `device` that fell back to "auto"
+//   runtime.timings, runtime.pythonStart  // when each boot step ended (ms); "snapshot" when
+//                                         // Python was restored from the server's memory snapshot
 //   const {stdout, stderr, result, display} = await runtime.run("import webgrad\n1 + 1");
 //   runtime.on("progress", (data) => ...);   // webgrad_progress({...}) from Python
 //   await runtime.interrupt();            // stop the run in progress
@@ -134,6 +136,7 @@ export class Runtime {
     this.adapter = null;
     this.versions = null;
     this.timings = null;
+    this.pythonStart = null;
     this.bootMs = null;
     this.interruptMode = null;
     this.inputMode = null;
@@ -259,6 +262,7 @@ export class Runtime {
         this.adapter = message.adapter;
         this.versions = message.versions;
         this.timings = message.timings;
+        this.pythonStart = message.pythonStart;
         this.interruptMode = message.interrupt;
         this.inputMode = message.input;
         if (this._booting) this._booting.resolve();

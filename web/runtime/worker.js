@@ -163,13 +163,65 @@ async function prefetchPackage(indexURL, name) {
   if (response.ok) await response.arrayBuffer();
 }
 
+// Python's memory right after its start, made by the asset step (server/snapshot.mjs):
+// restoring it skips Python's own start (about 1 s). Null when there is none (an asset folder
+// from before snapshots) or it cannot be fetched: Python then starts as usual.
+async function fetchSnapshot(indexURL) {
+  try {
+    const manifest = await fetch(indexURL + "snapshot.json", {cache: "no-cache"});
+    if (!manifest.ok) return null;
+    const response = await fetch(indexURL + (await manifest.json()).file);
+    if (!response.ok) return null;
+    const memory = response.body.pipeThrough(new DecompressionStream("gzip"));
+    return new Uint8Array(await new Response(memory).arrayBuffer());
+  } catch {
+    return null;
+  }
+}
+
+// A snapshot is the build machine's Python as it was then. Two things in it must be the
+// page's own: `random`'s state (else every visit would draw the same numbers), and the time
+// zone, which emscripten's libc reads once (tzset) and Python's time module copies at import.
+function localizeSnapshot(pyodide) {
+  const m = pyodide._module;
+  m.__tzset_js(m._timezone, m._daylight, m.HEAPU32[m._tzname >> 2], m.HEAPU32[(m._tzname >> 2) + 1]);
+  // The zone as CPython's time module works it out at import, from January and July.
+  pyodide.runPython(`import random, time
+random.seed()
+def _zone():
+    year = (365 * 24 + 6) * 3600
+    start = int(time.time()) // year * year
+    jan, jul = time.localtime(start), time.localtime(start + year // 2)
+    (std, dst) = (jul, jan) if jan.tm_gmtoff > jul.tm_gmtoff else (jan, jul)  # summer in January: the south
+    time.timezone, time.altzone = -std.tm_gmtoff, -dst.tm_gmtoff
+    time.daylight, time.tzname = int(std.tm_gmtoff != dst.tm_gmtoff), (std.tm_zone, dst.tm_zone)
+_zone()
+del _zone`);
+}
+
+// Pyodide, from the snapshot when there is one; a snapshot that fails to restore (it should
+// not: it is made from these very files) falls back to Python's own start.
+async function startPython(loadPyodide, indexURL, memory) {
+  const options = {indexURL, stdout: () => {}, stderr: () => {}};
+  if (memory) {
+    try {
+      const restored = await loadPyodide({...options, _loadSnapshot: memory});
+      localizeSnapshot(restored);
+      return {pyodide: restored, start: "snapshot"};
+    } catch (err) {
+      console.warn(`webgrad: Pyodide's memory snapshot did not restore (${err.message || err}); starting Python instead`);
+    }
+  }
+  return {pyodide: await loadPyodide(options), start: "fresh"};
+}
+
 // Boot, measured with bench/browser_bench.py --boot-only. Kept: the wheel, numpy's wheel and
 // the adapter fetched while Pyodide starts. Checked and left: loadPyodide's `packages` (see
 // above); checkAPIVersion and fullStdLib (a string compare; already false). A second visit
 // sends no body over the network (tests/browser/test_runtime.py): Pyodide's files and the
 // pinned wheel come from the HTTP cache (immutable), the HEAD checks too, and only
-// latest.json, worker.js and protocol.js revalidate. Most of the time is Pyodide's own start
-// (wasm, Python's init), then loading and importing numpy.
+// latest.json, snapshot.json, worker.js and protocol.js revalidate. Most of the time is now
+// loading numpy (compiling its shared libraries) and importing it, then restoring Pyodide.
 async function boot({baseUrl, device, control: controlBlock, input}) {
   const started = performance.now();
   // Milliseconds from the start of boot at which each step ended (they overlap: the wheel,
@@ -188,9 +240,11 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   const adapter = after("adapter", device === "cpu" ? Promise.resolve(null) : requestAdapter());
   const numpy = prefetchPackage(indexURL, "numpy");
   numpy.catch(() => {});  // awaited below
+  const snapshot = after("snapshot", fetchSnapshot(indexURL));
   const {loadPyodide} = await importPyodide(indexURL);
   mark("pyodide.mjs");
-  pyodide = await loadPyodide({indexURL, stdout: () => {}, stderr: () => {}});
+  const interpreter = await startPython(loadPyodide, indexURL, await snapshot);
+  pyodide = interpreter.pyodide;
   mark("pyodide");
   pyodide.setStdout(writer("stdout"));
   pyodide.setStderr(writer("stderr"));
@@ -237,7 +291,7 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   return {
     device: chosen.device, deviceReason: chosen.reason, adapter: chosen.adapter,
     versions: {...chosen.versions, pyodide: pyodide.version, wheel: name},
-    timings, interrupt: control ? "sharedarraybuffer" : "restart", input: inputBuffer ? "prompt" : "none",
+    pythonStart: interpreter.start, timings, interrupt: control ? "sharedarraybuffer" : "restart", input: inputBuffer ? "prompt" : "none",
   };
 }
 
