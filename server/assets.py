@@ -44,6 +44,7 @@ empty to skip the CDN).
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -291,9 +292,10 @@ SNAPSHOT_INPUTS = ("pyodide.mjs", "pyodide.asm.wasm", "python_stdlib.zip")
 
 
 def ensure_snapshot(target: Path, repo: Path = REPO) -> int:
-    """Make Pyodide's memory snapshot (server/snapshot.mjs) when it, Pyodide's core or the
-    script changed; snapshot.json names it. The file is named by its digest (the page caches
-    it immutably), and older ones are deleted."""
+    """Make Pyodide's memory snapshot (server/snapshot.mjs, in headless Chromium) when it,
+    Pyodide's core or the script changed; snapshot.json names it and the stack-switching API
+    of the runtime that made it. The file is named by its digest (the page caches it
+    immutably); older ones are deleted."""
     digest = hashlib.sha256((repo / "server" / "snapshot.mjs").read_bytes())
     for name in SNAPSHOT_INPUTS:
         digest.update(bytes.fromhex(sha256_of(target / name)))
@@ -305,16 +307,84 @@ def ensure_snapshot(target: Path, repo: Path = REPO) -> int:
             return 0
     except (OSError, ValueError, KeyError):
         pass
-    scratch = target / "snapshot.tmp"
-    _run(["node", str(repo / "server" / "snapshot.mjs"), str(target), str(scratch)],
-         "node server/snapshot.mjs (Pyodide's memory snapshot)", cwd=repo)
-    name = f"snapshot-{sha256_of(scratch)[:16]}.bin.gz"
-    os.replace(scratch, target / name)
-    _write_if_changed(manifest, json.dumps({"file": name, "inputs": inputs}, indent=2) + "\n")
+    try:
+        memory, jspi = make_snapshot(target, repo)
+    except AssetError as error:  # pages then start Python themselves, about 1 s slower
+        log(f"assets: warning: no memory snapshot for the page's Python ({error})")
+        return 0
+    name = f"snapshot-{hashlib.sha256(memory).hexdigest()[:16]}.bin.gz"
+    temp = target / (name + ".tmp")
+    temp.write_bytes(memory)
+    os.replace(temp, target / name)
+    _write_if_changed(manifest, json.dumps({"file": name, "jspi": jspi, "inputs": inputs}, indent=2) + "\n")
     for old in target.glob("snapshot-*.bin.gz"):
         if old.name != name:
             old.unlink()
     return 1
+
+
+def make_snapshot(target: Path, repo: Path = REPO) -> tuple[bytes, str]:
+    """Run server/snapshot.mjs as a module worker in headless Chromium, served with Pyodide's
+    core from ``target``; return (the gzipped memory, the runtime's stack-switching API)."""
+    import http.server
+    import tempfile
+    import threading
+
+    try:
+        from playwright.sync_api import Error as PlaywrightError, sync_playwright
+        from webgrad.browser.session import CHROMIUM_ARGS, BrowserError, find_chromium
+        chromium = find_chromium()
+    except (ImportError, BrowserError) as error:
+        raise AssetError(f"Pyodide's memory snapshot is made in Chromium, which is missing ({error}); "
+                         "scripts/install-deps installs it") from error
+    with tempfile.TemporaryDirectory(prefix="webgrad-snapshot-") as folder:
+        site = Path(folder)
+        for name in SNAPSHOT_INPUTS + ("pyodide.asm.js", "pyodide-lock.json"):
+            (site / name).symlink_to(target / name)
+        (site / "snapshot.mjs").symlink_to(repo / "server" / "snapshot.mjs")
+        (site / "index.html").write_text("<!doctype html><title>snapshot</title>\n")
+
+        class Files(http.server.SimpleHTTPRequestHandler):
+            extensions_map = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
+                              ".json": "application/json", ".html": "text/html", "": "application/octet-stream"}
+
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, directory=folder, **kwargs)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+                try:
+                    page = browser.new_page()
+                    page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
+                    made = page.evaluate("""() => new Promise((resolve) => {
+                        const worker = new Worker("snapshot.mjs", {type: "module"});
+                        worker.onerror = (event) => resolve({error: event.message || "the worker failed"});
+                        worker.onmessage = ({data}) => {
+                            if (data.error) return resolve({error: data.error});
+                            const bytes = new Uint8Array(data.gzip);
+                            let text = "";
+                            for (let i = 0; i < bytes.length; i += 0x8000) {
+                                text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+                            }
+                            resolve({base64: btoa(text), jspi: data.jspi});
+                        };
+                    })""")
+                finally:
+                    browser.close()
+        except PlaywrightError as error:
+            raise AssetError(f"making Pyodide's memory snapshot in Chromium failed: {error}") from error
+        finally:
+            server.shutdown()
+            server.server_close()
+    if "error" in made:
+        raise AssetError(f"making Pyodide's memory snapshot failed in the worker: {made['error']}")
+    return base64.b64decode(made["base64"]), made["jspi"]
 
 
 # ----------------------------------------------------------------------------- tfjs
@@ -415,7 +485,7 @@ def assets_ready(assets: Path = ASSETS, repo: Path = REPO) -> list[str]:
         problems.append("node_modules missing or stale")
     if not bundles_current(repo / "web", repo):
         problems.append("web/build/ missing or older than web/ (the page bundles)")
-    for path in ("pyodide/pyodide.js", "pyodide/pyodide.asm.wasm", "pyodide/pyodide-lock.json", "pyodide/snapshot.json",
+    for path in ("pyodide/pyodide.js", "pyodide/pyodide.asm.wasm", "pyodide/pyodide-lock.json",
                  "pyodide-extra/index.json", "wheels/latest.json", "vendor/tfjs/tf.min.js"):
         if not (assets / path).exists():
             problems.append(f"server/assets/{path} missing")

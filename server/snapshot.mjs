@@ -1,16 +1,14 @@
 // Pyodide's memory right after Python has started, for the page to restore instead of
-// starting Python itself (about 1 s of every boot, cold or warm). Run by server/assets.py:
-//     node server/snapshot.mjs <node_modules/pyodide/> <output.gz>
-// The snapshot also holds the standard-library modules that loading numpy and importing
-// webgrad need (those in Pyodide's main wasm or pure Python; numpy's own shared libraries
-// cannot be in a memory snapshot, so numpy loads as before).
-// What stays the build machine's: the str hash seed, sys._emscripten_info.runtime and
-// $LANG. What must not, the page puts right after restoring (web/runtime/worker.js):
-// `random`'s seed and the time zone.
-import path from "node:path";
-import fs from "node:fs";
-import zlib from "node:zlib";
-import { pathToFileURL } from "node:url";
+// starting Python itself (about 1 s of every boot, cold or warm). A module worker that
+// server/assets.py runs in headless Chromium, served next to Pyodide's files: the snapshot
+// is made by the kind of runtime that restores it, since Python's start records what that
+// runtime offers (WebAssembly stack switching, JSPI, which run_sync and WebGPU need).
+// It also holds the standard-library modules that loading numpy and importing webgrad need
+// (numpy's own shared libraries cannot be in a memory snapshot, so numpy loads as before).
+// What stays the build's: the str hash seed and sys._emscripten_info.runtime. What must
+// not, the page puts right after restoring (web/runtime/worker.js): `random`'s seed and the
+// time zone.
+import { loadPyodide } from "./pyodide.mjs";
 
 const MODULES = [
   "__future__", "base64", "calendar", "csv", "dataclasses", "datetime", "email.message", "email.utils",
@@ -18,11 +16,19 @@ const MODULES = [
   "secrets", "tarfile",
 ];
 
-const [pyodideDir, output] = process.argv.slice(2);
-const { loadPyodide } = await import(pathToFileURL(path.join(pyodideDir, "pyodide.mjs")).href);
-const pyodide = await loadPyodide({
-  indexURL: pyodideDir + path.sep, _makeSnapshot: true, stdout: () => {}, stderr: console.error,
-});
-// `_` is node's script path, which emscripten put in the environment.
-pyodide.runPython(`import os, ${MODULES.join(", ")}\nos.environ.pop("_", None)`);
-fs.writeFileSync(output, zlib.gzipSync(pyodide.makeMemorySnapshot(), { level: 6 }));
+try {
+  const pyodide = await loadPyodide({
+    indexURL: new URL("./", import.meta.url).href, _makeSnapshot: true, stdout: () => {}, stderr: () => {},
+  });
+  pyodide.runPython(`import ${MODULES.join(", ")}`);
+  const memory = new Blob([pyodide.makeMemorySnapshot()]).stream().pipeThrough(new CompressionStream("gzip"));
+  const gzip = await new Response(memory).arrayBuffer();
+  postMessage({gzip, jspi: jspiKind()}, [gzip]);
+} catch (err) {
+  postMessage({error: String((err && err.stack) || err)});
+}
+
+// Which stack-switching API this runtime has, as Pyodide tells them apart.
+function jspiKind() {
+  return "Suspending" in WebAssembly ? "new" : "Suspender" in WebAssembly ? "old" : "none";
+}

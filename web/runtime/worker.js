@@ -163,14 +163,19 @@ async function prefetchPackage(indexURL, name) {
   if (response.ok) await response.arrayBuffer();
 }
 
-// Python's memory right after its start, made by the asset step (server/snapshot.mjs):
-// restoring it skips Python's own start (about 1 s). Null when there is none (an asset folder
-// from before snapshots) or it cannot be fetched: Python then starts as usual.
+// Python's memory right after its start, made by the asset step in Chromium
+// (server/snapshot.mjs): restoring it skips Python's own start (about 1 s). Null when there is
+// none (an asset folder from before snapshots), it cannot be fetched, or it was made by a
+// runtime with another stack-switching API than this one (Python's start records which, and
+// run_sync, which WebGPU needs, would then fail): Python then starts as usual.
 async function fetchSnapshot(indexURL) {
   try {
     const manifest = await fetch(indexURL + "snapshot.json", {cache: "no-cache"});
     if (!manifest.ok) return null;
-    const response = await fetch(indexURL + (await manifest.json()).file);
+    const {file, jspi} = await manifest.json();
+    const here = "Suspending" in WebAssembly ? "new" : "Suspender" in WebAssembly ? "old" : "none";
+    if (jspi !== here) return null;
+    const response = await fetch(indexURL + file);
     if (!response.ok) return null;
     const memory = response.body.pipeThrough(new DecompressionStream("gzip"));
     return new Uint8Array(await new Response(memory).arrayBuffer());
