@@ -224,16 +224,18 @@ def test_choose_blocking(monkeypatch):
         device = Device
 
     monkeypatch.setattr(gpu_matmul, "VARIANT", None)
-    assert gpu_matmul.choose_blocking(Backend) is gpu_matmul.REGISTER
+    assert gpu_matmul.choose_blocking(Backend, 128) is gpu_matmul.REGISTER
+    assert gpu_matmul.choose_blocking(Backend, 64) is gpu_matmul.NARROW  # most of REGISTER's columns would idle
     Device.adapter_info = {"vendor": "google", "architecture": "swiftshader", "device": "", "adapter_type": ""}
-    assert gpu_matmul.choose_blocking(Backend) is gpu_matmul.REGISTER
+    assert gpu_matmul.choose_blocking(Backend, 512) is gpu_matmul.REGISTER
+    assert gpu_matmul.choose_blocking(Backend, 10) is gpu_matmul.NARROW
     Device.adapter_info = {"device": "NVIDIA H200", "adapter_type": "DiscreteGPU"}
-    assert gpu_matmul.choose_blocking(Backend) is gpu_matmul.TILED
+    assert gpu_matmul.choose_blocking(Backend, 10) is gpu_matmul.TILED
     monkeypatch.setattr(gpu_matmul, "VARIANT", "register")
-    assert gpu_matmul.choose_blocking(Backend) is gpu_matmul.REGISTER
+    assert gpu_matmul.choose_blocking(Backend, 10) is gpu_matmul.REGISTER
     monkeypatch.setattr(gpu_matmul, "VARIANT", "fast")
     with pytest.raises(ValueError, match="unknown variant"):
-        gpu_matmul.choose_blocking(Backend)
+        gpu_matmul.choose_blocking(Backend, 10)
 
 
 @pytest.mark.parametrize("a_shape,b_shape", [((5, 7), (7, 3)), ((2, 4, 6), (2, 6, 3)), ((2, 1, 4, 6), (3, 6, 5))],

@@ -3,10 +3,10 @@
 The operands are read in place through their strides (a transposed operand from
 the vjp, a slice, an expanded batch dim); only the output is new. Two kernels:
 
-- ``register``: each thread keeps a block of C (16 x 16 here) in registers,
-  reads A and B as vec4s where their strides allow, and uses no workgroup
-  memory. Chosen on CPU adapters (llvmpipe, SwiftShader), where barriers are
-  very slow.
+- ``register``: each thread keeps a block of C (16 x 16 here, 8 x 8 for
+  narrow outputs) in registers, reads A and B as vec4s where their strides
+  allow, and uses no workgroup memory. Chosen on CPU adapters (llvmpipe,
+  SwiftShader), where barriers are very slow.
 - ``tiled``: shared-memory tiling, chosen on real GPUs.
 
 ``VARIANT`` forces one of them (tests run both on every adapter).
@@ -65,19 +65,26 @@ class Blocking:
 # CPU-second: 4 x 4 and 8 x 8 blocks ~5.5 GFLOP, 16 x 16 ~7.5, 32 x 16 no
 # better and 20x slower to compile.
 REGISTER = Blocking("matmul", wg_x=8, wg_y=2, tm=16, tn4=4)
+# Narrow outputs (n <= 64) would leave most of REGISTER's 128 columns idle: 8 x 8 blocks,
+# 32 x 32 per workgroup. Measured on the digits MLP's products (64x128 @ 128x10, 128x64 @
+# 64x10): SwiftShader 3.5 -> 1.1 ms, llvmpipe 0.43 -> 0.36 ms; wider outputs (64 x 128 and up)
+# stay faster with REGISTER on llvmpipe, and 256 x 256 and up on both.
+NARROW = Blocking("matmul", wg_x=4, wg_y=4, tm=8, tn4=2)
 # A common choice for discrete GPUs: 64 x 64 tiles staged 16 deep, 4 x 4 per thread.
 TILED = Blocking("matmul_tiled", wg_x=16, wg_y=16, tm=4, tn4=1, tile_k=16)
-BLOCKINGS = {"register": REGISTER, "tiled": TILED}
+BLOCKINGS = {"register": REGISTER, "narrow": NARROW, "tiled": TILED}
 
 
-def choose_blocking(backend) -> Blocking:
-    """The forced ``VARIANT`` if any, else register blocking on CPU adapters
-    and shared-memory tiling on GPUs."""
+def choose_blocking(backend, n: int) -> Blocking:
+    """The forced ``VARIANT`` if any, else register blocking on CPU adapters (NARROW for an
+    output ``n`` columns wide when n <= 64) and shared-memory tiling on GPUs."""
     if VARIANT is not None:
         if VARIANT not in BLOCKINGS:
             raise ValueError(f"matmul: unknown variant {VARIANT!r}; use one of {sorted(BLOCKINGS)} or None")
         return BLOCKINGS[VARIANT]
-    return REGISTER if is_cpu_adapter(getattr(backend.device, "adapter_info", None) or {}) else TILED
+    if not is_cpu_adapter(getattr(backend.device, "adapter_info", None) or {}):
+        return TILED
+    return NARROW if n <= 2 * NARROW.cols else REGISTER
 
 
 def batch_strides(array, batch) -> list:
@@ -199,7 +206,7 @@ def _product(backend, a, b, shape, dtype, epilogue=None):
         a, b = _materialize(backend, a, batch), _materialize(backend, b, batch)
         dims, a_batch, b_batch = coalesce_batch(batch, batch_strides(a, batch), batch_strides(b, batch), m * n)
 
-    blocking = choose_blocking(backend)
+    blocking = choose_blocking(backend, n)
     tiles_n, tiles_m = -(-n // blocking.cols), -(-m // blocking.rows)
     total = tiles_n * tiles_m * count
     label = f"{FILE}:{blocking.entry}"
