@@ -313,7 +313,7 @@ def ensure_snapshot(target: Path, repo: Path = REPO) -> int:
         log(f"assets: warning: no memory snapshot for the page's Python ({error})")
         return 0
     name = f"snapshot-{hashlib.sha256(memory).hexdigest()[:16]}.bin.gz"
-    temp = target / (name + ".tmp")
+    temp = target / "snapshot.tmp"
     temp.write_bytes(memory)
     os.replace(temp, target / name)
     _write_if_changed(manifest, json.dumps({"file": name, "jspi": jspi, "inputs": inputs}, indent=2) + "\n")
@@ -363,6 +363,7 @@ def make_snapshot(target: Path, repo: Path = REPO) -> tuple[bytes, str]:
                     page = browser.new_page()
                     page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
                     made = page.evaluate("""() => new Promise((resolve) => {
+                        setTimeout(() => resolve({error: "no snapshot after 180 s"}), 180000);
                         const worker = new Worker("snapshot.mjs", {type: "module"});
                         worker.onerror = (event) => resolve({error: event.message || "the worker failed"});
                         worker.onmessage = ({data}) => {

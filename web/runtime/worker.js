@@ -226,7 +226,9 @@ async function startPython(loadPyodide, indexURL, memory) {
 // sends no body over the network (tests/browser/test_runtime.py): Pyodide's files and the
 // pinned wheel come from the HTTP cache (immutable), the HEAD checks too, and only
 // latest.json, snapshot.json, worker.js and protocol.js revalidate. Most of the time is now
-// loading numpy (compiling its shared libraries) and importing it, then restoring Pyodide.
+// numpy: loadPackage unpacking its wheel in Python (~270 ms), then importing it (~350 ms).
+// Pyodide 0.27 cannot put loaded shared libraries (numpy's) in a snapshot. Checked and left:
+// compiling pyodide.asm.wasm while the snapshot downloads (no gain: restoring is not the compile).
 async function boot({baseUrl, device, control: controlBlock, input}) {
   const started = performance.now();
   // Milliseconds from the start of boot at which each step ended (they overlap: the wheel,
@@ -296,7 +298,8 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   return {
     device: chosen.device, deviceReason: chosen.reason, adapter: chosen.adapter,
     versions: {...chosen.versions, pyodide: pyodide.version, wheel: name},
-    pythonStart: interpreter.start, timings, interrupt: control ? "sharedarraybuffer" : "restart", input: inputBuffer ? "prompt" : "none",
+    pythonStart: interpreter.start, timings,
+    interrupt: control ? "sharedarraybuffer" : "restart", input: inputBuffer ? "prompt" : "none",
   };
 }
 
