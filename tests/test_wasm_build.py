@@ -8,6 +8,7 @@ import shutil
 import zipfile
 
 import numpy as np
+import pytest
 
 import webgrad
 from webgrad.backend import wasm as wasm_gemm
@@ -62,3 +63,25 @@ def test_native_matmul_stays_on_numpy():
     x = webgrad.randn(64, 64)
     np.testing.assert_allclose((x @ x).numpy(), x.numpy() @ x.numpy(), rtol=1e-5, atol=1e-5)
     assert wasm_gemm.stats["calls"] == calls
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_numpy_matmul_in_pyodide_copies_y_k_major_and_matches(monkeypatch, dtype):
+    """In Pyodide (BLAS-less numpy) ``numpy_matmul`` hands numpy a k-major copy of y; the
+    product must be np.matmul's for every layout, batch and broadcast."""
+    monkeypatch.setattr(wasm_gemm, "IN_PYODIDE", True)
+    seen, real = [], np.matmul
+    monkeypatch.setattr(np, "matmul", lambda x, y: seen.append(y.strides) or real(x, y))
+    rng = np.random.default_rng(0)
+    base = rng.integers(-5, 5, (3, 12, 20)).astype(dtype)
+    cases = [(base[0], base[1].T), (base[0].T, base[1]), (base, base.swapaxes(1, 2)), (base[:1], base.swapaxes(1, 2)),
+             (base[0, :4], base[1].T), (base[0], base[1, 0]), (base[0, 0], base[1].T), (base[0], base[1, :1].T)]
+    for x, y in cases:
+        seen.clear()
+        got = wasm_gemm.numpy_matmul(x, y)
+        np.testing.assert_array_equal(got, real(x, y))
+        copied = x.ndim >= 2 and y.ndim >= 2 and x.shape[-2] >= wasm_gemm.MIN_ROWS_FOR_KMAJOR and y.shape[-1] > 1
+        if copied:
+            assert seen[0][-2] == y.itemsize, (x.shape, y.strides)  # k axis contiguous
+        else:
+            assert seen[0] == y.strides, (x.shape, y.strides)  # passed as it is
