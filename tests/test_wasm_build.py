@@ -85,3 +85,6 @@ def test_numpy_matmul_in_pyodide_copies_y_k_major_and_matches(monkeypatch, dtype
             assert seen[0][-2] == y.itemsize, (x.shape, y.strides)  # k axis contiguous
         else:
             assert seen[0] == y.strides, (x.shape, y.strides)  # passed as it is
+    seen.clear()  # the numpy backend's matmul goes the same way there
+    product = webgrad.ones(16, 20, dtype=webgrad.float64) @ webgrad.ones(20, 12, dtype=webgrad.float64)
+    assert seen and seen[0][-2] == 8 and float(product[0, 0].item()) == 20.0

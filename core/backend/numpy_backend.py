@@ -34,9 +34,10 @@ class NumpyBackend:
             size = matmul_size(x, y)
             if wasm_gemm.wants(x, y, size):  # Pyodide: float32 products in wasm (see wasm/)
                 kernel = wasm_gemm.matmul
-            else:  # one BLAS thread for small products (see blas.py); Pyodide: numpy's own loop
+            else:  # one BLAS thread for small products (see blas.py)
                 blas_threads.choose(size)
-                kernel = wasm_gemm.numpy_matmul
+                if wasm_gemm.IN_PYODIDE:  # numpy's own loop there: y goes k-major first (see wasm/)
+                    kernel = wasm_gemm.numpy_matmul
         result = kernel(*[t._data for t in inputs], **attrs)
         if type(result) is not np.ndarray:
             result = np.asarray(result)
