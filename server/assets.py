@@ -342,6 +342,7 @@ def make_snapshot(target: Path, repo: Path = REPO) -> tuple[bytes, str]:
         for name in SNAPSHOT_INPUTS + ("pyodide.asm.js", "pyodide-lock.json"):
             (site / name).symlink_to(target / name)
         (site / "snapshot.mjs").symlink_to(repo / "server" / "snapshot.mjs")
+        (site / "protocol.js").symlink_to(repo / "web" / "runtime" / "protocol.js")
         (site / "index.html").write_text("<!doctype html><title>snapshot</title>\n")
 
         class Files(http.server.SimpleHTTPRequestHandler):

@@ -9,6 +9,7 @@
 // not, the page puts right after restoring (web/runtime/worker.js): `random`'s seed and the
 // time zone.
 import { loadPyodide } from "./pyodide.mjs";
+import { jspiKind } from "./protocol.js";  // web/runtime/protocol.js
 
 const MODULES = [
   "__future__", "base64", "calendar", "csv", "dataclasses", "datetime", "email.message", "email.utils",
@@ -28,7 +29,3 @@ try {
   postMessage({error: String((err && err.stack) || err)});
 }
 
-// Which stack-switching API this runtime has, as Pyodide tells them apart.
-function jspiKind() {
-  return "Suspending" in WebAssembly ? "new" : "Suspender" in WebAssembly ? "old" : "none";
-}

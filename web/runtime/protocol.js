@@ -15,9 +15,10 @@
 //   worker -> page
 //     alive    {}                        the worker script loaded (sent before boot starts)
 //     boot     {stage, message, fraction}  boot progress
-//     ready    {device, deviceReason, adapter, versions, timings, interrupt, input}
+//     ready    {device, deviceReason, adapter, versions, pythonStart, timings, interrupt, input}
+//              pythonStart: "snapshot" (Python restored from the server's memory snapshot) or "fresh"
 //              timings: {step: ms from the start of boot at which it ended}, steps overlapping:
-//              wheel, adapter, pyodide.mjs, pyodide, numpy, unpack, webgrad, device, device.*
+//              wheel, adapter, snapshot, pyodide.mjs, pyodide, numpy, unpack, webgrad, device, device.*
 //     bootfail {message, cause, fix}     boot failed; cause is one of BOOT_CAUSES
 //     progress {id, data}                webgrad_progress(dict) during run `id`
 //     stdout / stderr {id, text}         output as it is written
@@ -51,3 +52,10 @@ export const CONTROL = Object.freeze({SIGNAL: 0, TARGET: 1, SIGINT: 2, LENGTH: 2
 // sets ANSWERED (or CANCELLED) and notifies.
 export const INPUT = Object.freeze({STATE: 0, LENGTH: 1, DATA_OFFSET: 8, BYTES: 1 << 16,
                                     WAITING: 1, ANSWERED: 2, CANCELLED: 3});
+
+// Which WebAssembly stack-switching (JSPI) API this runtime has, as Pyodide tells them apart.
+// Python's start records it, so a memory snapshot (server/snapshot.mjs, which imports this
+// module) is restored only where the kind matches (worker.js).
+export function jspiKind() {
+  return "Suspending" in WebAssembly ? "new" : "Suspender" in WebAssembly ? "old" : "none";
+}

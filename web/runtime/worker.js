@@ -8,7 +8,7 @@
 // Interrupts: the page writes the run id into control[TARGET], then SIGINT into
 // control[SIGNAL] (Pyodide's interrupt buffer); a signal aimed at a run that already
 // ended is dropped, and a run whose signal came before it started never starts.
-import {BOOT_CAUSES, CONTROL, INPUT, MSG} from "./protocol.js";
+import {BOOT_CAUSES, CONTROL, INPUT, MSG, jspiKind} from "./protocol.js";
 
 let pyodide = null;
 let python = null;       // the webgrad.web.worker module (a PyProxy)
@@ -173,8 +173,7 @@ async function fetchSnapshot(indexURL) {
     const manifest = await fetch(indexURL + "snapshot.json", {cache: "no-cache"});
     if (!manifest.ok) return null;
     const {file, jspi} = await manifest.json();
-    const here = "Suspending" in WebAssembly ? "new" : "Suspender" in WebAssembly ? "old" : "none";
-    if (jspi !== here) return null;
+    if (jspi !== jspiKind()) return null;
     const response = await fetch(indexURL + file);
     if (!response.ok) return null;
     const memory = response.body.pipeThrough(new DecompressionStream("gzip"));
