@@ -354,6 +354,7 @@ def test_a_compiled_replay_shows_its_ops(device):
         return (x @ w).relu()
     x = webgrad.randn(5, 3, device=device)
     f(x)  # traces (eagerly)
+    f(x)  # replays (on webgpu recording its dispatch list, which a profiled call does not use)
     with profile() as prof:
         with record_function("replay"):
             f(x)

@@ -34,7 +34,11 @@ def _device():
 
 
 def _fill(device, buffer, value: int, label="fill.wgsl:fill") -> None:
-    pipe = device.pipeline(("test_webgpu_recorder", "fill"), FILL, "fill", {}, "fill.wgsl:fill")
+    from webgrad.kernels import Program
+
+    # keyed by a Program record, as every kernel is (test_webgpu_backend checks the shared cache)
+    key = Program.of("test_webgpu_recorder.wgsl", "fill", generated="test")
+    pipe = device.pipeline(key, FILL, "fill", {}, "fill.wgsl:fill")
     device.dispatch(pipe, [buffer], struct.pack("I", value), (1, 1, 1), label)
 
 

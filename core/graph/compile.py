@@ -34,7 +34,7 @@ from .. import autograd
 from ..backend import get_backend
 from ..ops import registry
 from ..tensor import Tensor
-from . import passes
+from . import passes, replay
 from .ir import Graph, Value
 from .trace import GraphBreak, Tracer
 
@@ -108,6 +108,9 @@ class Plan:
         self.out_spec, self.out_constants = out_spec, out_constants
         self.backend = get_backend(graph.device)
         self.dispatches = None  # per replay, measured (WebGPU)
+        self.listing = None     # the recorded dispatch list (WebGPU, replay.py)
+        self.unrecorded = None  # why there is none
+        self.recordings = 0 if graph.device == "webgpu" else replay.ATTEMPTS
         self._lower(optimizers)
 
     def _lower(self, optimizers):
@@ -191,7 +194,29 @@ class Plan:
             for s, attrs in fresh.values():
                 s[3].update(attrs)
 
-    def run(self, flat_args):
+    def call(self, flat_args):
+        """One replay: the recorded dispatch list where there is one, else the backend calls
+        (always while a profile records: it shows each op, which the list does not run)."""
+        if registry.PROFILER is not None:
+            return self.run(flat_args)
+        if self.listing is not None:
+            try:
+                return self.listing.run(self, flat_args)
+            except replay.Unfit:  # arguments laid out unlike the recorded ones
+                return self.run(flat_args)
+        if self.recordings < replay.ATTEMPTS:
+            self.recordings += 1
+            result, listing = replay.record(self, flat_args)
+            if isinstance(listing, str):
+                self.unrecorded = listing
+            else:
+                self.listing, self.unrecorded = listing, None
+            return result
+        return self.run(flat_args)
+
+    def run(self, flat_args, recording=None):
+        """One replay through the backend's kernels. ``recording`` (replay.record) is told
+        each step's end and shown the values it asks for as they are made."""
         backend = self.backend
         env = [None] * len(self.graph.values)
         for i, data in self.fixed:
@@ -205,6 +230,8 @@ class Plan:
         refresh = bool(self.optimizers)  # at the first write: a check in the graph may still raise
         for i, draw, args in self.random:
             env[i] = draw(*args)
+        if recording is not None:
+            recording.mark(env)
         device = getattr(backend, "device", None)
         before = getattr(device, "dispatches", None)
         run, run_inplace = backend.run, backend.run_inplace
@@ -224,10 +251,16 @@ class Plan:
                 env[out] = run(op, slots, attrs, shape, dtype)
             for s in slots:
                 s._data = None
+            if recording is not None:
+                recording.mark(env)
             for i in drop:
                 env[i] = None
         if before is not None:
             self.dispatches = device.dispatches - before
+        return self.finish(flat_args, env)
+
+    def finish(self, flat_args, env):
+        """The step's results from ``env``: version bumps, ``.grad``s, the function's result."""
         for ref in self.bump:
             t = ref()
             if t is not None:
@@ -292,7 +325,7 @@ class CompiledFunction:
             if isinstance(plan, _Eager):
                 return self.fn(*args, **kwargs)
             try:
-                result = plan.run(flat)
+                result = plan.call(flat)
                 self.replays += 1
                 return result
             except _Stale:
@@ -361,6 +394,10 @@ class CompiledFunction:
                     lines.append(f"  grouped: {len(n.members)} {n.members[0].op.name} updates in one kernel")
             for line in passes.report(g):
                 lines.append(f"  {line}")
+            if plan.listing is not None:
+                lines.append(f"  replay: {plan.listing.describe()}")
+            elif plan.unrecorded is not None:
+                lines.append(f"  replay: through the kernels' Python (no recorded list: {plan.unrecorded})")
         return "\n".join(lines)
 
 

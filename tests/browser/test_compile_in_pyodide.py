@@ -1,5 +1,6 @@
 """webgrad.compile inside Pyodide: a traced and replayed digits-MLP Adam step equals eager
-on the page's numpy (cpu) and on the browser's WebGPU device, with fused kernels there."""
+on the page's numpy (cpu) and on the browser's WebGPU device, with fused kernels there and,
+from the second replay on, the recorded dispatch list (graph/replay.py)."""
 from __future__ import annotations
 
 
@@ -11,8 +12,8 @@ from webgrad import nn
 results = {}
 for device in ("cpu", "webgpu"):
     rng = np.random.default_rng(0)
-    xs = [webgrad.tensor(rng.standard_normal((16, 64)).astype(np.float32), device=device) for _ in range(3)]
-    ys = [webgrad.tensor(rng.integers(0, 10, 16), device=device) for _ in range(3)]
+    xs = [webgrad.tensor(rng.standard_normal((16, 64)).astype(np.float32), device=device) for _ in range(5)]
+    ys = [webgrad.tensor(rng.integers(0, 10, 16), device=device) for _ in range(5)]
     runs = []
     for compiled in (False, True):
         webgrad.manual_seed(0)
@@ -25,18 +26,25 @@ for device in ("cpu", "webgpu"):
             opt.step()
             return loss
         fn = webgrad.compile(step) if compiled else step
-        losses = [fn(x, y).item() for x, y in zip(xs, ys)]
+        losses, held = [], []
+        for x, y in zip(xs, ys):
+            loss = fn(x, y)
+            losses.append(loss.item())
+            held.append((loss, loss.item()))  # a later step must not write into an earlier result
         runs.append((losses, [p.detach().numpy() for p in model.parameters()], fn))
     (el, ep, _), (cl, cp, fn) = runs
     results[device] = {"eager": el, "compiled": cl, "replays": fn.replays,
+                       "held": [t.item() == v for t, v in held],
                        "param_diff": max(float(np.abs(a - b).max()) for a, b in zip(ep, cp)),
                        "explain": fn.explain()}
 results
 """, timeout_s=240)["result"]
     for device in ("cpu", "webgpu"):
         r = out[device]
-        assert r["replays"] == 2, r["explain"]
+        assert r["replays"] == 4, r["explain"]
+        assert all(r["held"]), r
         assert max(abs(a - b) for a, b in zip(r["eager"], r["compiled"])) < 1e-5, r
         assert r["param_diff"] < 1e-5, r
     assert "fused: matmul -> add -> relu" in out["webgpu"]["explain"]  # the bias and ReLU in the product's stores
     assert "updates in one kernel" in out["webgpu"]["explain"]
+    assert "replay: a recorded list of" in out["webgpu"]["explain"]

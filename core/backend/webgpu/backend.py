@@ -64,13 +64,20 @@ class IndexErrors:
         self.backend = backend
         self.flag = None
         self.pending = []  # op names since the last check
+        self.recording: list | None = None  # while webgrad.compile records a step: the op names
 
     def buffer_for(self, op_name):
         if self.flag is None:
             self.flag = self.backend.full((1,), 0, dtype_of("u32"))
-        self.pending.append(op_name)
-        del self.pending[:-8]
+        if self.recording is not None:
+            self.recording.append(op_name)
+        self.note((op_name,))
         return self.flag.buffer
+
+    def note(self, op_names) -> None:
+        """Kernels of ``op_names`` may set the flag (a replay re-issues them without buffer_for)."""
+        self.pending += op_names
+        del self.pending[:-8]
 
     def raise_if_set(self, raw) -> None:
         ops, self.pending = sorted(set(self.pending)), []

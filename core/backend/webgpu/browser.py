@@ -79,9 +79,7 @@ class BrowserDevice(Recorder):
         self._usage = usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
         self._staging_usage = usage.MAP_READ | usage.COPY_DST
         self._map_read = js.GPUMapMode.READ
-        self._arena = self.device.createBuffer(self._obj({
-            "size": UNIFORM_SLOT * ARENA_SLOTS, "label": "uniform arena",
-            "usage": usage.UNIFORM | usage.COPY_DST}))
+        self._arena = self._create_uniforms(UNIFORM_SLOT * ARENA_SLOTS, "uniform arena")
         # Asynchronous errors arrive through callbacks. The error handler's proxy lives as long as
         # the device (close() destroys it); the lost handler runs once and then destroys itself.
         self._on_error = ffi.create_proxy(self._uncaptured)
@@ -194,8 +192,13 @@ class BrowserDevice(Recorder):
         except Exception:  # the messages are a courtesy; the error itself is already known
             return ""
 
-    def _bind_group(self, layout, offset: int, size: int, buffers, label: str):
-        entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": offset, "size": size}}]
+    def _create_uniforms(self, size: int, label: str):
+        usage = self._js.GPUBufferUsage
+        return self.device.createBuffer(self._obj({"size": size, "label": label,
+                                                   "usage": usage.UNIFORM | usage.COPY_DST}))
+
+    def _bind_group(self, layout, uniforms, offset: int, size: int, buffers, label: str):
+        entries = [{"binding": 0, "resource": {"buffer": uniforms, "offset": offset, "size": size}}]
         for i, buf in enumerate(buffers):
             entries.append({"binding": i + 1, "resource": {"buffer": buf}})
         return self.device.createBindGroup(self._obj({"layout": layout, "entries": entries, "label": label}))

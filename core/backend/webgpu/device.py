@@ -93,9 +93,7 @@ class NativeDevice(Recorder):
             "max_storage_buffers_per_shader_stage": int(limits["max-storage-buffers-per-shader-stage"]),
         }
         self._usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-        self._arena = self.device.create_buffer(
-            size=UNIFORM_SLOT * ARENA_SLOTS, label="uniform arena",
-            usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
+        self._arena = self._create_uniforms(UNIFORM_SLOT * ARENA_SLOTS, "uniform arena")
         self._probe = None        # a 4-byte buffer read back by wait()
         self._listener = _WgpuErrors(self)
         logging.getLogger("wgpu").addHandler(self._listener)
@@ -136,8 +134,12 @@ class NativeDevice(Recorder):
             layout="auto", label=label, compute={"module": module, "entry_point": entry, "constants": constants})
         return pipe, pipe.get_bind_group_layout(0)
 
-    def _bind_group(self, layout, offset: int, size: int, buffers, label: str):
-        entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": offset, "size": size}}]
+    def _create_uniforms(self, size: int, label: str):
+        usage = self._wgpu.BufferUsage.UNIFORM | self._wgpu.BufferUsage.COPY_DST
+        return self.device.create_buffer(size=size, usage=usage, label=label)
+
+    def _bind_group(self, layout, uniforms, offset: int, size: int, buffers, label: str):
+        entries = [{"binding": 0, "resource": {"buffer": uniforms, "offset": offset, "size": size}}]
         for i, buf in enumerate(buffers):
             entries.append({"binding": i + 1, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
         return self.device.create_bind_group(layout=layout, entries=entries, label=label)

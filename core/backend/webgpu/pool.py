@@ -33,6 +33,7 @@ class BufferPool:
         self.in_use = 0
         self.pooled = 0
         self.peak = 0
+        self.keeping: Keep | None = None  # while webgrad.compile records a step's dispatches
 
     def acquire(self, nbytes: int, label):
         """A buffer of at least ``nbytes``; ``label`` (a string, or (op, shape, kind),
@@ -42,6 +43,9 @@ class BufferPool:
         if size > limit:
             raise MemoryError(f"webgpu: {_label(label)} needs {nbytes} bytes, more than this adapter's "
                               f"maxStorageBufferBindingSize ({limit} bytes); use smaller tensors or device='cpu'")
+        keeping = self.keeping
+        if keeping is not None and keeping.free.get(size):
+            return keeping.free[size].pop()  # kept for the recorded step, still counted in use
         bucket = self.free.get(size)
         if bucket:
             buffer = bucket.pop()
@@ -50,9 +54,15 @@ class BufferPool:
             buffer = self.device.create_buffer(size, _label(label))
         self.in_use += size
         self.peak = max(self.peak, self.in_use)
+        if keeping is not None:
+            keeping.acquired[id(buffer)] = buffer
         return buffer
 
     def release(self, buffer) -> None:
+        keeping = self.keeping
+        if keeping is not None and id(buffer) in keeping.acquired:
+            keeping.free.setdefault(buffer.size, []).append(buffer)  # the replays of the step own it
+            return
         size = buffer.size
         self.in_use -= size
         self.pooled += size
@@ -77,3 +87,23 @@ class Storage:
         self.buffer = pool.acquire(nbytes, label)
         self.nbytes = nbytes
         weakref.finalize(self, pool.release, self.buffer)
+
+
+class Keep:
+    """What a pool hands out while a step's dispatches are recorded. A replay re-issues them
+    on the same buffers, so a buffer released while recording is kept for the replays (still
+    counted in use) instead of going back to the pool for others. Kept buffers are reused
+    within the step (by size, as the pool does), so the step needs no more than it did."""
+
+    def __init__(self):
+        self.acquired: dict = {}  # id -> buffer, every buffer acquired while recording
+        self.free: dict = {}      # size -> the kept buffers now unused
+
+    def kept(self) -> list:
+        return [buffer for bucket in self.free.values() for buffer in bucket]
+
+    def give_back(self, pool: BufferPool) -> None:
+        """The kept buffers back to ``pool`` (the replays that owned them are gone)."""
+        kept, self.free = self.kept(), {}
+        for buffer in kept:
+            pool.release(buffer)

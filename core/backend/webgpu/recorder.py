@@ -7,7 +7,9 @@ transport: the ``_underscore`` methods at the bottom, which call their API.
 
 Interface: ``create_buffer``, ``write_buffer``, ``pipeline`` (compiled once per
 kernel record), ``dispatch`` (recorded into one open command encoder),
-``submit``, ``read`` (blocking), ``read_async``, ``wait`` and ``close``.
+``submit``, ``read`` (blocking), ``read_async``, ``wait`` and ``close``; and for
+``webgrad.compile``'s replay, ``tape`` (record the dispatches of a step) and ``replay``
+(re-issue them with prepared bind groups, no kernel Python).
 
 Ordering rule: ``queue.writeBuffer`` runs before any not-yet-submitted encoder,
 so writing into a buffer the open encoder already uses would reorder the two.
@@ -71,15 +73,15 @@ class BindGroupCache:
     def __init__(self):
         self.groups = {}
 
-    def get(self, layout, offset: int, size: int, buffers, make):
-        key = (id(layout), offset, size, *map(id, buffers))
+    def get(self, layout, uniforms, offset: int, size: int, buffers, make):
+        key = (id(layout), id(uniforms), offset, size, *map(id, buffers))
         hit = self.groups.get(key)
         if hit is not None:
             return hit[0]
         if len(self.groups) >= self.LIMIT:
             self.groups.clear()
         group = make()
-        self.groups[key] = (group, layout, tuple(buffers))
+        self.groups[key] = (group, layout, uniforms, tuple(buffers))
         return group
 
     def clear(self) -> None:
@@ -121,6 +123,26 @@ class DispatchTimer:
         self.pending.clear()
 
 
+class Tape:
+    """The dispatches recorded while attached as ``Recorder.tape``: what a compiled function's
+    replay re-issues without running kernel Python (graph/replay.py). ``broken`` says why
+    they cannot stand for the step (an upload or a read in the middle of it)."""
+
+    def __init__(self):
+        self.entries: list = []  # (pipeline, buffers, uniform bytes, grid, label)
+        self.broken: str | None = None
+
+
+class Replay:
+    """A tape made ready to re-issue (``Recorder.prepare``): its uniforms live in a buffer of
+    their own, written once, so its bind groups stay valid whatever else is recorded."""
+
+    def __init__(self, uniforms, entries, labels):
+        self.uniforms = uniforms  # the UNIFORM buffer, one 256-byte slot per entry
+        self.entries = entries    # (pipeline, layout, offset, size, label)
+        self.labels = labels
+
+
 class Recorder:
     """The device interface over a transport. A subclass sets ``device``, ``limits``,
     ``adapter_info``, ``timestamps``, ``_arena`` (a UNIFORM | COPY_DST buffer of
@@ -146,6 +168,7 @@ class Recorder:
         self.submits = 0
         self.reads = 0
         self.timer: DispatchTimer | None = None  # set by webgrad.profiler to time dispatches
+        self.tape: Tape | None = None            # set by webgrad.compile to record a step
 
     # -- errors -------------------------------------------------------------------
     def _lost_error(self, where: str) -> DeviceError:
@@ -187,6 +210,8 @@ class Recorder:
         view = memoryview(data).cast("B")
         if not view.nbytes:  # nothing to write (wgpu-py refuses an empty write)
             return
+        if self.tape is not None:
+            self.tape.broken = f"an upload of {view.nbytes} bytes"
         if id(buffer) in self._used:
             self.submit()
         where = f"writing {view.nbytes} bytes"
@@ -219,6 +244,8 @@ class Recorder:
 
     def _start_read(self, size: int) -> bool:
         """Submit; False when there is nothing to read (0 bytes touch no GPU and count no read)."""
+        if self.tape is not None:
+            self.tape.broken = f"a read of {size} bytes"
         self.submit()
         if size == 0:
             return False
@@ -266,26 +293,82 @@ class Recorder:
         pipe, layout = pipeline
         for buf in buffers:
             self._used.add(id(buf))
-        timer = self.timer
+        if self.tape is not None:
+            self.tape.entries.append((pipeline, tuple(buffers), uniform, tuple(grid), label))
         try:
-            group = self.bind_groups.get(layout, offset, len(uniform), buffers,
-                                         lambda: self._bind_group(layout, offset, len(uniform), buffers, label))
-            if self._encoder is None:
-                self._encoder = self._new_encoder()
-            if self._pass is None:
-                timed = None if timer is None else timer.pass_args(self.dispatches, str(pipe.label or label))
-                self._pass = self._begin_pass(self._encoder, timed)
-            self._record(self._pass, pipe, group, grid)
-            if timer is not None:  # profiling: one pass per dispatch, so its timestamps time it alone
-                pass_, self._pass = self._pass, None
-                pass_.end()
+            group = self.bind_groups.get(layout, self._arena, offset, len(uniform), buffers,
+                                         lambda: self._bind_group(layout, self._arena, offset, len(uniform),
+                                                                  buffers, label))
+            self._encode(pipe, group, grid, label)
         except Exception as err:
             raise self._failure(f"recording {label}", err) from err
         self._recent.append(label)
         del self._recent[:-RECENT]
-        self.dispatches += 1
-        if timer is not None and timer.full():
+        self._counted()
+
+    def _encode(self, pipe, group, grid, label: str) -> None:
+        timer = self.timer
+        if self._encoder is None:
+            self._encoder = self._new_encoder()
+        if self._pass is None:
+            timed = None if timer is None else timer.pass_args(self.dispatches, str(pipe.label or label))
+            self._pass = self._begin_pass(self._encoder, timed)
+        self._record(self._pass, pipe, group, grid)
+        if timer is not None:  # profiling: one pass per dispatch, so its timestamps time it alone
+            pass_, self._pass = self._pass, None
+            pass_.end()
+
+    def _counted(self, n: int = 1) -> None:
+        self.dispatches += n
+        if self.timer is not None and self.timer.full():
             self.submit()
+
+    # -- replaying recorded dispatches ----------------------------------------------
+    def prepare(self, tape: Tape) -> Replay:
+        """``tape`` ready to re-issue: its uniforms copied once into a buffer of their own."""
+        where = f"preparing a replay of {len(tape.entries)} dispatches"
+        self._raise_if_lost(where)
+        arena = UniformArena()
+        entries = []
+        for (pipe, layout), _, uniform, _, label in tape.entries:
+            entries.append((pipe, layout, arena.add(uniform, label), len(uniform), label))
+        data = arena.take()
+        try:
+            uniforms = self._create_uniforms(max(len(data), UNIFORM_SLOT), "replay uniforms")
+            if data:
+                self._write(uniforms, 0, memoryview(data))
+        except Exception as err:
+            raise self._failure(where, err) from err
+        return Replay(uniforms, entries, [e[4] for e in entries])
+
+    def bind(self, replay: Replay, index: int, buffers):
+        """The bind group of ``replay``'s dispatch ``index`` over ``buffers`` (cached)."""
+        pipe, layout, offset, size, label = replay.entries[index]
+        try:
+            return self.bind_groups.get(layout, replay.uniforms, offset, size, buffers,
+                                        lambda: self._bind_group(layout, replay.uniforms, offset, size, buffers, label))
+        except Exception as err:
+            raise self._failure(f"binding {label}", err) from err
+
+    def replay(self, dispatches, used) -> None:
+        """Record prepared dispatches: (pipeline, bind group, grid, label) each; ``used``: the
+        ids of the buffers they touch (the ordering rule of ``write_buffer``). Not timed: while
+        the profiler's timer is attached, compiled steps run through ``dispatch``."""
+        if not dispatches:
+            return
+        self._raise_if_lost(dispatches[0][3])
+        self._used.update(used)
+        try:
+            if self._encoder is None:
+                self._encoder = self._new_encoder()
+            if self._pass is None:
+                self._pass = self._begin_pass(self._encoder, None)
+            self._record_all(self._pass, dispatches)
+        except Exception as err:
+            raise self._failure(f"replaying [{', '.join(d[3] for d in dispatches[:RECENT])}]", err) from err
+        self.dispatches += len(dispatches)
+        self._recent += [d[3] for d in dispatches[-RECENT:]]
+        del self._recent[:-RECENT]
 
     def submit(self) -> None:
         """Send the open encoder to the GPU. Whatever happens, the next dispatch starts a fresh
@@ -303,7 +386,9 @@ class Recorder:
             if timed and timer is not None:
                 self._resolve_queries(encoder, timer, timed)
             commands = encoder.finish()
-            self._write(self._arena, 0, memoryview(self._uniforms.take()))
+            uniforms = self._uniforms.take()
+            if uniforms:  # (none when every dispatch was a replay's)
+                self._write(self._arena, 0, memoryview(uniforms))
             self._submit(commands)
         except DeviceError:
             if timer is not None:
@@ -355,8 +440,12 @@ class Recorder:
         """(pipeline, its bind group layout 0); raise DeviceError or any error on failure."""
         raise NotImplementedError
 
-    def _bind_group(self, layout, offset: int, size: int, buffers, label: str):
-        """Binding 0: ``size`` bytes of the arena at ``offset``; 1, 2, ...: ``buffers`` whole."""
+    def _create_uniforms(self, size: int, label: str):
+        """A UNIFORM | COPY_DST buffer."""
+        raise NotImplementedError
+
+    def _bind_group(self, layout, uniforms, offset: int, size: int, buffers, label: str):
+        """Binding 0: ``size`` bytes of ``uniforms`` at ``offset``; 1, 2, ...: ``buffers`` whole."""
         raise NotImplementedError
 
     def _new_encoder(self):
@@ -367,6 +456,11 @@ class Recorder:
 
     def _record(self, pass_, pipe, group, grid) -> None:
         raise NotImplementedError
+
+    def _record_all(self, pass_, dispatches) -> None:
+        """Record (pipeline, bind group, grid, label) dispatches; a transport may do it in one call."""
+        for pipe, group, grid, _ in dispatches:
+            self._record(pass_, pipe, group, grid)
 
     def _resolve_queries(self, encoder, timer: DispatchTimer, count: int) -> None:
         """Resolve the timestamps of ``count`` timed dispatches into ``timer.resolved``."""

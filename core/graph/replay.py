@@ -1,0 +1,300 @@
+"""``webgrad.compile``'s replay on WebGPU: a recorded dispatch list.
+
+A plan's first replay runs its steps through the backend's launchers while the device
+records every dispatch (a ``Tape``) and the pool keeps every buffer the step releases.
+Later calls re-issue that list: the same pipelines and uniforms (written once, into a
+buffer of the list's own) and bind groups made once, with no kernel Python, no shape
+logic and no allocation for intermediates. What a call still does in Python:
+
+- check that each argument is laid out as recorded (shape, strides, offset, which ones
+  share a buffer); a call whose arguments are not runs the plan's Python path;
+- draw the random inputs and copy the constants the step writes (fresh every call);
+- allocate the buffers of what leaves the step (its results, the ``.grad``s) fresh, since
+  the caller may still hold the previous ones; the dispatches that bind those, the
+  arguments or the random draws take their bind group from the device's cache;
+- run the optimizer updates through their launchers: their uniforms (lr, bias
+  corrections) change every call.
+
+The buffers the step makes and releases belong to the list, reused within the step as
+the pool would (a CUDA graph's private pool does the same); they return to the pool when
+the plan is dropped. A recording that cannot stand for the step is not used, and
+``explain()`` says why: an upload or a read in the middle of the step, or a dispatch that
+binds a buffer the step neither received nor made.
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..backend.webgpu.array import GPUArray
+from ..backend.webgpu.pool import Keep, Storage
+from ..backend.webgpu.recorder import Tape
+
+ATTEMPTS = 2  # recordings tried per plan: the first call may fill caches (an upload) that later ones reuse
+
+
+class Unfit(Exception):
+    """This call's arguments are laid out unlike the recorded ones."""
+
+
+class _Refused(Exception):
+    """The recording cannot stand for the step; the message says why."""
+
+
+class _Held:
+    """The storage of a value in a buffer the list owns (a GPUArray reads ``.buffer``)."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+
+
+class _Recording:
+    """What ``Plan.run`` shows a recording: the tape's length at each step's end, and the
+    layout of the values a replay rebuilds (``wanted``), seen as they are made."""
+
+    def __init__(self, tape: Tape, wanted):
+        self.tape, self.wanted = tape, wanted
+        self.marks: list[int] = []
+        self.layouts: dict = {}  # value id -> (buffer, shape, strides, offset, kind)
+
+    def mark(self, env) -> None:
+        self.marks.append(len(self.tape.entries))
+        for i in self.wanted:
+            a = env[i]
+            if a is not None and i not in self.layouts:
+                self.layouts[i] = (a.buffer, a.shape, a.strides, a.offset, a.kind)
+
+
+def dynamic(step) -> bool:
+    """Whether a plan step runs in Python at every replay: an optimizer update (its
+    uniforms change per call) or a check."""
+    return step[4] is None
+
+
+def wanted(plan) -> list[int]:
+    """The values a replay rebuilds: arguments, random draws, written constants, the inputs of
+    the steps it runs in Python, the graph's checks, results and gradients."""
+    ids = {i for i, _ in plan.args} | {i for i, _, _ in plan.random} | {i for i, _ in plan.copied}
+    for step in plan.steps:
+        if dynamic(step):
+            ids.update(step[1])
+    for _, args in plan.graph.checks:
+        ids.update(a.id for a in args if hasattr(a, "id"))
+    ids.update(v.id for v in plan.graph.outputs)
+    ids.update(g.id for _, g in plan.graph.grads)
+    return sorted(ids)
+
+
+def record(plan, flat_args):
+    """Run ``plan`` once while recording it: (the result, a DispatchList or why there is none)."""
+    backend = plan.backend
+    device, pool, errors = backend.device, backend.pool, backend.index_errors
+    if device.tape is not None or pool.keeping is not None:
+        return plan.run(flat_args), "another step was being recorded"
+    tape, keep, flagged = Tape(), Keep(), []
+    recording = _Recording(tape, wanted(plan))
+    device.tape, pool.keeping, errors.recording = tape, keep, flagged
+    try:
+        result = plan.run(flat_args, recording)  # on return its values are gone: what it released is kept
+    except BaseException:
+        device.tape = pool.keeping = errors.recording = None
+        keep.give_back(pool)
+        raise
+    device.tape = pool.keeping = errors.recording = None
+    try:
+        if tape.broken is not None:
+            raise _Refused(f"{tape.broken} in the middle of the step")
+        listing = DispatchList(plan, flat_args, tape, keep, recording, flagged)
+    except _Refused as why:
+        keep.give_back(pool)
+        return result, str(why)
+    finally:
+        keep.acquired.clear()
+    return result, listing
+
+
+class DispatchList:
+    """One plan's recorded step, ready to re-issue (see the module docstring)."""
+
+    def __init__(self, plan, flat_args, tape: Tape, keep: Keep, recording: _Recording, flagged):
+        backend = plan.backend
+        device = backend.device
+        layouts = recording.layouts
+        fixed = {id(data.buffer): data for _, data in plan.fixed}
+        held = {id(b): _Held(b) for b in keep.kept()}
+        ambient = {id(a.buffer): a for a in backend._scalars.values()}  # fill values, cached by the backend
+        if backend.index_errors.flag is not None:
+            ambient[id(backend.index_errors.flag.buffer)] = backend.index_errors.flag
+        self.pinned = list(ambient.values())  # a cache may drop them; the list still binds them
+
+        # Buffers a call supplies: its arguments', its random draws', and fresh ones for its results.
+        varying: dict = {}  # id(recorded buffer) -> ("arg", k) | ("pre", value id) | ("new", size, label)
+        self.args = []
+        for i, k in plan.args:
+            buf, *layout = layouts[i]
+            if id(buf) in fixed:
+                raise _Refused("an argument shares a buffer with a captured tensor")
+            varying.setdefault(id(buf), ("arg", k))
+            self.args.append((k, id(buf), tuple(layout)))
+        pre = [i for i, _, _ in plan.random] + [i for i, _ in plan.copied]
+        for i in pre:
+            varying[id(layouts[i][0])] = ("pre", i)
+        self.fresh = []
+        for v in list(plan.graph.outputs) + [g for _, g in plan.graph.grads]:
+            buf = layouts[v.id][0]
+            rid = id(buf)
+            if rid in varying or rid in fixed or rid in ambient:
+                continue
+            if rid not in keep.acquired:
+                raise _Refused(f"a result lives in a buffer the step did not make ({v.type_str()})")
+            varying[rid] = ("new", buf.size, f"compiled step result {v.type_str()}")
+            self.fresh.append((rid, buf.size, f"compiled step result {v.type_str()}"))
+        self.pre = [(i, id(layouts[i][0])) for i in pre]
+        constant = {**fixed, **ambient, **held}
+        stored = {rid: a.storage for rid, a in {**fixed, **ambient}.items()}
+
+        # The values the Python side of a call rebuilds from their layout.
+        known = {i for i, _ in plan.fixed} | {i for i, _ in plan.args} | set(pre)
+        self.rebuilt = []
+        for i, (buf, shape, strides, offset, kind) in layouts.items():
+            if i in known:
+                continue
+            rid = id(buf)
+            if rid in varying:
+                self.rebuilt.append((i, rid, None, shape, strides, offset, kind))
+            elif rid in held or rid in stored:
+                self.rebuilt.append((i, None, held.get(rid) or stored[rid], shape, strides, offset, kind))
+            else:
+                raise _Refused(f"value {i} lives in a buffer the step neither received nor made")
+
+        # The schedule: runs of recorded dispatches between the steps that run in Python.
+        marks = recording.marks
+        static = []  # tape indices of the dispatches to re-issue
+        plan_of = []  # per schedule item: ("list", [tape indices]) or ("step", step)
+        for n, step in enumerate(plan.steps):
+            span = range(marks[n], marks[n + 1])
+            if dynamic(step):
+                plan_of.append(("step", step))
+            elif span:
+                if not plan_of or plan_of[-1][0] != "list":
+                    plan_of.append(("list", []))
+                plan_of[-1][1].extend(span)
+                static.extend(span)
+        static_tape = Tape()
+        static_tape.entries = [tape.entries[j] for j in static]
+        self.prepared = device.prepare(static_tape)
+        at = {j: n for n, j in enumerate(static)}
+        used = set()
+        self.schedule = []
+        for kind, item in plan_of:
+            if kind == "step":
+                self.schedule.append(item)
+                continue
+            dispatches, rebinds = [], []
+            for j in item:
+                pipeline, buffers, _, grid, label = tape.entries[j]
+                positions = []
+                for p, buf in enumerate(buffers):
+                    rid = id(buf)
+                    if rid in varying:
+                        positions.append((p, rid))
+                    elif rid in constant:
+                        used.add(rid)
+                    else:
+                        raise _Refused(f"{label} binds a buffer the step neither received nor made")
+                group = None if positions else device.bind(self.prepared, at[j], buffers)
+                if positions:
+                    rebinds.append((len(dispatches), at[j], buffers, positions))
+                dispatches.append((pipeline[0], group, grid, label))
+            self.schedule.append(_Run(dispatches, rebinds))
+        self.used = used
+        self.flagged = tuple(flagged)
+        self.count = len(static)
+        self._give_back = weakref.finalize(self, keep.give_back, backend.pool)
+
+    def describe(self) -> str:
+        runs = [item for item in self.schedule if isinstance(item, _Run)]
+        steps = len(self.schedule) - len(runs)
+        rebound = sum(len(r.rebinds) for r in runs)
+        return (f"a recorded list of {self.count} dispatch(es) in {len(runs)} run(s), {rebound} of them bound "
+                f"per call (to arguments, random draws or results); {steps} step(s) in Python between them")
+
+    def run(self, plan, flat_args):
+        """One call: the recorded dispatches re-issued around the steps that run in Python."""
+        from .compile import _run_check
+
+        backend = plan.backend
+        device = backend.device
+        storages: dict = {}  # id(recorded buffer) -> this call's storage, for the buffers a call supplies
+        for k, rid, layout in self.args:
+            a = flat_args[k]._data
+            if (a.shape, a.strides, a.offset, a.kind) != layout or storages.setdefault(rid, a.storage) is not a.storage:
+                raise Unfit()
+        if len({id(s) for s in storages.values()}) != len(storages):
+            raise Unfit()
+        graph = plan.graph
+        env = [None] * len(graph.values)
+        for i, data in plan.fixed:
+            env[i] = data
+        for i, k in plan.args:
+            env[i] = flat_args[k]._data
+        for check in graph.checks:
+            _run_check(check, env, graph.device)
+        for i, v in plan.copied:
+            env[i] = backend.contiguous(v.data)
+        for i, draw, args in plan.random:
+            env[i] = draw(*args)
+        for i, rid in self.pre:
+            storages[rid] = env[i].storage
+        for rid, size, label in self.fresh:
+            storages[rid] = Storage(backend.pool, size, label)
+        for i, rid, storage, shape, strides, offset, kind in self.rebuilt:
+            env[i] = GPUArray(storages[rid] if rid is not None else storage, shape, kind, strides, offset)
+        now = {rid: s.buffer for rid, s in storages.items()}
+        used = self.used.union(map(id, now.values()))
+        refresh = bool(plan.optimizers)
+        before = device.dispatches
+        for item in self.schedule:
+            if isinstance(item, _Run):
+                device.replay(item.bound(device, self.prepared, now), used)
+                continue
+            op, ids, slots, attrs = item[:4]
+            for s, i in zip(slots, ids):
+                s._data = env[i]
+            check = getattr(op, "check", None)
+            if check is not None:
+                _run_check(check, env, graph.device)
+            else:
+                if refresh:
+                    plan._refresh_optimizers()
+                    refresh = False
+                backend.run_inplace(op, slots, attrs)
+            for s in slots:
+                s._data = None
+        if self.flagged:
+            backend.index_errors.note(self.flagged)
+        plan.dispatches = device.dispatches - before
+        return plan.finish(flat_args, env)
+
+
+class _Run:
+    """Consecutive recorded dispatches: (pipeline, bind group, grid, label) each; ``rebinds``
+    are those whose bind group depends on the call's buffers."""
+
+    __slots__ = ("dispatches", "rebinds")
+
+    def __init__(self, dispatches, rebinds):
+        self.dispatches, self.rebinds = dispatches, rebinds
+
+    def bound(self, device, prepared, now):
+        if not self.rebinds:
+            return self.dispatches
+        dispatches = list(self.dispatches)
+        for n, index, buffers, positions in self.rebinds:
+            buffers = list(buffers)
+            for p, rid in positions:
+                buffers[p] = now[rid]
+            pipe, _, grid, label = dispatches[n]
+            dispatches[n] = (pipe, device.bind(prepared, index, buffers), grid, label)
+        return dispatches
