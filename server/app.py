@@ -4,10 +4,12 @@ URL map (``create_app`` builds it; ``python -m server`` runs it):
 
     /                     web/ (index.html for /), revalidated on every load (no-cache)
     /pyodide/             Pyodide 0.27.7 + numpy/micropip wheels (server/assets/pyodide/), immutable,
-                          and Python's memory snapshot (immutable; snapshot.json naming it no-cache)
+                          Python's memory snapshot and numpy's image (immutable; snapshot.json and
+                          numpy-image.json, which name them, revalidated)
     /pyodide-extra/       pytest & co. wheels for micropip, index.json (immutable; index no-cache)
     /wheels/latest.json   names the current webgrad wheel (rebuilt when core/ or wgsl_kernels/ change)
-    /wheels/<file>        that wheel, revalidated; /wheels/<sha16>/<file> the same bytes, immutable
+    /wheels/<file>        that wheel, revalidated; /wheels/<sha16>/<file> the same bytes, immutable,
+                          and /wheels/<sha16>/<image> its files in the page's install form
     /wgsl/<name>.wgsl     the WGSL kernels of the working tree, revalidated
     /vendor/tfjs/         TensorFlow.js 4.22 bundles and wasm binaries, immutable
     /demos/py/<name>.py   the demos' Python sources (demos/), which the demo pages run in the worker
@@ -226,13 +228,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
                                                                      PAGE_POLICY_EXTRAS.get(page))
         return response
 
-    def with_manifest(key: str, manifest: str):
-        """``key``'s files, immutable, but for ``manifest``, which names the current ones: revalidated."""
+    def with_manifest(key: str, *manifests: str):
+        """``key``'s files, immutable, but for the ``manifests``, which name the current ones: revalidated."""
         root = roots[key]
 
         def endpoint(request: Request):
             relative = request.path_params["path"]
-            if relative == manifest:
+            if relative in manifests:
                 return static.serve_from(static.Root(root.directory), request, relative)
             return static.serve_from(root, request, relative)
 
@@ -261,12 +263,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
         latest, failure = latest_or_error()
         if failure:
             return failure
-        if (request.path_params["digest"], request.path_params["file"]) != (latest["sha256"][:16], latest["file"]):
+        file = request.path_params["file"]
+        if request.path_params["digest"] != latest["sha256"][:16] or file not in (latest["file"], latest["image"]["file"]):
             return PlainTextResponse("Not Found (an older build?) - see /wheels/latest.json", status_code=404)
-        return static.serve_from(static.Root(wheels_dir, static.IMMUTABLE), request, latest["file"])
+        return static.serve_from(static.Root(wheels_dir, static.IMMUTABLE), request, file)
 
     routes = model_routes(store, settings.max_upload, settings.max_tensors) + [
-        Route("/pyodide/{path:path}", with_manifest("pyodide", "snapshot.json")),
+        Route("/pyodide/{path:path}", with_manifest("pyodide", "snapshot.json", "numpy-image.json")),
         Route("/pyodide-extra/{path:path}", with_manifest("pyodide-extra", "index.json")),
         Route("/wheels/latest.json", wheels_latest),
         Route("/wheels/{digest}/{file}", wheel_pinned),

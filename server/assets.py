@@ -6,7 +6,9 @@ What ends up where (all of it gitignored, all of it served by ``server/app.py``)
                                    Pyodide-built wheels named in its pyodide-lock.json
                                    that we need: numpy, micropip, packaging; and
                                    snapshot-<sha16>.bin.gz, Python's memory after its
-                                   start (server/snapshot.mjs), named by snapshot.json
+                                   start (server/snapshot.mjs), named by snapshot.json;
+                                   numpy-<sha16>.img.gz, numpy's files unpacked and with
+                                   bytecode (server/numpy_image.mjs), named by numpy-image.json
     server/assets/pyodide-extra/   pure-Python wheels from PyPI for running pytest in
                                    Pyodide (pytest, iniconfig, packaging, pluggy),
                                    with index.json; install them with micropip
@@ -286,6 +288,40 @@ def ensure_extra_wheels(target: Path, wheels: dict[str, str] = EXTRA_WHEELS) -> 
     return len(missing) + changed
 
 
+# ----------------------------------------------------------------------------- numpy image
+
+NUMPY_IMAGE_INPUTS = ("pyodide.mjs", "pyodide.asm.wasm", "python_stdlib.zip")
+
+
+def ensure_numpy_image(target: Path, lock: dict, repo: Path = REPO) -> int:
+    """Make numpy's image (server/numpy_image.mjs, in node) from the lock's verified wheel when
+    it, Pyodide's core or the script changed; numpy-image.json names it. The file is named by
+    its digest (the page caches it immutably); older ones are deleted."""
+    wheel = target / lock["packages"]["numpy"]["file_name"]
+    script = repo / "server" / "numpy_image.mjs"
+    digest = hashlib.sha256(script.read_bytes())
+    for path in [wheel] + [target / name for name in NUMPY_IMAGE_INPUTS]:
+        digest.update(bytes.fromhex(sha256_of(path)))
+    inputs = digest.hexdigest()
+    manifest = target / "numpy-image.json"
+    try:
+        current = json.loads(manifest.read_text())
+        if current["inputs"] == inputs and (target / current["file"]).exists():
+            return 0
+    except (OSError, ValueError, KeyError):
+        pass
+    temp = target / "numpy-image.tmp"
+    _run(["node", str(script), str(repo / "node_modules" / "pyodide"), str(wheel), str(temp)],
+         "building numpy's image for the page (server/numpy_image.mjs)")
+    name = f"numpy-{sha256_of(temp)[:16]}.img.gz"
+    os.replace(temp, target / name)
+    _write_if_changed(manifest, json.dumps({"file": name, "wheel": wheel.name, "inputs": inputs}, indent=2) + "\n")
+    for old in target.glob("numpy-*.img.gz"):
+        if old.name != name:
+            old.unlink()
+    return 1
+
+
 # ----------------------------------------------------------------------------- snapshot
 
 SNAPSHOT_INPUTS = ("pyodide.mjs", "pyodide.asm.wasm", "python_stdlib.zip")
@@ -469,6 +505,7 @@ def ensure_assets(assets: Path = ASSETS, repo: Path = REPO) -> int:
         raise AssetError(f"node_modules has Pyodide {lock['info']['version']}, expected {PYODIDE_VERSION}")
     changed += ensure_pyodide_core(assets / "pyodide", modules)
     changed += ensure_lock_packages(assets / "pyodide", lock)
+    changed += ensure_numpy_image(assets / "pyodide", lock, repo)
     changed += ensure_snapshot(assets / "pyodide", repo)
     changed += ensure_extra_wheels(assets / "pyodide-extra")
     changed += ensure_tfjs(assets / "vendor" / "tfjs", modules)
@@ -487,7 +524,7 @@ def assets_ready(assets: Path = ASSETS, repo: Path = REPO) -> list[str]:
         problems.append("node_modules missing or stale")
     if not bundles_current(repo / "web", repo):
         problems.append("web/build/ missing or older than web/ (the page bundles)")
-    for path in ("pyodide/pyodide.js", "pyodide/pyodide.asm.wasm", "pyodide/pyodide-lock.json",
+    for path in ("pyodide/pyodide.js", "pyodide/pyodide.asm.wasm", "pyodide/pyodide-lock.json", "pyodide/numpy-image.json",
                  "pyodide-extra/index.json", "wheels/latest.json", "vendor/tfjs/tf.min.js"):
         if not (assets / path).exists():
             problems.append(f"server/assets/{path} missing")

@@ -223,6 +223,7 @@ def make_fake_site(top: Path, secret: str, max_upload: int = 64 * 1024):
     (assets / "pyodide" / "pyodide-lock.json").write_text('{"packages": {}}')
     (assets / "pyodide" / "python_stdlib.zip").write_bytes(empty_zip)
     (assets / "pyodide" / "snapshot.json").write_text('{"file": "snapshot-0000000000000000.bin.gz", "jspi": "new"}')
+    (assets / "pyodide" / "numpy-image.json").write_text('{"file": "numpy-0000000000000000.img.gz"}')
     (assets / "pyodide-extra" / "demo-1.0-py3-none-any.whl").write_bytes(empty_zip)
     (assets / "pyodide-extra" / "index.json").write_text('{"packages": []}')
     (assets / "vendor" / "tfjs" / "tf.min.js").write_text("var tf;\n")

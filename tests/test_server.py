@@ -10,10 +10,12 @@ npm or network they skip, except under ``CI=true``, where they fail.
 from __future__ import annotations
 
 import concurrent.futures
+import gzip
 import hashlib
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -132,6 +134,27 @@ def test_wheel_media_type_and_content(client, site):
     assert caches and all(n.replace("__pycache__/", "").replace(".cpython-312.pyc", ".py") in names for n in caches)
     assert client.get(f"/wheels/{'0' * 16}/{latest['file']}").status_code == 404
     assert client.get("/wheels/webgrad-9.9.9-py3-none-any.whl").status_code == 404
+    # the same files as the image the page installs, pinned and immutable too
+    image = client.get(latest["image"]["url"])
+    assert image.status_code == 200 and "immutable" in image.headers["cache-control"]
+    assert hashlib.sha256(image.content).hexdigest() == latest["image"]["sha256"]
+    header, files = _read_image(gzip.decompress(image.content))
+    assert header["wheel"] == latest["file"]
+    with zipfile.ZipFile(wheel_path) as archive:
+        assert files == {info.filename: archive.read(info) for info in archive.infolist() if not info.is_dir()}
+    assert client.get(latest["image"]["url"].replace(latest["sha256"][:16], "0" * 16)).status_code == 404
+
+
+def _read_image(raw: bytes) -> tuple[dict, dict]:
+    """An image's header and files (layout: server/wheel.py write_image, server/numpy_image.mjs)."""
+    length = struct.unpack("<I", raw[:4])[0]
+    header = json.loads(raw[4:4 + length])
+    files, at = {}, 4 + length
+    for path, size in header["files"]:
+        files[path] = raw[at:at + size]
+        at += size
+    assert at == len(raw), "the header lists fewer bytes than the image holds"
+    return header, files
 
 
 def test_wheel_is_rebuilt_when_a_source_changes(tmp_path):
@@ -146,7 +169,10 @@ def test_wheel_is_rebuilt_when_a_source_changes(tmp_path):
     out = tmp_path / "wheels"
     out.mkdir()
     (out / wheel.wheel_file_name(tree)).write_bytes(b"old")
-    (out / "latest.json").write_text(json.dumps({"file": wheel.wheel_file_name(tree)}))
+    image = wheel.image_path(out / wheel.wheel_file_name(tree))
+    (out / "latest.json").write_text(json.dumps({"file": wheel.wheel_file_name(tree), "image": {"file": image.name}}))
+    assert wheel.is_stale(out, tree), "a missing image makes the build stale"
+    image.write_bytes(b"old")
     assert not wheel.is_stale(out, tree)
     (tree / "core" / "__pycache__").mkdir()
     (tree / "core" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"")
@@ -185,7 +211,7 @@ def test_preflight_allows_reads_only(client):
     ("/", "no-cache"), ("/webgrad.js", "no-cache"), ("/wgsl/binary.wgsl", "no-cache"),
     ("/pyodide/pyodide.asm.wasm", "immutable"), ("/vendor/tfjs/tf.min.js", "immutable"),
     ("/pyodide-extra/demo-1.0-py3-none-any.whl", "immutable"), ("/pyodide-extra/index.json", "no-cache"),
-    ("/pyodide/snapshot.json", "no-cache"),
+    ("/pyodide/snapshot.json", "no-cache"), ("/pyodide/numpy-image.json", "no-cache"),
     ("/wheels/latest.json", "no-cache"), ("/api/models", "no-cache"),
 ])
 def test_cache_headers(client, path, cache):
@@ -512,6 +538,53 @@ def test_asset_step_remakes_the_memory_snapshot_only_when_pyodide_or_its_script_
     assert sorted(p.name for p in tmp_path.glob("snapshot-*")) == [current()]  # the old one is gone
     (tmp_path / current()).unlink()  # a lost file is remade too
     assert asset_step.ensure_snapshot(tmp_path) == 1 and (tmp_path / current()).exists()
+
+
+def test_asset_step_remakes_numpy_image_only_when_its_inputs_change(tmp_path, monkeypatch):
+    lock = {"packages": {"numpy": {"file_name": "numpy-x.whl"}}}
+    for name in asset_step.NUMPY_IMAGE_INPUTS + ("numpy-x.whl",):
+        (tmp_path / name).write_bytes(name.encode())
+    made = []
+
+    def fake_node(command, what, cwd=None):
+        made.append(command)
+        Path(command[-1]).write_bytes(b"image %d" % len(made))
+
+    monkeypatch.setattr(asset_step, "_run", fake_node)
+
+    def current() -> str:
+        return json.loads((tmp_path / "numpy-image.json").read_text())["file"]
+
+    assert asset_step.ensure_numpy_image(tmp_path, lock) == 1
+    first = current()
+    assert (tmp_path / first).read_bytes() == b"image 1" and made[0][-2] == str(tmp_path / "numpy-x.whl")
+    assert asset_step.ensure_numpy_image(tmp_path, lock) == 0 and len(made) == 1
+    (tmp_path / "numpy-x.whl").write_bytes(b"another numpy")
+    assert asset_step.ensure_numpy_image(tmp_path, lock) == 1 and current() != first
+    assert sorted(p.name for p in tmp_path.glob("numpy-*.img.gz")) == [current()]  # the old one is gone
+    (tmp_path / current()).unlink()  # a lost file is remade too
+    assert asset_step.ensure_numpy_image(tmp_path, lock) == 1 and (tmp_path / current()).exists()
+
+
+def test_numpy_image_is_the_verified_wheel_unpacked_with_bytecode(real_assets):
+    folder = real_assets / "pyodide"
+    manifest = json.loads((folder / "numpy-image.json").read_text())
+    header, files = _read_image(gzip.decompress((folder / manifest["file"]).read_bytes()))
+    lock = json.loads((folder / "pyodide-lock.json").read_text())["packages"]["numpy"]
+    assert header["wheel"] == manifest["wheel"] == lock["file_name"]
+    wheel = folder / lock["file_name"]
+    assert asset_step.sha256_of(wheel) == lock["sha256"]
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            if not info.is_dir():
+                assert files[info.filename] == archive.read(info), info.filename
+    sources = [p for p in files if p.endswith(".py")]
+    assert len(sources) > 100
+    for source in sources:  # each with its Pyodide-compiled bytecode
+        folder_name, _, name = source.rpartition("/")
+        assert f"{folder_name}/__pycache__/{name[:-3]}.cpython-312.pyc" in files, source
+    assert sorted(header["dynlibs"]) == sorted(p for p in files if p.endswith(".so"))
+    assert any(p.endswith("_multiarray_umath.cpython-312-wasm32-emscripten.so") for p in header["dynlibs"])
 
 
 def _snapshot(*folders: Path) -> dict:

@@ -48,14 +48,17 @@ def counting(source, filename, *args, **kwargs):
 builtins.compile = counting
 try:
     import webgrad.nn, webgrad.optim, webgrad.graph
+    import numpy.polynomial, numpy.ma  # not imported at boot; from numpy's image, with bytecode
 finally:
     builtins.compile = compile_
 linear = webgrad.nn.Linear
-[[f for f in seen if "webgrad" in f], linear.__module__, "def forward" in inspect.getsource(linear)]
+[[f for f in seen if "webgrad" in f or "numpy" in f], linear.__module__, "def forward" in inspect.getsource(linear),
+ "def polyfit" in inspect.getsource(numpy.polynomial.polynomial)]
 """)["result"]
-        assert compiled == [[], "webgrad.nn.modules.linear", True]
-        assert {"wheel", "snapshot", "pyodide", "numpy", "webgrad", "device"} <= set(info["timings"])
+        assert compiled == [[], "webgrad.nn.modules.linear", True, True]
+        assert {"wheel", "snapshot", "numpy image", "pyodide", "numpy", "webgrad", "device"} <= set(info["timings"])
         assert info["pythonStart"] == "snapshot"  # the asset step made one; CI fails without it
+        assert info["numpyFrom"] == "image"  # likewise
         print(f"boot (auto) {info['bootMs']} ms, stages {info['timings']}, device {info['device']}: "
               f"{info['deviceReason']}")
     finally:
@@ -385,20 +388,29 @@ def test_python_restored_from_the_snapshot_has_the_pages_time_zone_and_its_own_r
     assert len(set(draws)) == len(draws), draws
 
 
-def test_boot_failure_names_numpy_when_its_wheel_is_missing(browser, server_url):
-    """numpy loads inside loadPyodide (its download overlaps Pyodide's start), where a failure
-    only reaches the console: boot() must still reject naming numpy."""
-    context = browser.new_context()
-    try:
-        context.route("**/pyodide/numpy-*.whl", lambda route: route.fulfill(status=404, body="Not Found"))
-        page = context.new_page()
-        page.goto(server_url + "?device=cpu")
-        page.wait_for_function("() => window.webgradRuntime || window.webgradBootError", timeout=BOOT_TIMEOUT_MS)
-        failure = page.evaluate("window.webgradBootError || null")
-        assert failure is not None and "boot failed (asset)" in failure, failure
-        assert "loading numpy failed" in failure and "python -m server.assets" in failure
-    finally:
-        context.close()
+def test_numpy_comes_from_its_wheel_without_its_image_and_a_missing_wheel_is_named(browser, server_url):
+    """Without numpy's image (an asset folder from before it, a failed fetch) numpy loads from
+    its wheel; without both, boot() rejects naming numpy (loadPackage's own failure only
+    reaches the console)."""
+    for missing in (("numpy-image.json",), ("numpy-image.json", "numpy-*.whl")):
+        context = browser.new_context()
+        try:
+            for pattern in missing:
+                context.route(f"**/pyodide/{pattern}", lambda route: route.fulfill(status=404, body="Not Found"))
+            page = context.new_page()
+            page.goto(server_url + "?device=cpu")
+            page.wait_for_function("() => window.webgradRuntime || window.webgradBootError", timeout=BOOT_TIMEOUT_MS)
+            failure = page.evaluate("window.webgradBootError ? String(window.webgradBootError) : null")
+            if len(missing) == 1:
+                assert failure is None, failure
+                assert page.evaluate("window.webgradRuntime.numpyFrom") == "wheel"
+                out = page.evaluate("async () => (await window.webgradRuntime.run('import numpy\\nint(numpy.arange(5).sum())')).result")
+                assert out == 10
+            else:
+                assert failure is not None and "boot failed (asset)" in failure, failure
+                assert "loading numpy failed" in failure and "python -m server.assets" in failure
+        finally:
+            context.close()
 
 
 def test_second_visit_fetches_nothing_again(browser, server_url, tmp_path):

@@ -7,6 +7,7 @@
 //   runtime.warnings                      // e.g. a bad `device` that fell back to "auto"
 //   runtime.timings, runtime.pythonStart  // when each boot step ended (ms); "snapshot" when
 //                                         // Python was restored from the server's memory snapshot
+//   runtime.numpyFrom                     // "image" (numpy's prepared files) or "wheel"
 //   const {stdout, stderr, result, display} = await runtime.run("import webgrad\n1 + 1");
 //   runtime.on("progress", (data) => ...);   // webgrad_progress({...}) from Python
 //   await runtime.interrupt();            // stop the run in progress
@@ -137,6 +138,7 @@ export class Runtime {
     this.versions = null;
     this.timings = null;
     this.pythonStart = null;
+    this.numpyFrom = null;
     this.bootMs = null;
     this.interruptMode = null;
     this.inputMode = null;
@@ -263,6 +265,7 @@ export class Runtime {
         this.versions = message.versions;
         this.timings = message.timings;
         this.pythonStart = message.pythonStart;
+        this.numpyFrom = message.numpyFrom;
         this.interruptMode = message.interrupt;
         this.inputMode = message.input;
         if (this._booting) this._booting.resolve();

@@ -114,18 +114,22 @@ async function importPyodide(indexURL) {
 async function fetchWheelOnce(baseUrl) {
   const latestUrl = new URL("wheels/latest.json", baseUrl);
   const latest = await (await fetchAsset(latestUrl, {cache: "no-cache"})).json();
-  const name = latest.file || latest.wheel || latest.filename;
-  const url = new URL(latest.url || name, latestUrl);
-  const bytes = await (await fetchAsset(url)).arrayBuffer();
-  if (latest.sha256 && self.crypto && self.crypto.subtle) {
+  let name = latest.file || latest.wheel || latest.filename;
+  // The wheel's files as an image (server/wheel.py write_image) where the server offers one.
+  const {url: pinned, sha256} = latest.image || {url: latest.url || name, sha256: latest.sha256};
+  const url = new URL(pinned, latestUrl);
+  const response = await fetchAsset(url);
+  const bytes = await response.arrayBuffer();
+  if (sha256 && self.crypto && self.crypto.subtle) {
     const digest = new Uint8Array(await self.crypto.subtle.digest("SHA-256", bytes));
     const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
-    if (hex !== latest.sha256) {
-      throw new BootFailure(BOOT_CAUSES.ASSET, `${url} has sha256 ${hex}, but latest.json says ${latest.sha256}`,
+    if (hex !== sha256) {
+      throw new BootFailure(BOOT_CAUSES.ASSET, `${url} has sha256 ${hex}, but latest.json says ${sha256}`,
                             "reload the page (a build replaced the wheel mid-download)");
     }
   }
-  return {name: name || url.pathname.split("/").pop(), bytes};
+  name = name || url.pathname.split("/").pop();
+  return latest.image ? {name, image: await gunzip(new Response(bytes))} : {name, bytes};
 }
 
 // The server rebuilds the wheel when core/ changes; a build landing between latest.json and
@@ -153,14 +157,73 @@ async function requestAdapter() {
   }
 }
 
-// A package's wheel, fetched while Pyodide starts, so that loadPackage finds it in the HTTP
-// cache (/pyodide/ is served immutable) instead of downloading it after Python's start.
-// loadPyodide's own `packages` option would overlap the same way, but a missing wheel there
-// leaves loadPyodide hanging.
-async function prefetchPackage(indexURL, name) {
-  const lock = await (await fetch(indexURL + "pyodide-lock.json")).json();
-  const response = await fetch(indexURL + lock.packages[name].file_name);
-  if (response.ok) await response.arrayBuffer();
+// numpy's files as Pyodide's loader unpacks them, with bytecode, made by the asset step
+// (server/numpy_image.mjs): written straight into the file system, they spare loadPackage's
+// unpacking in Python (about 270 ms) and `import numpy` its compiling (about 200 ms).
+// Fetched while Pyodide starts; null when there is none or it cannot be fetched (numpy then
+// comes from loadPackage, as before).
+async function fetchNumpyImage(indexURL) {
+  try {
+    const manifest = await fetch(indexURL + "numpy-image.json", {cache: "no-cache"});
+    if (!manifest.ok) return null;
+    const {file} = await manifest.json();
+    const response = await fetch(indexURL + file);
+    return response.ok ? await gunzip(response) : null;
+  } catch {
+    return null;
+  }
+}
+
+async function gunzip(response) {
+  const bytes = response.body.pipeThrough(new DecompressionStream("gzip"));
+  return new Uint8Array(await new Response(bytes).arrayBuffer());
+}
+
+// An image's files into site-packages; returns its header. Layout (server/numpy_image.mjs,
+// server/wheel.py): a 4-byte little-endian header length, the header (JSON: {files: [[path,
+// size], ...], ...}, paths relative to site-packages), then the files' bytes in order.
+function installImage(pyodide, image, sitePackages) {
+  const length = new DataView(image.buffer, image.byteOffset, 4).getUint32(0, true);
+  const header = JSON.parse(new TextDecoder().decode(image.subarray(4, 4 + length)));
+  const made = new Set();
+  let at = 4 + length;
+  for (const [relative, size] of header.files) {
+    if (relative.startsWith("/") || relative.split("/").includes("..")) {
+      throw new Error(`an image's file outside site-packages: ${relative}`);
+    }
+    const target = `${sitePackages}/${relative}`;
+    const folder = target.slice(0, target.lastIndexOf("/"));
+    if (!made.has(folder)) {
+      pyodide.FS.mkdirTree(folder);
+      made.add(folder);
+    }
+    pyodide.FS.writeFile(target, image.subarray(at, at + size));
+    at += size;
+  }
+  if (at !== image.length) throw new Error(`an image of ${image.length} bytes whose header lists ${at}`);
+  return header;
+}
+
+// numpy from its image: its files, its shared libraries loaded as loadPackage loads them, and
+// numpy marked loaded (so that loadPackage and micropip see it); else from its wheel.
+async function loadNumpy(pyodide, image, sitePackages) {
+  if (image) {
+    try {
+      const {wheel, dynlibs} = installImage(pyodide, image, sitePackages);
+      await pyodide._api.loadDynlibsFromPackage({file_name: wheel}, dynlibs.map((p) => `${sitePackages}/${p}`));
+      pyodide.loadedPackages.numpy = "default channel";
+      return "image";
+    } catch (err) {
+      console.warn(`webgrad: numpy's image did not install (${err.message || err}); loading its wheel instead`);
+    }
+  }
+  const failed = [];
+  await pyodide.loadPackage(["numpy"], {messageCallback: () => {}, errorCallback: (m) => failed.push(m)});
+  if (failed.length) {
+    throw new BootFailure(BOOT_CAUSES.ASSET, `loading numpy failed: ${failed.join("; ")}`,
+                          "run `python -m server.assets` on the server");
+  }
+  return "wheel";
 }
 
 // Python's memory right after its start, made by the asset step in Chromium
@@ -176,8 +239,7 @@ async function fetchSnapshot(indexURL) {
     if (jspi !== jspiKind()) return null;
     const response = await fetch(indexURL + file);
     if (!response.ok) return null;
-    const memory = response.body.pipeThrough(new DecompressionStream("gzip"));
-    return new Uint8Array(await new Response(memory).arrayBuffer());
+    return await gunzip(response);
   } catch {
     return null;
   }
@@ -204,34 +266,39 @@ del _zone`);
 }
 
 // Pyodide, from the snapshot when there is one; a snapshot that fails to restore (it should
-// not: it is made from these very files) falls back to Python's own start.
+// not: it is made from these very files) falls back to Python's own start. ``memory`` is the
+// snapshot's promise: loadPyodide awaits it only after loading pyodide.asm.js, which so
+// overlaps the snapshot's download.
 async function startPython(loadPyodide, indexURL, memory) {
   const options = {indexURL, stdout: () => {}, stderr: () => {}};
-  if (memory) {
-    try {
-      const restored = await loadPyodide({...options, _loadSnapshot: memory});
-      localizeSnapshot(restored);
-      return {pyodide: restored, start: "snapshot"};
-    } catch (err) {
+  const none = new Error("no snapshot");
+  try {
+    const restored = await loadPyodide({...options, _loadSnapshot: memory.then((bytes) => bytes || Promise.reject(none))});
+    localizeSnapshot(restored);
+    return {pyodide: restored, start: "snapshot"};
+  } catch (err) {
+    if (err !== none) {
       console.warn(`webgrad: Pyodide's memory snapshot did not restore (${err.message || err}); starting Python instead`);
     }
   }
   return {pyodide: await loadPyodide(options), start: "fresh"};
 }
 
-// Boot, measured with bench/browser_bench.py --boot-only. Kept: the wheel, numpy's wheel and
-// the adapter fetched while Pyodide starts. Checked and left: loadPyodide's `packages` (see
-// above); checkAPIVersion and fullStdLib (a string compare; already false). A second visit
-// sends no body over the network (tests/browser/test_runtime.py): Pyodide's files and the
-// pinned wheel come from the HTTP cache (immutable), the HEAD checks too, and only
-// latest.json, snapshot.json, worker.js and protocol.js revalidate. Most of the time is now
-// numpy: loadPackage unpacking its wheel in Python (~270 ms), then importing it (~350 ms).
-// Pyodide 0.27 cannot put loaded shared libraries (numpy's) in a snapshot. Checked and left:
-// compiling pyodide.asm.wasm while the snapshot downloads (no gain: restoring is not the compile).
+// Boot, measured with bench/browser_bench.py --boot-only. Kept: the wheel's and numpy's
+// images, the snapshot and the adapter fetched while Pyodide starts (pyodide.asm.js loads
+// while the snapshot downloads); both images written into the file system from here, not
+// unpacked in Python. Checked and left: loadPyodide's `packages` (a missing wheel hangs it);
+// checkAPIVersion and fullStdLib (a string compare; already false); unzipping the wheel here
+// with one DecompressionStream per file (slower than Python's: hence the image). A second
+// visit sends no body over the network (tests/browser/test_runtime.py): Pyodide's files and
+// the pinned images come from the HTTP cache (immutable), and only latest.json, snapshot.json,
+// numpy-image.json, worker.js and protocol.js revalidate. Most of the time is now Python's
+// restore (~300 ms after the snapshot arrives) and `import numpy` (~300 ms, its module code;
+// Pyodide 0.27 cannot put loaded shared libraries, numpy's, in a snapshot).
 async function boot({baseUrl, device, control: controlBlock, input}) {
   const started = performance.now();
   // Milliseconds from the start of boot at which each step ended (they overlap: the wheel,
-  // the adapter and numpy's wheel are fetched while Pyodide starts).
+  // the adapter, the snapshot and numpy's image are fetched while Pyodide starts).
   const timings = {};
   const mark = (name) => { timings[name] = Math.round(performance.now() - started); };
   const after = (name, promise) => {
@@ -244,12 +311,11 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   const indexURL = new URL("pyodide/", baseUrl).href;
   const wheel = after("wheel", fetchWheel(baseUrl));
   const adapter = after("adapter", device === "cpu" ? Promise.resolve(null) : requestAdapter());
-  const numpy = prefetchPackage(indexURL, "numpy");
-  numpy.catch(() => {});  // awaited below
+  const numpyImage = after("numpy image", fetchNumpyImage(indexURL));
   const snapshot = after("snapshot", fetchSnapshot(indexURL));
   const {loadPyodide} = await importPyodide(indexURL);
   mark("pyodide.mjs");
-  const interpreter = await startPython(loadPyodide, indexURL, await snapshot);
+  const interpreter = await startPython(loadPyodide, indexURL, snapshot);
   pyodide = interpreter.pyodide;
   mark("pyodide");
   pyodide.setStdout(writer("stdout"));
@@ -260,19 +326,17 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   }
   inputBuffer = input || null;
   stage("numpy", "loading numpy", 0.6);
-  await numpy.catch(() => {});  // loadPackage below names what failed
-  const failed = [];
-  await pyodide.loadPackage(["numpy"], {messageCallback: () => {}, errorCallback: (m) => failed.push(m)});
-  if (failed.length) {
-    throw new BootFailure(BOOT_CAUSES.ASSET, `loading numpy failed: ${failed.join("; ")}`,
-                          "run `python -m server.assets` on the server");
-  }
-  mark("numpy");
-  stage("webgrad", "installing webgrad", 0.8);
-  const {name, bytes} = await wheel;
   // site is imported already; sysconfig would cost an import (~20 ms).
   const sitePackages = pyodide.runPython("import site\nsite.getsitepackages()[0]");
-  pyodide.unpackArchive(bytes, "wheel", {extractDir: sitePackages});
+  const numpyFrom = await loadNumpy(pyodide, await numpyImage, sitePackages);
+  mark("numpy");
+  stage("webgrad", "installing webgrad", 0.8);
+  const {name, bytes, image} = await wheel;
+  if (image) {
+    installImage(pyodide, image, sitePackages);
+  } else {
+    pyodide.unpackArchive(bytes, "wheel", {extractDir: sitePackages});
+  }
   mark("unpack");
   python = pyodide.pyimport("webgrad.web.worker");
   mark("webgrad");
@@ -297,7 +361,7 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   return {
     device: chosen.device, deviceReason: chosen.reason, adapter: chosen.adapter,
     versions: {...chosen.versions, pyodide: pyodide.version, wheel: name},
-    pythonStart: interpreter.start, timings,
+    pythonStart: interpreter.start, numpyFrom, timings,
     interrupt: control ? "sharedarraybuffer" : "restart", input: inputBuffer ? "prompt" : "none",
   };
 }
