@@ -264,7 +264,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if failure:
             return failure
         file = request.path_params["file"]
-        if request.path_params["digest"] != latest["sha256"][:16] or file not in (latest["file"], latest["image"]["file"]):
+        pinned = (latest["file"], latest["image"]["file"])
+        if request.path_params["digest"] != latest["sha256"][:16] or file not in pinned:
             return PlainTextResponse("Not Found (an older build?) - see /wheels/latest.json", status_code=404)
         return static.serve_from(static.Root(wheels_dir, static.IMMUTABLE), request, file)
 

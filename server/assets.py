@@ -524,8 +524,8 @@ def assets_ready(assets: Path = ASSETS, repo: Path = REPO) -> list[str]:
         problems.append("node_modules missing or stale")
     if not bundles_current(repo / "web", repo):
         problems.append("web/build/ missing or older than web/ (the page bundles)")
-    for path in ("pyodide/pyodide.js", "pyodide/pyodide.asm.wasm", "pyodide/pyodide-lock.json", "pyodide/numpy-image.json",
-                 "pyodide-extra/index.json", "wheels/latest.json", "vendor/tfjs/tf.min.js"):
+    for path in ("pyodide/pyodide.js", "pyodide/pyodide.asm.wasm", "pyodide/pyodide-lock.json",
+                 "pyodide/numpy-image.json", "pyodide-extra/index.json", "wheels/latest.json", "vendor/tfjs/tf.min.js"):
         if not (assets / path).exists():
             problems.append(f"server/assets/{path} missing")
     return problems

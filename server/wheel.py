@@ -15,8 +15,9 @@ Next to the wheel, ``latest.json`` names it::
 ``url`` is content-addressed, so browsers may cache it forever; the plain
 ``/wheels/<file>`` always has the newest build and is revalidated instead.
 
-``image`` ({"file", "url", "sha256"}, the url pinned the same way) is the same files in the
-form the page installs without unzipping in Python (``write_image``).
+``image`` ({"file", "url", "sha256"}, the url pinned the same way, the digest of the image,
+which the server sends gzip-encoded) is the same files in the form the page installs
+without unzipping in Python (``write_image``).
 """
 from __future__ import annotations
 
@@ -158,8 +159,7 @@ def build_wheel(out_dir: Path, repo: Path = REPO, log=print) -> Path:
         add_bytecode(wheels[0], temp_target, Path(temp, "unpacked"), repo)
         os.replace(temp_target, out_dir / target_name)
     wheel = out_dir / target_name
-    write_image(wheel)
-    write_latest(out_dir, wheel, repo)
+    write_latest(out_dir, wheel, write_image(wheel), repo)
     log(f"assets: built {wheel.name} ({wheel.stat().st_size} bytes) in {time.time() - started:.1f} s")
     return wheel
 
@@ -199,24 +199,26 @@ def image_path(wheel: Path) -> Path:
     return wheel.with_name(wheel.name.removesuffix(".whl") + ".img.gz")
 
 
-def write_image(wheel: Path) -> Path:
+def write_image(wheel: Path) -> str:
     """The wheel's files as one gzipped archive that the page writes straight into its file
     system (web/runtime/worker.js, ``installImage``): unzipping the wheel in Pyodide's Python
     took about 130 ms of every boot. Layout: a 4-byte little-endian header length, the header
-    (JSON: {"wheel", "files": [[path, size], ...]}), then the files' bytes in order."""
+    (JSON: {"wheel", "files": [[path, size], ...]}), then the files' bytes in order; gzipped
+    (the server sends it gzip-encoded). Returns the sha256 of the image (not of the gzip)."""
     with zipfile.ZipFile(wheel) as archive:
         entries = [info for info in archive.infolist() if not info.is_dir()]
         contents = [archive.read(info) for info in entries]
     header = json.dumps({"wheel": wheel.name,
                          "files": [[info.filename, len(data)] for info, data in zip(entries, contents)]}).encode()
+    raw = struct.pack("<I", len(header)) + header + b"".join(contents)
     image = image_path(wheel)
     temp = image.with_name(image.name + ".tmp")
-    temp.write_bytes(gzip.compress(struct.pack("<I", len(header)) + header + b"".join(contents), mtime=0))
+    temp.write_bytes(gzip.compress(raw, mtime=0))
     os.replace(temp, image)
-    return image
+    return hashlib.sha256(raw).hexdigest()
 
 
-def write_latest(out_dir: Path, wheel: Path, repo: Path = REPO) -> dict:
+def write_latest(out_dir: Path, wheel: Path, image_sha256: str, repo: Path = REPO) -> dict:
     name, version = project_version(repo)
     digest = sha256_of(wheel)
     image = image_path(wheel)
@@ -224,7 +226,7 @@ def write_latest(out_dir: Path, wheel: Path, repo: Path = REPO) -> dict:
               "url": f"/wheels/{digest[:16]}/{wheel.name}",
               "sha256": digest, "size": wheel.stat().st_size,
               "image": {"file": image.name, "url": f"/wheels/{digest[:16]}/{image.name}",
-                        "sha256": sha256_of(image)}}
+                        "sha256": image_sha256}}
     temp = out_dir / "latest.json.tmp"
     temp.write_text(json.dumps(latest, indent=2) + "\n")
     os.replace(temp, out_dir / "latest.json")

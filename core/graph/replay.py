@@ -156,7 +156,7 @@ class DispatchList:
 
         # The values the Python side of a call rebuilds from their layout.
         known = {i for i, _ in plan.fixed} | {i for i, _ in plan.args} | set(pre)
-        self.rebuilt = []
+        self.rebuilt: list[tuple] = []
         for i, (buf, shape, strides, offset, kind) in layouts.items():
             if i in known:
                 continue
@@ -170,7 +170,7 @@ class DispatchList:
 
         # The schedule: runs of recorded dispatches between the steps that run in Python.
         marks = recording.marks
-        static = []  # tape indices of the dispatches to re-issue
+        static: list[int] = []  # tape indices of the dispatches to re-issue
         plan_of = []  # per schedule item: ("list", [tape indices]) or ("step", step)
         for n, step in enumerate(plan.steps):
             span = range(marks[n], marks[n + 1])
@@ -191,7 +191,8 @@ class DispatchList:
             if kind == "step":
                 self.schedule.append(item)
                 continue
-            dispatches, rebinds = [], []
+            dispatches: list[tuple] = []
+            rebinds: list[tuple] = []
             for j in item:
                 pipeline, buffers, _, grid, label = tape.entries[j]
                 positions = []

@@ -102,7 +102,8 @@ class Runtime:
         return self.page.evaluate(f"""() => {{
             const r = window.{self.name};
             return {{device: r.device, deviceReason: r.deviceReason, adapter: r.adapter, versions: r.versions,
-                     timings: r.timings, pythonStart: r.pythonStart, numpyFrom: r.numpyFrom, bootMs: r.bootMs, interruptMode: r.interruptMode,
+                     timings: r.timings, pythonStart: r.pythonStart,
+                     numpyFrom: r.numpyFrom, bootMs: r.bootMs, interruptMode: r.interruptMode,
                      crossOriginIsolated: self.crossOriginIsolated}};
         }}""")
 

@@ -404,8 +404,8 @@ def test_numpy_comes_from_its_wheel_without_its_image_and_a_missing_wheel_is_nam
             if len(missing) == 1:
                 assert failure is None, failure
                 assert page.evaluate("window.webgradRuntime.numpyFrom") == "wheel"
-                out = page.evaluate("async () => (await window.webgradRuntime.run('import numpy\\nint(numpy.arange(5).sum())')).result")
-                assert out == 10
+                code = "import numpy\\nint(numpy.arange(5).sum())"
+                assert page.evaluate(f"async () => (await window.webgradRuntime.run('{code}')).result") == 10
             else:
                 assert failure is not None and "boot failed (asset)" in failure, failure
                 assert "loading numpy failed" in failure and "python -m server.assets" in failure

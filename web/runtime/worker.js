@@ -119,7 +119,7 @@ async function fetchWheelOnce(baseUrl) {
   const {url: pinned, sha256} = latest.image || {url: latest.url || name, sha256: latest.sha256};
   const url = new URL(pinned, latestUrl);
   const response = await fetchAsset(url);
-  const bytes = await response.arrayBuffer();
+  const bytes = latest.image ? await imageBytes(response) : new Uint8Array(await response.arrayBuffer());
   if (sha256 && self.crypto && self.crypto.subtle) {
     const digest = new Uint8Array(await self.crypto.subtle.digest("SHA-256", bytes));
     const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
@@ -129,7 +129,7 @@ async function fetchWheelOnce(baseUrl) {
     }
   }
   name = name || url.pathname.split("/").pop();
-  return latest.image ? {name, image: await gunzip(new Response(bytes))} : {name, bytes};
+  return latest.image ? {name, image: bytes} : {name, bytes};
 }
 
 // The server rebuilds the wheel when core/ changes; a build landing between latest.json and
@@ -168,13 +168,19 @@ async function fetchNumpyImage(indexURL) {
     if (!manifest.ok) return null;
     const {file} = await manifest.json();
     const response = await fetch(indexURL + file);
-    return response.ok ? await gunzip(response) : null;
+    return response.ok ? await imageBytes(response) : null;
   } catch {
     return null;
   }
 }
 
-async function gunzip(response) {
+// A gzipped image's bytes. webgrad's server sends them gzip-encoded, so the browser has
+// inflated them already, off this thread (a quarter of a second of it for the snapshot);
+// from a host that sends the .gz as it is, they are inflated here.
+async function imageBytes(response) {
+  if (response.headers.get("Content-Encoding") === "gzip" || !new URL(response.url).pathname.endsWith(".gz")) {
+    return new Uint8Array(await response.arrayBuffer());
+  }
   const bytes = response.body.pipeThrough(new DecompressionStream("gzip"));
   return new Uint8Array(await new Response(bytes).arrayBuffer());
 }
@@ -239,7 +245,7 @@ async function fetchSnapshot(indexURL) {
     if (jspi !== jspiKind()) return null;
     const response = await fetch(indexURL + file);
     if (!response.ok) return null;
-    return await gunzip(response);
+    return await imageBytes(response);
   } catch {
     return null;
   }
