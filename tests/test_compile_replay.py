@@ -151,3 +151,43 @@ def test_a_tape_is_broken_by_an_upload_or_a_read_in_the_middle():
         assert len(device.tape.entries) == 1
     finally:
         device.tape = None
+
+
+def test_in_place_writes_replay_from_the_list_and_match_eager():
+    """Writes into views of values the step made and into captured buffers (BatchNorm's running
+    statistics) are re-issued from the list like any other dispatch."""
+    w = webgrad.randn(4, 6, device=DEV)
+
+    def f(x):
+        h = x @ w
+        h[:, :2] = 0
+        h.T[1].mul_(3)
+        return (h * 2).sum(), h
+
+    compiled = webgrad.compile(f)
+    xs = [webgrad.randn(3, 4, device=DEV) for _ in range(4)]
+    for x in xs:
+        (got, got_h), (want, want_h) = compiled(x), f(x)
+        np.testing.assert_allclose(got_h.numpy(), want_h.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5, atol=1e-5)
+    assert _listing(compiled) is not None and "0 step(s) in Python" in compiled.explain()
+
+    runs = []
+    for compile_it in (False, True):
+        webgrad.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4)).to(DEV)
+        opt = webgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = webgrad.compile(step) if compile_it else step
+        losses = [fn(webgrad.tensor(x, device=DEV), webgrad.tensor(y, device=DEV)).item() for x, y in _batches(5)]
+        runs.append((losses, [b.numpy() for b in model.buffers()] + [p.detach().numpy() for p in model.parameters()]))
+    assert _listing(fn) is not None
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(runs[1][1], runs[0][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

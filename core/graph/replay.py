@@ -66,18 +66,20 @@ class _Recording:
                 self.layouts[i] = (a.buffer, a.shape, a.strides, a.offset, a.kind)
 
 
-def dynamic(step) -> bool:
-    """Whether a plan step runs in Python at every replay: an optimizer update (its
-    uniforms change per call) or a check."""
-    return step[4] is None
+def in_python(plan) -> set[int]:
+    """The ids of the plan steps a replay runs in Python: the optimizer updates (their uniforms,
+    lr and bias corrections, change per call) and the checks of computed values."""
+    steps = {id(step) for _, updates, _ in plan.optimizers for _, step in updates}
+    return steps | {id(step) for step in plan.steps if step[4] is None and getattr(step[0], "check", None)}
 
 
 def wanted(plan) -> list[int]:
     """The values a replay rebuilds: arguments, random draws, written constants, the inputs of
     the steps it runs in Python, the graph's checks, results and gradients."""
     ids = {i for i, _ in plan.args} | {i for i, _, _ in plan.random} | {i for i, _ in plan.copied}
+    python = in_python(plan)
     for step in plan.steps:
-        if dynamic(step):
+        if id(step) in python:
             ids.update(step[1])
     for _, args in plan.graph.checks:
         ids.update(a.id for a in args if hasattr(a, "id"))
@@ -168,13 +170,19 @@ class DispatchList:
             else:
                 raise _Refused(f"value {i} lives in a buffer the step neither received nor made")
 
-        # The schedule: runs of recorded dispatches between the steps that run in Python.
+        # The schedule: runs of recorded dispatches between the steps that run in Python, and
+        # the optimizers' refresh before the first write (as Plan.run: a check may still raise).
         marks = recording.marks
+        python = in_python(plan)
         static: list[int] = []  # tape indices of the dispatches to re-issue
-        plan_of = []  # per schedule item: ("list", [tape indices]) or ("step", step)
+        plan_of: list = []  # per schedule item: ("list", [tape indices]), ("step", step) or ("refresh", None)
+        refresh = bool(plan.optimizers)
         for n, step in enumerate(plan.steps):
             span = range(marks[n], marks[n + 1])
-            if dynamic(step):
+            if refresh and step[4] is None and not getattr(step[0], "check", None):
+                plan_of.append(("refresh", None))
+                refresh = False
+            if id(step) in python:
                 plan_of.append(("step", step))
             elif span:
                 if not plan_of or plan_of[-1][0] != "list":
@@ -188,8 +196,8 @@ class DispatchList:
         used = set()
         self.schedule = []
         for kind, item in plan_of:
-            if kind == "step":
-                self.schedule.append(item)
+            if kind != "list":
+                self.schedule.append(item if kind == "step" else _REFRESH)
                 continue
             dispatches: list[tuple] = []
             rebinds: list[tuple] = []
@@ -216,7 +224,7 @@ class DispatchList:
 
     def describe(self) -> str:
         runs = [item for item in self.schedule if isinstance(item, _Run)]
-        steps = len(self.schedule) - len(runs)
+        steps = sum(1 for item in self.schedule if isinstance(item, tuple))
         rebound = sum(len(r.rebinds) for r in runs)
         return (f"a recorded list of {self.count} dispatch(es) in {len(runs)} run(s), {rebound} of them bound "
                 f"per call (to arguments, random draws or results); {steps} step(s) in Python between them")
@@ -254,11 +262,13 @@ class DispatchList:
             env[i] = GPUArray(storages[rid] if rid is not None else storage, shape, kind, strides, offset)
         now = {rid: s.buffer for rid, s in storages.items()}
         used = self.used.union(map(id, now.values()))
-        refresh = bool(plan.optimizers)
         before = device.dispatches
         for item in self.schedule:
             if isinstance(item, _Run):
                 device.replay(item.bound(device, self.prepared, now), used)
+                continue
+            if item is _REFRESH:
+                plan._refresh_optimizers()
                 continue
             op, ids, slots, attrs = item[:4]
             for s, i in zip(slots, ids):
@@ -267,9 +277,6 @@ class DispatchList:
             if check is not None:
                 _run_check(check, env, graph.device)
             else:
-                if refresh:
-                    plan._refresh_optimizers()
-                    refresh = False
                 backend.run_inplace(op, slots, attrs)
             for s in slots:
                 s._data = None
@@ -277,6 +284,9 @@ class DispatchList:
             backend.index_errors.note(self.flagged)
         plan.dispatches = device.dispatches - before
         return plan.finish(flat_args, env)
+
+
+_REFRESH = object()  # in a schedule: Plan._refresh_optimizers() here
 
 
 class _Run:
