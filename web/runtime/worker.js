@@ -176,13 +176,15 @@ async function fetchNumpyImage(indexURL) {
 
 // A gzipped image's bytes. webgrad's server sends them gzip-encoded, so the browser has
 // inflated them already, off this thread (a quarter of a second of it for the snapshot);
-// from a host that sends the .gz as it is, they are inflated here.
+// from a host that sends the .gz as it is, they are inflated here. Told apart by gzip's magic
+// (1f 8b 08), not by the Content-Encoding header, which a cross-origin page cannot read: no
+// image starts so (a snapshot starts with memory's zero page; an image with its header's
+// length, which would have to exceed 550 KB).
 async function imageBytes(response) {
-  if (response.headers.get("Content-Encoding") === "gzip" || !new URL(response.url).pathname.endsWith(".gz")) {
-    return new Uint8Array(await response.arrayBuffer());
-  }
-  const bytes = response.body.pipeThrough(new DecompressionStream("gzip"));
-  return new Uint8Array(await new Response(bytes).arrayBuffer());
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  if (!(bytes[0] === 0x1f && bytes[1] === 0x8b && bytes[2] === 0x08)) return bytes;
+  const inflated = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return new Uint8Array(await new Response(inflated).arrayBuffer());
 }
 
 // An image's files into site-packages; returns its header. Layout (server/numpy_image.mjs,
@@ -278,8 +280,10 @@ del _zone`);
 async function startPython(loadPyodide, indexURL, memory) {
   const options = {indexURL, stdout: () => {}, stderr: () => {}};
   const none = new Error("no snapshot");
+  const snapshot = memory.then((bytes) => bytes || Promise.reject(none));
+  snapshot.catch(() => {});  // handled below, also when loadPyodide fails before awaiting it
   try {
-    const restored = await loadPyodide({...options, _loadSnapshot: memory.then((bytes) => bytes || Promise.reject(none))});
+    const restored = await loadPyodide({...options, _loadSnapshot: snapshot});
     localizeSnapshot(restored);
     return {pyodide: restored, start: "snapshot"};
   } catch (err) {
