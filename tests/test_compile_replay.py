@@ -22,19 +22,21 @@ def _listing(fn):
     return fn._latest.listing
 
 
-def _model_and_step(dropout=0.0):
-    webgrad.manual_seed(0)
-    layers = [nn.Linear(16, 32), nn.ReLU()] + ([nn.Dropout(dropout)] if dropout else []) + [nn.Linear(32, 4)]
-    model = nn.Sequential(*layers).to(DEV)
-    opt = webgrad.optim.Adam(model.parameters(), lr=1e-2)
-
+def _step_of(model, opt):
     def step(x, y):
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss
-    return model, step
+    return step
+
+
+def _model_and_step(dropout=0.0):
+    webgrad.manual_seed(0)
+    layers = [nn.Linear(16, 32), nn.ReLU()] + ([nn.Dropout(dropout)] if dropout else []) + [nn.Linear(32, 4)]
+    model = nn.Sequential(*layers).to(DEV)
+    return model, _step_of(model, webgrad.optim.Adam(model.parameters(), lr=1e-2))
 
 
 def _batches(n, seed=0):
@@ -176,14 +178,7 @@ def test_in_place_writes_replay_from_the_list_and_match_eager():
     for compile_it in (False, True):
         webgrad.manual_seed(0)
         model = nn.Sequential(nn.Linear(16, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4)).to(DEV)
-        opt = webgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        step = _step_of(model, webgrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
         fn = webgrad.compile(step) if compile_it else step
         losses = [fn(webgrad.tensor(x, device=DEV), webgrad.tensor(y, device=DEV)).item() for x, y in _batches(5)]
         runs.append((losses, [b.numpy() for b in model.buffers()] + [p.detach().numpy() for p in model.parameters()]))
