@@ -7,9 +7,7 @@
 @group(0) @binding(1) var<storage, read> a: array<A>;
 @group(0) @binding(2) var<storage, read> b: array<A>;
 @group(0) @binding(3) var<storage, read_write> out: array<O>;
-override A_CONTIGUOUS: bool = true;
-override B_CONTIGUOUS: bool = true;
-override OUT_CONTIGUOUS: bool = true;
+override CONTIGUOUS: bool = true;  // every operand is: element i of each is its offset + i
 @group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 
 // Integer division by zero: set bit 2 of the error flag (raised at the next read as
@@ -23,11 +21,7 @@ fn wg_check_divisor(b: i32) -> i32 {
 fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = thread_index(gid, nwg);
   if (i >= p.n) { return; }
-  var ia = p.offsets.x + i;
-  if (!A_CONTIGUOUS) { ia = operand_offset(i, 0u); }
-  var ib = p.offsets.y + i;
-  if (!B_CONTIGUOUS) { ib = operand_offset(i, 1u); }
-  var io = p.offsets.w + i;
-  if (!OUT_CONTIGUOUS) { io = operand_offset(i, 3u); }
-  out[io] = op(a[ia], b[ib]);
+  var at = p.offsets + vec4<u32>(i);
+  if (!CONTIGUOUS) { at = operand_offsets(i); }
+  out[at.w] = op(a[at.x], b[at.y]);
 }

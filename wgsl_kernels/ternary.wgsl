@@ -7,22 +7,13 @@
 @group(0) @binding(2) var<storage, read> b: array<B>;
 @group(0) @binding(3) var<storage, read> c: array<B>;
 @group(0) @binding(4) var<storage, read_write> out: array<O>;
-override A_CONTIGUOUS: bool = true;
-override B_CONTIGUOUS: bool = true;
-override C_CONTIGUOUS: bool = true;
-override OUT_CONTIGUOUS: bool = true;
+override CONTIGUOUS: bool = true;  // every operand is: element i of each is its offset + i
 
 @compute @workgroup_size(WG)
 fn ternary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = thread_index(gid, nwg);
   if (i >= p.n) { return; }
-  var ia = p.offsets.x + i;
-  if (!A_CONTIGUOUS) { ia = operand_offset(i, 0u); }
-  var ib = p.offsets.y + i;
-  if (!B_CONTIGUOUS) { ib = operand_offset(i, 1u); }
-  var ic = p.offsets.z + i;
-  if (!C_CONTIGUOUS) { ic = operand_offset(i, 2u); }
-  var io = p.offsets.w + i;
-  if (!OUT_CONTIGUOUS) { io = operand_offset(i, 3u); }
-  out[io] = op(a[ia], b[ib], c[ic]);
+  var at = p.offsets + vec4<u32>(i);
+  if (!CONTIGUOUS) { at = operand_offsets(i); }
+  out[at.w] = op(a[at.x], b[at.y], c[at.z]);
 }

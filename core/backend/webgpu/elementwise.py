@@ -7,7 +7,6 @@ from .array import contiguous_strides
 from .geometry import KIND, MAX_RANK, broadcast_strides, coalesce
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
-SLOT_NAMES = ("A_CONTIGUOUS", "B_CONTIGUOUS", "C_CONTIGUOUS")
 WORKGROUP = 256  # threads per workgroup, one thread per element
 CHECKED_CALL = "wg_check_divisor("  # binary.wgsl's check; an expression calling it binds the error flag
 
@@ -70,12 +69,12 @@ def _plan(op_name, arrays, shape, out_kind, out_geometry):
     if len(dims) > MAX_RANK:
         raise ValueError(f"{op_name}: webgpu kernels handle at most {MAX_RANK} non-mergeable dims, "
                          f"got shape {shape}; call .contiguous() first")
-    contiguous = [len(dims) <= 1 and all(s == 1 for s in st) for st in strides]
+    contiguous = len(dims) <= 1 and all(s == 1 for st in strides for s in st)
     file, entry = FILES[arity]
     types = (("A", arrays[0].kind),) + ((("B", arrays[1].kind),) if arity == 3 else ()) + (("O", out_kind),)
-    constants = {SLOT_NAMES[k]: contiguous[k] for k in range(arity)}
-    constants["OUT_CONTIGUOUS"] = contiguous[-1]
-    constants["WG"] = WORKGROUP
+    # Contiguous: every operand's element i is at its offset + i. Else the kernel works the
+    # offsets out over the coalesced dims, RANK of them (a pipeline constant: strided.wgsl).
+    constants = {"CONTIGUOUS": contiguous, "RANK": len(dims), "WG": WORKGROUP}
     offsets = [a.offset for a in arrays] + [0] * (3 - arity) + [out_offset]
     all_strides = strides[:arity] + [[0] * len(dims)] * (3 - arity) + [strides[-1]]
     groups = -(-n // WORKGROUP)
