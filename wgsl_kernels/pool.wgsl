@@ -14,14 +14,28 @@
 // The grid is folded into y past the per-dimension limit (thread_index).
 
 struct Params {
-  n: u32, c: u32, h: u32, w: u32,
-  ho: u32, wo: u32, kh: u32, kw: u32,
-  sh: u32, sw: u32, dh: u32, dw: u32,
-  top: u32, left: u32, total: u32, _pad: u32,
+  total: u32, _pad0: u32, _pad1: u32, _pad2: u32,
   offsets: vec4<u32>,      // a, b
   a_strides: vec4<i32>,
   b_strides: vec4<i32>,
 }
+
+// The plane and the window are pipeline constants (one pipeline per pooling layer): the
+// loops unroll and the divisions are by constants, which CPU adapters (SwiftShader,
+// llvmpipe) turn into multiplications; by uniforms they were most of the kernels' time.
+override C: u32 = 1u;
+override H: u32 = 1u;
+override W: u32 = 1u;
+override HO: u32 = 1u;
+override WO: u32 = 1u;
+override KH: u32 = 1u;
+override KW: u32 = 1u;
+override SH: u32 = 1u;
+override SW: u32 = 1u;
+override DH: u32 = 1u;
+override DW: u32 = 1u;
+override TOP: u32 = 0u;
+override LEFT: u32 = 0u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
@@ -40,7 +54,7 @@ fn at(offset: u32, strides: vec4<i32>, n: u32, c: u32, y: u32, x: u32) -> u32 {
 
 // (n, c, row, col) of element o of a contiguous (N, C, rows, cols) array.
 fn coords(o: u32, rows: u32, cols: u32) -> vec4<u32> {
-  return vec4<u32>(o / (cols * rows * p.c), (o / (cols * rows)) % p.c, (o / cols) % rows, o % cols);
+  return vec4<u32>(o / (cols * rows * C), (o / (cols * rows)) % C, (o / cols) % rows, o % cols);
 }
 
 // Bit test rather than v != v: compilers may fold that to false.
@@ -53,12 +67,12 @@ fn is_nan(v: f32) -> bool {
 fn window_max(from_a: bool, n: u32, c: u32, y: u32, x: u32) -> u32 {
   var best = 0.0;
   var best_at = 0xffffffffu;
-  for (var i = 0u; i < p.kh; i = i + 1u) {
-    let row = i32(y * p.sh + i * p.dh) - i32(p.top);
-    if (row < 0 || row >= i32(p.h)) { continue; }
-    for (var j = 0u; j < p.kw; j = j + 1u) {
-      let col = i32(x * p.sw + j * p.dw) - i32(p.left);
-      if (col < 0 || col >= i32(p.w)) { continue; }
+  for (var i = 0u; i < KH; i = i + 1u) {
+    let row = i32(y * SH + i * DH) - i32(TOP);
+    if (row < 0 || row >= i32(H)) { continue; }
+    for (var j = 0u; j < KW; j = j + 1u) {
+      let col = i32(x * SW + j * DW) - i32(LEFT);
+      if (col < 0 || col >= i32(W)) { continue; }
       var v: f32;
       if (from_a) {
         v = a[at(p.offsets.x, p.a_strides, n, c, u32(row), u32(col))];
@@ -67,7 +81,7 @@ fn window_max(from_a: bool, n: u32, c: u32, y: u32, x: u32) -> u32 {
       }
       if (best_at == 0xffffffffu || (!is_nan(best) && (is_nan(v) || v > best))) {
         best = v;
-        best_at = u32(row) * p.w + u32(col);
+        best_at = u32(row) * W + u32(col);
       }
     }
   }
@@ -78,31 +92,31 @@ fn window_max(from_a: bool, n: u32, c: u32, y: u32, x: u32) -> u32 {
 fn max_pool2d_select(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let o = thread_index(gid, nwg);
   if (o >= p.total) { return; }
-  let e = coords(o, p.ho, p.wo);  // (n, c, y, x) of the window
+  let e = coords(o, HO, WO);  // (n, c, y, x) of the window
   let best = window_max(true, e.x, e.y, e.z, e.w);
-  out[o] = b[at(p.offsets.y, p.b_strides, e.x, e.y, best / p.w, best % p.w)];
+  out[o] = b[at(p.offsets.y, p.b_strides, e.x, e.y, best / W, best % W)];
 }
 
 @compute @workgroup_size(WG)
 fn max_pool2d_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let o = thread_index(gid, nwg);
   if (o >= p.total) { return; }
-  let e = coords(o, p.h, p.w);
+  let e = coords(o, H, W);
   let n = e.x;
   let c = e.y;
   let row = e.z;
   let col = e.w;
   var acc = 0.0;
   // Window rows y with y*sh + i*dh = row + top for some i < kh (one y per i), likewise columns.
-  for (var i = 0u; i < p.kh; i = i + 1u) {
-    let ty = i32(row + p.top) - i32(i * p.dh);
-    if (ty < 0 || u32(ty) % p.sh != 0u || u32(ty) / p.sh >= p.ho) { continue; }
-    let y = u32(ty) / p.sh;
-    for (var j = 0u; j < p.kw; j = j + 1u) {
-      let tx = i32(col + p.left) - i32(j * p.dw);
-      if (tx < 0 || u32(tx) % p.sw != 0u || u32(tx) / p.sw >= p.wo) { continue; }
-      let x = u32(tx) / p.sw;
-      if (window_max(false, n, c, y, x) == row * p.w + col) {
+  for (var i = 0u; i < KH; i = i + 1u) {
+    let ty = i32(row + TOP) - i32(i * DH);
+    if (ty < 0 || u32(ty) % SH != 0u || u32(ty) / SH >= HO) { continue; }
+    let y = u32(ty) / SH;
+    for (var j = 0u; j < KW; j = j + 1u) {
+      let tx = i32(col + LEFT) - i32(j * DW);
+      if (tx < 0 || u32(tx) % SW != 0u || u32(tx) / SW >= WO) { continue; }
+      let x = u32(tx) / SW;
+      if (window_max(false, n, c, y, x) == row * W + col) {
         acc = acc + a[at(p.offsets.x, p.a_strides, n, c, y, x)];
       }
     }

@@ -13,14 +13,20 @@ from .backend import launcher
 FILE = "pool.wgsl"
 
 
-def pack_params(x_shape, out_hw, attrs, a, b, total) -> bytes:
-    (n, c, h, w), (ho, wo) = x_shape, out_hw
-    (kh, kw), (sh, sw), (dh, dw), (top, left) = attrs["kernel"], attrs["stride"], attrs["dilation"], attrs["padding"]
-    words = np.zeros(28, dtype=np.uint32)
-    words[0:18] = (n, c, h, w, ho, wo, kh, kw, sh, sw, dh, dw, top, left, total, 0, a.offset, b.offset)
-    words.view(np.int32)[20:24] = a.strides
-    words.view(np.int32)[24:28] = b.strides
+def pack_params(a, b, total) -> bytes:
+    words = np.zeros(16, dtype=np.uint32)
+    words[0], words[4:6] = total, (a.offset, b.offset)
+    words.view(np.int32)[8:12] = a.strides
+    words.view(np.int32)[12:16] = b.strides
     return words.tobytes()
+
+
+def constants(x_shape, out_hw, attrs) -> dict:
+    """The plane and the window, as pool.wgsl's pipeline constants."""
+    (_, c, h, w), (ho, wo) = x_shape, out_hw
+    (kh, kw), (sh, sw), (dh, dw), (top, left) = attrs["kernel"], attrs["stride"], attrs["dilation"], attrs["padding"]
+    return {"C": c, "H": h, "W": w, "HO": ho, "WO": wo, "KH": kh, "KW": kw, "SH": sh, "SW": sw,
+            "DH": dh, "DW": dw, "TOP": top, "LEFT": left}
 
 
 @launcher("max_pool2d")
@@ -34,7 +40,7 @@ def max_pool2d(backend, op, record, arrays, attrs, shape, dtype):
     total = out.numel()
     if total == 0:
         return out
-    params = pack_params(x_shape, attrs["out_hw"], attrs, a, b, total)
-    backend.dispatch_1d(FILE, record.entry, (), None, {}, [a.buffer, b.buffer, out.buffer], params, total,
+    backend.dispatch_1d(FILE, record.entry, (), None, constants(x_shape, attrs["out_hw"], attrs),
+                        [a.buffer, b.buffer, out.buffer], pack_params(a, b, total), total,
                         f"{FILE}:{record.entry} {tuple(x_shape)}")
     return out
