@@ -68,19 +68,25 @@ override LANES: u32 = 128;
 override IS_FLOAT: bool = true;
 override KEEP_FLAT: bool = true;  // at most one kept dim after merging: row o starts at o * stride
 override ROW_FLAT: bool = true;   // at most one reduced dim: element r is at r * stride
+// The kept and reduced dims after merging: constants, so that walk_offset keeps only their
+// steps (its branches on them compile away) and reads the uniform at constant indices.
+override KEEP_RANK: u32 = MAX_RANK;
+override RED_RANK: u32 = MAX_RANK;
 
 var<workgroup> scratch: array<T, WG>;
 var<workgroup> scratch_index: array<u32, WG>;
 
 // Index maths without loops, and early returns only on override constants (which
 // compile away): both cost llvmpipe loop trips. The only loops are the row walk,
-// the tree and the grid-stride loop.
+// the tree and the grid-stride loop. One division per dim: integer division is dear on
+// CPU adapters.
 fn step(d: u32, rank: u32, shape: array<vec4<u32>, 2>, strides: array<vec4<i32>, 2>,
         rem: ptr<function, u32>, off: ptr<function, i32>) {
   if (d < rank) {
     let n = shape[d / 4u][d % 4u];
-    *off = *off + i32(*rem % n) * strides[d / 4u][d % 4u];
-    *rem = *rem / n;
+    let outer = *rem / n;
+    *off = *off + i32(*rem - outer * n) * strides[d / 4u][d % 4u];
+    *rem = outer;
   }
 }
 
@@ -103,12 +109,12 @@ fn walk_offset(i: u32, rank: u32, shape: array<vec4<u32>, 2>, strides: array<vec
 // Offset of row o's first element, relative to p.offset.
 fn row_offset(o: u32) -> i32 {
   if (KEEP_FLAT) { return i32(o) * p.keep_strides[0].x; }
-  return walk_offset(o, p.keep_rank, p.keep_shape, p.keep_strides);
+  return walk_offset(o, KEEP_RANK, p.keep_shape, p.keep_strides);
 }
 
 fn load(base: i32, r: u32) -> T {
   if (ROW_FLAT) { return prologue(x[u32(base + i32(r) * p.red_strides[0].x)]); }
-  return prologue(x[u32(base + walk_offset(r, p.red_rank, p.red_shape, p.red_strides))]);
+  return prologue(x[u32(base + walk_offset(r, RED_RANK, p.red_shape, p.red_strides))]);
 }
 
 // Bit test rather than x != x: compilers may fold that to false.

@@ -162,7 +162,8 @@ def dispatch(backend, entry, x, out, kept, red, rows, inner, chunks, chunk_len, 
                              f"this CPU adapter's loop limit; reduce in two steps or move the tensor to 'cpu'")
     accumulator = hooks.accumulator or x.kind
     constants = {"WG": workgroup, "LANES": lanes, "IS_FLOAT": accumulator == "f32",
-                 "KEEP_FLAT": len(kept) <= 1, "ROW_FLAT": len(red) <= 1}
+                 "KEEP_FLAT": len(kept) <= 1, "ROW_FLAT": len(red) <= 1,
+                 "KEEP_RANK": len(kept), "RED_RANK": len(red)}
     label = f"{FILE}:{entry} {tuple(x.shape)}"
     if hooks is PLAIN:
         params = pack_params(rows, inner, x.offset, groups, kept, red, chunks, chunk_len)
