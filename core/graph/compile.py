@@ -6,7 +6,9 @@ The first call with a new signature runs the function eagerly under a ``Tracer``
 the plan: a flat list of backend calls into planned slots, with no autograd
 bookkeeping, no shape inference and no Python from the function. On WebGPU each
 call encodes its dispatches into the device's open encoder, which is submitted
-once, at the next readback.
+once, at the next readback; from the second replay on, a signature's dispatches are
+re-issued from the list its first replay recorded (graph/replay.py), with no kernel
+Python but the optimizer updates'.
 
 Signature: each tensor argument's shape, dtype, device and requires_grad, the
 other arguments' values, whether grad mode is on; guards: the train/eval flag

@@ -137,10 +137,9 @@ class Replay:
     """A tape made ready to re-issue (``Recorder.prepare``): its uniforms live in a buffer of
     their own, written once, so its bind groups stay valid whatever else is recorded."""
 
-    def __init__(self, uniforms, entries, labels):
+    def __init__(self, uniforms, entries):
         self.uniforms = uniforms  # the UNIFORM buffer, one 256-byte slot per entry
         self.entries = entries    # (pipeline, layout, offset, size, label)
-        self.labels = labels
 
 
 class Recorder:
@@ -295,32 +294,26 @@ class Recorder:
             self._used.add(id(buf))
         if self.tape is not None:
             self.tape.entries.append((pipeline, tuple(buffers), uniform, tuple(grid), label))
+        timer = self.timer
         try:
             group = self.bind_groups.get(layout, self._arena, offset, len(uniform), buffers,
                                          lambda: self._bind_group(layout, self._arena, offset, len(uniform),
                                                                   buffers, label))
-            self._encode(pipe, group, grid, label)
+            if self._encoder is None:
+                self._encoder = self._new_encoder()
+            if self._pass is None:
+                timed = None if timer is None else timer.pass_args(self.dispatches, str(pipe.label or label))
+                self._pass = self._begin_pass(self._encoder, timed)
+            self._record(self._pass, pipe, group, grid)
+            if timer is not None:  # profiling: one pass per dispatch, so its timestamps time it alone
+                pass_, self._pass = self._pass, None
+                pass_.end()
         except Exception as err:
             raise self._failure(f"recording {label}", err) from err
         self._recent.append(label)
         del self._recent[:-RECENT]
-        self._counted()
-
-    def _encode(self, pipe, group, grid, label: str) -> None:
-        timer = self.timer
-        if self._encoder is None:
-            self._encoder = self._new_encoder()
-        if self._pass is None:
-            timed = None if timer is None else timer.pass_args(self.dispatches, str(pipe.label or label))
-            self._pass = self._begin_pass(self._encoder, timed)
-        self._record(self._pass, pipe, group, grid)
-        if timer is not None:  # profiling: one pass per dispatch, so its timestamps time it alone
-            pass_, self._pass = self._pass, None
-            pass_.end()
-
-    def _counted(self, n: int = 1) -> None:
-        self.dispatches += n
-        if self.timer is not None and self.timer.full():
+        self.dispatches += 1
+        if timer is not None and timer.full():
             self.submit()
 
     # -- replaying recorded dispatches ----------------------------------------------
@@ -339,11 +332,11 @@ class Recorder:
                 self._write(uniforms, 0, memoryview(data))
         except Exception as err:
             raise self._failure(where, err) from err
-        return Replay(uniforms, entries, [e[4] for e in entries])
+        return Replay(uniforms, entries)
 
     def bind(self, replay: Replay, index: int, buffers):
         """The bind group of ``replay``'s dispatch ``index`` over ``buffers`` (cached)."""
-        pipe, layout, offset, size, label = replay.entries[index]
+        _, layout, offset, size, label = replay.entries[index]
         try:
             return self.bind_groups.get(layout, replay.uniforms, offset, size, buffers,
                                         lambda: self._bind_group(layout, replay.uniforms, offset, size, buffers, label))
@@ -363,7 +356,8 @@ class Recorder:
                 self._encoder = self._new_encoder()
             if self._pass is None:
                 self._pass = self._begin_pass(self._encoder, None)
-            self._record_all(self._pass, dispatches)
+            for pipe, group, grid, _ in dispatches:
+                self._record(self._pass, pipe, group, grid)
         except Exception as err:
             raise self._failure(f"replaying [{', '.join(d[3] for d in dispatches[:RECENT])}]", err) from err
         self.dispatches += len(dispatches)
@@ -456,11 +450,6 @@ class Recorder:
 
     def _record(self, pass_, pipe, group, grid) -> None:
         raise NotImplementedError
-
-    def _record_all(self, pass_, dispatches) -> None:
-        """Record (pipeline, bind group, grid, label) dispatches; a transport may do it in one call."""
-        for pipe, group, grid, _ in dispatches:
-            self._record(pass_, pipe, group, grid)
 
     def _resolve_queries(self, encoder, timer: DispatchTimer, count: int) -> None:
         """Resolve the timestamps of ``count`` timed dispatches into ``timer.resolved``."""
