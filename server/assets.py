@@ -288,6 +288,36 @@ def ensure_extra_wheels(target: Path, wheels: dict[str, str] = EXTRA_WHEELS) -> 
     return len(missing) + changed
 
 
+# ----------------------------------------------------------------------------- made files
+
+def inputs_digest(script: Path, inputs: list[Path]) -> str:
+    """One digest of a maker script and the files it reads: a made file is current while it holds."""
+    digest = hashlib.sha256(script.read_bytes())
+    for path in inputs:
+        digest.update(bytes.fromhex(sha256_of(path)))
+    return digest.hexdigest()
+
+
+def is_current(target: Path, manifest: str, inputs: str) -> bool:
+    """Whether ``manifest`` names a file in ``target`` made from ``inputs``."""
+    try:
+        current = json.loads((target / manifest).read_text())
+        return current["inputs"] == inputs and (target / current["file"]).exists()
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def publish(target: Path, temp: Path, prefix: str, suffix: str, manifest: str, fields: dict) -> None:
+    """Move the made ``temp`` to ``<prefix>-<sha16><suffix>`` (immutable: named by its digest),
+    name it in ``manifest`` with ``fields``, and delete the older ones."""
+    name = f"{prefix}-{sha256_of(temp)[:16]}{suffix}"
+    os.replace(temp, target / name)
+    _write_if_changed(target / manifest, json.dumps({"file": name, **fields}, indent=2) + "\n")
+    for old in target.glob(f"{prefix}-*{suffix}"):
+        if old.name != name:
+            old.unlink()
+
+
 # ----------------------------------------------------------------------------- numpy image
 
 NUMPY_IMAGE_INPUTS = ("pyodide.mjs", "pyodide.asm.wasm", "python_stdlib.zip")
@@ -299,26 +329,13 @@ def ensure_numpy_image(target: Path, lock: dict, repo: Path = REPO) -> int:
     its digest (the page caches it immutably); older ones are deleted."""
     wheel = target / lock["packages"]["numpy"]["file_name"]
     script = repo / "server" / "numpy_image.mjs"
-    digest = hashlib.sha256(script.read_bytes())
-    for path in [wheel] + [target / name for name in NUMPY_IMAGE_INPUTS]:
-        digest.update(bytes.fromhex(sha256_of(path)))
-    inputs = digest.hexdigest()
-    manifest = target / "numpy-image.json"
-    try:
-        current = json.loads(manifest.read_text())
-        if current["inputs"] == inputs and (target / current["file"]).exists():
-            return 0
-    except (OSError, ValueError, KeyError):
-        pass
+    inputs = inputs_digest(script, [wheel] + [target / name for name in NUMPY_IMAGE_INPUTS])
+    if is_current(target, "numpy-image.json", inputs):
+        return 0
     temp = target / "numpy-image.tmp"
     _run(["node", str(script), str(repo / "node_modules" / "pyodide"), str(wheel), str(temp)],
          "building numpy's image for the page (server/numpy_image.mjs)")
-    name = f"numpy-{sha256_of(temp)[:16]}.img.gz"
-    os.replace(temp, target / name)
-    _write_if_changed(manifest, json.dumps({"file": name, "wheel": wheel.name, "inputs": inputs}, indent=2) + "\n")
-    for old in target.glob("numpy-*.img.gz"):
-        if old.name != name:
-            old.unlink()
+    publish(target, temp, "numpy", ".img.gz", "numpy-image.json", {"wheel": wheel.name, "inputs": inputs})
     return 1
 
 
@@ -332,30 +349,17 @@ def ensure_snapshot(target: Path, repo: Path = REPO) -> int:
     Pyodide's core or the script changed; snapshot.json names it and the stack-switching API
     of the runtime that made it. The file is named by its digest (the page caches it
     immutably); older ones are deleted."""
-    digest = hashlib.sha256((repo / "server" / "snapshot.mjs").read_bytes())
-    for name in SNAPSHOT_INPUTS:
-        digest.update(bytes.fromhex(sha256_of(target / name)))
-    inputs = digest.hexdigest()
-    manifest = target / "snapshot.json"
-    try:
-        current = json.loads(manifest.read_text())
-        if current["inputs"] == inputs and (target / current["file"]).exists():
-            return 0
-    except (OSError, ValueError, KeyError):
-        pass
+    inputs = inputs_digest(repo / "server" / "snapshot.mjs", [target / name for name in SNAPSHOT_INPUTS])
+    if is_current(target, "snapshot.json", inputs):
+        return 0
     try:
         memory, jspi = make_snapshot(target, repo)
     except AssetError as error:  # pages then start Python themselves, about 1 s slower
         log(f"assets: warning: no memory snapshot for the page's Python ({error})")
         return 0
-    name = f"snapshot-{hashlib.sha256(memory).hexdigest()[:16]}.bin.gz"
     temp = target / "snapshot.tmp"
     temp.write_bytes(memory)
-    os.replace(temp, target / name)
-    _write_if_changed(manifest, json.dumps({"file": name, "jspi": jspi, "inputs": inputs}, indent=2) + "\n")
-    for old in target.glob("snapshot-*.bin.gz"):
-        if old.name != name:
-            old.unlink()
+    publish(target, temp, "snapshot", ".bin.gz", "snapshot.json", {"jspi": jspi, "inputs": inputs})
     return 1
 
 

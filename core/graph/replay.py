@@ -131,17 +131,17 @@ class DispatchList:
         self.pinned = list(ambient.values())  # a cache may drop them; the list still binds them
 
         # Buffers a call supplies: its arguments', its random draws', and fresh ones for its results.
-        varying: dict = {}  # id(recorded buffer) -> ("arg", k) | ("pre", value id) | ("new", size, label)
+        varying: set = set()  # ids of the recorded buffers a call replaces
         self.args = []
         for i, k in plan.args:
             buf, *layout = layouts[i]
             if id(buf) in fixed:
                 raise _Refused("an argument shares a buffer with a captured tensor")
-            varying.setdefault(id(buf), ("arg", k))
+            varying.add(id(buf))
             self.args.append((k, id(buf), tuple(layout)))
         pre = [i for i, _, _ in plan.random] + [i for i, _ in plan.copied]
         for i in pre:
-            varying[id(layouts[i][0])] = ("pre", i)
+            varying.add(id(layouts[i][0]))
         self.fresh = []
         for v in list(plan.graph.outputs) + [g for _, g in plan.graph.grads]:
             buf = layouts[v.id][0]
@@ -150,7 +150,7 @@ class DispatchList:
                 continue
             if rid not in keep.acquired:
                 raise _Refused(f"a result lives in a buffer the step did not make ({v.type_str()})")
-            varying[rid] = ("new", buf.size, f"compiled step result {v.type_str()}")
+            varying.add(rid)
             self.fresh.append((rid, buf.size, f"compiled step result {v.type_str()}"))
         self.pre = [(i, id(layouts[i][0])) for i in pre]
         constant = {**fixed, **ambient, **held}
