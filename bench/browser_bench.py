@@ -58,9 +58,10 @@ def start_server():
     raise SystemExit("the server did not start")
 
 
-def _visit(context, url, script):
-    """Open bench.html in ``context``, evaluate ``script``; return (its result, bytes fetched
-    from the network by the page and its workers, the largest such files, how many requests)."""
+def _visit(context, url, script, linger=None):
+    """Open bench.html in ``context``, evaluate ``script``, call ``linger(page)`` if given before
+    closing the page; return (its result, bytes fetched from the network by the page and its
+    workers, the largest such files, how many requests)."""
     requests = []
 
     def record(request):
@@ -71,6 +72,8 @@ def _visit(context, url, script):
     page.goto(url + "bench.html")
     page.wait_for_selector("body[data-ready=true]")
     result = page.evaluate(script)
+    if linger is not None:
+        linger(page)
     context.remove_listener("requestfinished", record)
     # responseBodySize is what came over the wire: 0 for an answer from the HTTP cache or a 304.
     sizes = [(max(0, r.sizes()["responseBodySize"]), r.url.removeprefix(url)) for r in requests]
@@ -78,8 +81,38 @@ def _visit(context, url, script):
     return result, sum(size for size, _ in sizes), sorted(sizes, reverse=True)[:3], len(requests)
 
 
+# How many images the page's worker has kept whole (web/runtime/worker.js keepImages).
+KEPT_IMAGES = """async () => {
+  const folder = await (await navigator.storage.getDirectory()).getDirectoryHandle("webgrad-images", {create: true});
+  let count = 0;
+  for await (const [name, handle] of folder.entries()) {
+    if (!name.endsWith(".crswap") && (await handle.getFile()).size) count++;
+  }
+  return count;
+}"""
+
+
+def _caches_written(profile: str):
+    """A linger for the first visit: wait, as a user would use the page, until the worker has kept
+    its images (in the origin private file system) and Chromium has written Pyodide's compiled code to the profile's
+    wasm code cache (it does so some seconds after the module's hot code is optimized). Prints
+    what was still missing after 30 s."""
+    def linger(page):
+        deadline = time.monotonic() + 30
+        kept = code = False
+        while time.monotonic() < deadline and not (kept and code):
+            kept = kept or page.evaluate(KEPT_IMAGES) >= 3
+            code = code or any(f.stat().st_size > 100_000 for f in Path(profile, "Default", "Code Cache", "wasm")
+                               .glob("*") if f.is_file())
+            time.sleep(0.25)
+        if not (kept and code):
+            print(f"  (after 30 s: images kept {kept}, wasm code cache written {code})")
+    return linger
+
+
 def measure_boot(playwright, url, runs):
-    """Cold boots (a fresh profile each) and, in the same profile, a warm second visit.
+    """Cold boots (a fresh profile each) and, in the same profile, a warm second visit, once the
+    first has written its caches (see _caches_written).
 
     A profile on disk, as a user's browser has: an incognito-like context keeps its
     HTTP cache in memory, which does not hold pyodide.asm.wasm (10 MB)."""
@@ -88,7 +121,7 @@ def measure_boot(playwright, url, runs):
         with tempfile.TemporaryDirectory(prefix="webgrad-bench-profile-") as profile:
             context = playwright.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            cold.append(_visit(context, url, "window.webgradBench.bootTime()"))
+            cold.append(_visit(context, url, "window.webgradBench.bootTime()", _caches_written(profile)))
             warm.append(_visit(context, url, "window.webgradBench.bootTime()"))
             context.close()
     return cold, warm
@@ -116,6 +149,7 @@ def print_boots(label, boots):
     medians = sorted((statistics.median(at), name) for name, at in stages.items())
     print("  step ends at (median ms): " + ", ".join(f"{name} {at:.0f}" for at, name in medians))
     print(f"  auto picked {info['device']}: {info['reason']}")
+    print(f"  Python: {info.get('pythonStart')}; images from: {info.get('imagesFrom')}")
 
 
 def main() -> None:

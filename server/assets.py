@@ -346,26 +346,27 @@ SNAPSHOT_INPUTS = ("pyodide.mjs", "pyodide.asm.wasm", "python_stdlib.zip")
 
 def ensure_snapshot(target: Path, repo: Path = REPO) -> int:
     """Make Pyodide's memory snapshot (server/snapshot.mjs, in headless Chromium) when it,
-    Pyodide's core or the script changed; snapshot.json names it and the stack-switching API
-    of the runtime that made it. The file is named by its digest (the page caches it
+    Pyodide's core or the script changed; snapshot.json names it, the stack-switching API
+    of the runtime that made it and the memory's size. The file is named by its digest (the page caches it
     immutably); older ones are deleted."""
     inputs = inputs_digest(repo / "server" / "snapshot.mjs", [target / name for name in SNAPSHOT_INPUTS])
     if is_current(target, "snapshot.json", inputs):
         return 0
     try:
-        memory, jspi = make_snapshot(target, repo)
+        memory, jspi, size = make_snapshot(target, repo)
     except AssetError as error:  # pages then start Python themselves, about 1 s slower
         log(f"assets: warning: no memory snapshot for the page's Python ({error})")
         return 0
     temp = target / "snapshot.tmp"
     temp.write_bytes(memory)
-    publish(target, temp, "snapshot", ".bin.gz", "snapshot.json", {"jspi": jspi, "inputs": inputs})
+    publish(target, temp, "snapshot", ".bin.gz", "snapshot.json", {"jspi": jspi, "size": size, "inputs": inputs})
     return 1
 
 
-def make_snapshot(target: Path, repo: Path = REPO) -> tuple[bytes, str]:
+def make_snapshot(target: Path, repo: Path = REPO) -> tuple[bytes, str, int]:
     """Run server/snapshot.mjs as a module worker in headless Chromium, served with Pyodide's
-    core from ``target``; return (the gzipped memory, the runtime's stack-switching API)."""
+    core from ``target``; return (the gzipped memory, the runtime's stack-switching API, the
+    memory's size)."""
     import http.server
     import tempfile
     import threading
@@ -414,7 +415,7 @@ def make_snapshot(target: Path, repo: Path = REPO) -> tuple[bytes, str]:
                             for (let i = 0; i < bytes.length; i += 0x8000) {
                                 text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
                             }
-                            resolve({base64: btoa(text), jspi: data.jspi});
+                            resolve({base64: btoa(text), jspi: data.jspi, size: data.size});
                         };
                     })""")
                 finally:
@@ -426,7 +427,7 @@ def make_snapshot(target: Path, repo: Path = REPO) -> tuple[bytes, str]:
             server.server_close()
     if "error" in made:
         raise AssetError(f"making Pyodide's memory snapshot failed in the worker: {made['error']}")
-    return base64.b64decode(made["base64"]), made["jspi"]
+    return base64.b64decode(made["base64"]), made["jspi"], made["size"]
 
 
 # ----------------------------------------------------------------------------- tfjs

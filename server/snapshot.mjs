@@ -22,9 +22,11 @@ try {
     indexURL: new URL("./", import.meta.url).href, _makeSnapshot: true, stdout: () => {}, stderr: () => {},
   });
   pyodide.runPython(`import ${MODULES.join(", ")}`);
-  const memory = new Blob([pyodide.makeMemorySnapshot()]).stream().pipeThrough(new CompressionStream("gzip"));
+  const snapshot = pyodide.makeMemorySnapshot();
+  const memory = new Blob([snapshot]).stream().pipeThrough(new CompressionStream("gzip"));
   const gzip = await new Response(memory).arrayBuffer();
-  postMessage({gzip, jspi: jspiKind()}, [gzip]);
+  // The size lets the page make Pyodide's instance while the snapshot downloads (worker.js).
+  postMessage({gzip, jspi: jspiKind(), size: snapshot.length}, [gzip]);
 } catch (err) {
   postMessage({error: String((err && err.stack) || err)});
 }

@@ -516,7 +516,7 @@ def test_asset_step_remakes_the_memory_snapshot_only_when_pyodide_or_its_script_
 
     def fake_chromium(target, repo):
         made.append(target)
-        return b"memory %d" % len(made), "new"
+        return b"memory %d" % len(made), "new", 25 << 20
 
     def no_chromium(target, repo):
         raise asset_step.AssetError("Chromium is missing")
@@ -531,7 +531,8 @@ def test_asset_step_remakes_the_memory_snapshot_only_when_pyodide_or_its_script_
     assert asset_step.ensure_snapshot(tmp_path) == 1
     first = current()
     assert (tmp_path / first).read_bytes() == b"memory 1"
-    assert json.loads((tmp_path / "snapshot.json").read_text())["jspi"] == "new"
+    manifest = json.loads((tmp_path / "snapshot.json").read_text())
+    assert manifest["jspi"] == "new" and manifest["size"] == 25 << 20  # the page sizes Pyodide's memory by it
     assert asset_step.ensure_snapshot(tmp_path) == 0 and len(made) == 1
     (tmp_path / "pyodide.asm.wasm").write_bytes(b"another Pyodide build")
     assert asset_step.ensure_snapshot(tmp_path) == 1

@@ -103,7 +103,7 @@ class Runtime:
             const r = window.{self.name};
             return {{device: r.device, deviceReason: r.deviceReason, adapter: r.adapter, versions: r.versions,
                      timings: r.timings, pythonStart: r.pythonStart,
-                     numpyFrom: r.numpyFrom, bootMs: r.bootMs, interruptMode: r.interruptMode,
+                     numpyFrom: r.numpyFrom, imagesFrom: r.imagesFrom, bootMs: r.bootMs, interruptMode: r.interruptMode,
                      crossOriginIsolated: self.crossOriginIsolated}};
         }}""")
 

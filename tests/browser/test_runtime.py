@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 
 import pytest
 
@@ -413,16 +414,45 @@ def test_numpy_comes_from_its_wheel_without_its_image_and_a_missing_wheel_is_nam
             context.close()
 
 
+# The images (snapshot, numpy's, webgrad's) the page's worker kept, by URL (worker.js keepImages):
+# written whole (not a write's swap file, not the empty file made before the bytes land).
+KEPT_IMAGES = """async () => {
+  const folder = await (await navigator.storage.getDirectory()).getDirectoryHandle("webgrad-images", {create: true});
+  const names = [];
+  for await (const [name, handle] of folder.entries()) {
+    if (!name.endsWith(".crswap") && (await handle.getFile()).size) names.push(decodeURIComponent(name));
+  }
+  return names;
+}"""
+
+
+def _wait_for_kept_images(page, count=3, timeout_s=30.0) -> list:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        kept = page.evaluate(KEPT_IMAGES)
+        if len(kept) >= count or time.monotonic() > deadline:
+            return kept
+        time.sleep(0.2)
+
+
+def _image_kind(url: str) -> str:
+    for kind, part in (("snapshot", "/pyodide/snapshot-"), ("numpy", "/pyodide/numpy-"), ("webgrad", "/wheels/")):
+        if part in url and url.endswith(".gz"):
+            return kind
+    return url
+
+
 def test_second_visit_fetches_nothing_again(browser, server_url, tmp_path):
     """A second visit in the same browser profile: every file it asks for again (Pyodide's wasm
-    and stdlib, numpy, the webgrad wheel, the page's scripts) comes from the HTTP cache or as a
-    304, so no body crosses the network but latest.json's few bytes. A profile on disk, as a
-    user's browser has: an in-memory (incognito-like) cache does not keep pyodide.asm.wasm."""
+    and stdlib, the page's scripts) comes from the HTTP cache or as a 304, so no body crosses
+    the network but latest.json's few bytes; the images (the snapshot, numpy's and webgrad's)
+    are not even asked for: the first visit kept them decoded. A profile on disk, as a user's
+    browser has: an in-memory (incognito-like) cache does not keep pyodide.asm.wasm."""
     from .conftest import CHROMIUM, CHROMIUM_ARGS
 
     context = browser.browser_type.launch_persistent_context(
         str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-    visits = []
+    visits, infos = [], []
     try:
         for _ in range(2):
             requests = []
@@ -432,19 +462,64 @@ def test_second_visit_fetches_nothing_again(browser, server_url, tmp_path):
 
             context.on("requestfinished", record)
             page = context.new_page()
-            Runtime(page).boot(server_url + "?device=cpu")
+            infos.append(Runtime(page).boot(server_url + "?device=cpu"))
+            kept = _wait_for_kept_images(page)
             context.remove_listener("requestfinished", record)
             visits.append({r.url: max(0, r.sizes()["responseBodySize"]) for r in requests if r.method == "GET"})
             page.close()
     finally:
         context.close()
     first, second = visits
+    assert infos[0]["imagesFrom"] == {"snapshot": "network", "numpy": "network", "webgrad": "network"}
+    assert infos[1]["imagesFrom"] == {"snapshot": "cache", "numpy": "cache", "webgrad": "cache"}, infos[1]
+    assert infos[1]["pythonStart"] == "snapshot", infos[1]
+    assert sorted(_image_kind(url) for url in kept) == ["numpy", "snapshot", "webgrad"], kept
     assert first[server_url + "pyodide/pyodide.asm.wasm"] > 1_000_000  # it did come over the network once
+    assert not [url for url in second if url.endswith((".img.gz", ".bin.gz"))], second
     again = {url: size for url, size in second.items() if url in first}  # a rebuilt wheel has a new URL
     for name in ("pyodide.asm.wasm", "pyodide.asm.js", "python_stdlib.zip"):
         assert again[server_url + "pyodide/" + name] == 0, again
-    assert any("/pyodide/numpy-" in url and size == 0 for url, size in again.items()), again
     assert sum(again.values()) < 10_000, {url: size for url, size in again.items() if size}
+
+
+CORRUPT_KEPT_IMAGES = """async () => {
+  const folder = await (await navigator.storage.getDirectory()).getDirectoryHandle("webgrad-images");
+  for await (const name of folder.keys()) {
+    const writable = await (await folder.getFileHandle(name)).createWritable();
+    await writable.write(new TextEncoder().encode("not an image"));
+    await writable.close();
+  }
+}"""
+
+
+def test_a_damaged_kept_image_costs_a_download_not_the_boot(browser, server_url, tmp_path):
+    """Images kept by an earlier visit that no longer hold what they should (a damaged disk, a
+    half-cleared profile): the snapshot is not restored (Python starts in the page), numpy
+    comes from its wheel, webgrad's image is fetched again (its sha256 differs), the boot
+    still succeeds, and the damaged files are dropped, so the next visit fetches them anew."""
+    from .conftest import CHROMIUM, CHROMIUM_ARGS
+
+    context = browser.browser_type.launch_persistent_context(
+        str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    try:
+        page = context.new_page()
+        Runtime(page).boot(server_url + "?device=cpu")
+        assert len(_wait_for_kept_images(page)) == 3
+        page.evaluate(CORRUPT_KEPT_IMAGES)
+        page.close()
+        page = context.new_page()
+        runtime = Runtime(page)
+        info = runtime.boot(server_url + "?device=cpu")
+        assert (info["pythonStart"], info["numpyFrom"]) == ("fresh", "wheel"), info
+        assert info["imagesFrom"] == {"snapshot": "cache", "numpy": "cache", "webgrad": "network"}, info
+        assert runtime.ok("import numpy, webgrad\nint(webgrad.tensor(numpy.arange(4.0)).sum().item())")["result"] == 6
+        deadline = time.monotonic() + 30
+        while sorted(map(_image_kind, page.evaluate(KEPT_IMAGES))) != ["webgrad"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sorted(map(_image_kind, page.evaluate(KEPT_IMAGES))) == ["webgrad"]
+        assert not [line for line in runtime.console if line.startswith(("error", "pageerror"))], runtime.console
+    finally:
+        context.close()
 
 
 def test_boot_under_a_csp_without_wasm_unsafe_eval_fails_fast_and_says_why(browser, server_url):

@@ -15,11 +15,14 @@
 //   worker -> page
 //     alive    {}                        the worker script loaded (sent before boot starts)
 //     boot     {stage, message, fraction}  boot progress
-//     ready    {device, deviceReason, adapter, versions, pythonStart, numpyFrom, timings, interrupt, input}
+//     ready    {device, deviceReason, adapter, versions, pythonStart, numpyFrom, imagesFrom, timings, interrupt,
+//              input}
 //              pythonStart: "snapshot" (Python restored from the server's memory snapshot) or "fresh"
 //              numpyFrom: "image" (numpy's files prepared by the asset step, with bytecode) or "wheel"
+//              imagesFrom: {snapshot, numpy, webgrad}: "cache" (the worker's Cache API, kept by an
+//              earlier visit) or "network" (the HTTP cache included); absent when not used
 //              timings: {step: ms from the start of boot at which it ended}, steps overlapping:
-//              wheel, adapter, snapshot, numpy image, pyodide.mjs, pyodide, numpy, unpack, webgrad,
+//              wheel, adapter, snapshot, numpy image, pyodide.mjs, pyodide, numpy, unpack, import numpy, webgrad,
 //              device, device.*
 //     bootfail {message, cause, fix}     boot failed; cause is one of BOOT_CAUSES
 //     progress {id, data}                webgrad_progress(dict) during run `id`

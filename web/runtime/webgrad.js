@@ -8,6 +8,8 @@
 //   runtime.timings, runtime.pythonStart  // when each boot step ended (ms); "snapshot" when
 //                                         // Python was restored from the server's memory snapshot
 //   runtime.numpyFrom                     // "image" (numpy's prepared files) or "wheel"
+//   runtime.imagesFrom                    // where each image came from: {snapshot, numpy, webgrad}:
+//                                         // "cache" (kept by an earlier visit) or "network"
 //   const {stdout, stderr, result, display} = await runtime.run("import webgrad\n1 + 1");
 //   runtime.on("progress", (data) => ...);   // webgrad_progress({...}) from Python
 //   await runtime.interrupt();            // stop the run in progress
@@ -139,6 +141,7 @@ export class Runtime {
     this.timings = null;
     this.pythonStart = null;
     this.numpyFrom = null;
+    this.imagesFrom = null;
     this.bootMs = null;
     this.interruptMode = null;
     this.inputMode = null;
@@ -266,6 +269,7 @@ export class Runtime {
         this.timings = message.timings;
         this.pythonStart = message.pythonStart;
         this.numpyFrom = message.numpyFrom;
+        this.imagesFrom = message.imagesFrom;
         this.interruptMode = message.interrupt;
         this.inputMode = message.input;
         if (this._booting) this._booting.resolve();

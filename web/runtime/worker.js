@@ -95,18 +95,21 @@ async function fetchAsset(url, options) {
 // Pyodide's own files: a missing one would leave loadPyodide hanging, so ask for them first.
 const PYODIDE_FILES = ["pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
 
+// pyodide.mjs, and pyodide.asm.js as loadPyodide would import it (it defines the module factory
+// that startPython wraps).
 async function importPyodide(indexURL) {
-  const url = indexURL + "pyodide.mjs";
   const present = Promise.all(PYODIDE_FILES.map((name) => fetchAsset(indexURL + name, {method: "HEAD"})));
   present.catch(() => {});  // awaited below
-  let module;
-  try {
-    module = await import(url);
-  } catch (err) {
-    await fetchAsset(url, {method: "HEAD"});  // names a 404 precisely
-    throw new BootFailure(BOOT_CAUSES.CSP, `could not import ${url}, although the server has it (${err.message || err})`,
-                          `allow ${new URL(url).origin} in the page's Content-Security-Policy script-src`);
-  }
+  const load = async (url) => {
+    try {
+      return await import(url);
+    } catch (err) {
+      await fetchAsset(url, {method: "HEAD"});  // names a 404 precisely
+      throw new BootFailure(BOOT_CAUSES.CSP, `could not import ${url}, although the server has it (${err.message || err})`,
+                            `allow ${new URL(url).origin} in the page's Content-Security-Policy script-src`);
+    }
+  };
+  const [module] = await Promise.all([load(indexURL + "pyodide.mjs"), load(indexURL + "pyodide.asm.js")]);
   await present;
   return module;
 }
@@ -118,12 +121,13 @@ async function fetchWheelOnce(baseUrl) {
   // The wheel's files as an image (server/wheel.py write_image) where the server offers one.
   const {url: pinned, sha256} = latest.image || {url: latest.url || name, sha256: latest.sha256};
   const url = new URL(pinned, latestUrl);
-  const response = await fetchAsset(url);
-  const bytes = latest.image ? await imageBytes(response) : new Uint8Array(await response.arrayBuffer());
+  const bytes = latest.image ? await fetchImage(url.href, "webgrad", fetchAsset)
+    : new Uint8Array(await (await fetchAsset(url)).arrayBuffer());
   if (sha256 && self.crypto && self.crypto.subtle) {
     const digest = new Uint8Array(await self.crypto.subtle.digest("SHA-256", bytes));
     const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
     if (hex !== sha256) {
+      await forgetImage(url.href);  // the next attempt fetches it again
       throw new BootFailure(BOOT_CAUSES.ASSET, `${url} has sha256 ${hex}, but latest.json says ${sha256}`,
                             "reload the page (a build replaced the wheel mid-download)");
     }
@@ -167,10 +171,82 @@ async function fetchNumpyImage(indexURL) {
     const manifest = await fetch(indexURL + "numpy-image.json", {cache: "no-cache"});
     if (!manifest.ok) return null;
     const {file} = await manifest.json();
-    const response = await fetch(indexURL + file);
-    return response.ok ? await imageBytes(response) : null;
+    return {url: indexURL + file, bytes: await fetchImage(indexURL + file, "numpy")};
   } catch {
     return null;
+  }
+}
+
+// Images (the snapshot, numpy's, webgrad's) are kept decoded in the origin private file
+// system, named by their immutable URLs. The HTTP cache keeps them gzipped and inflates them
+// on every visit (about 150 ms for the snapshot's 25 MB here), and the Cache API hands big
+// bodies over slowly (the snapshot alone 50 ms; it and numpy's 16 MB at boot 300 ms); a kept
+// file's bytes take 20 ms. keepImages writes them once boot is done; where there is no such
+// storage (plain http, not localhost) or it fails, the HTTP cache alone serves.
+const IMAGE_FOLDER = "webgrad-images";
+const images = {used: new Set(), fetched: new Map(), from: {}};
+const imageFile = (url) => encodeURIComponent(url);
+
+let imageFolderOpened = null;
+
+// The folder, opened once (boot opens it first thing, while the thread is still free).
+function imageFolder() {
+  imageFolderOpened = imageFolderOpened || (async () => {
+    try {
+      return await (await self.navigator.storage.getDirectory()).getDirectoryHandle(IMAGE_FOLDER, {create: true});
+    } catch {
+      return null;
+    }
+  })();
+  return imageFolderOpened;
+}
+
+// An image's bytes, kept by an earlier visit or else fetched (``get``: how); null when not found.
+async function fetchImage(url, name, get = fetch) {
+  images.used.add(url);
+  const folder = await imageFolder();
+  if (folder) {
+    try {
+      const file = await (await folder.getFileHandle(imageFile(url))).getFile();
+      if (file.size) {  // empty: made by a keepImages that did not finish (the page closed)
+        const bytes = new Uint8Array(await file.arrayBuffer());
+        images.from[name] = "cache";
+        return bytes;
+      }
+    } catch {
+      // not kept yet
+    }
+  }
+  const response = await get(url);
+  if (!response.ok) return null;
+  const bytes = await imageBytes(response);
+  images.from[name] = "network";
+  images.fetched.set(url, bytes);
+  return bytes;
+}
+
+// A kept image that did not install: fetched again next time.
+function forgetImage(url) {
+  images.fetched.delete(url);
+  return imageFolder().then((folder) => folder && folder.removeEntry(imageFile(url))).catch(() => {});
+}
+
+// After boot: keep the images fetched, and drop the ones of this site that it no longer uses.
+// A file's bytes land whole or not at all (a writable's close() swaps them in), but the file
+// itself exists, empty, from getFileHandle on: fetchImage takes an empty one for none.
+async function keepImages(baseUrl) {
+  const folder = await imageFolder();
+  if (!folder) return;
+  const site = imageFile(new URL(baseUrl).href);
+  const used = new Set(Array.from(images.used, imageFile));
+  for await (const name of folder.keys()) {
+    if (name.startsWith(site) && !used.has(name)) await folder.removeEntry(name);
+  }
+  for (const [url, bytes] of images.fetched) {
+    const writable = await (await folder.getFileHandle(imageFile(url), {create: true})).createWritable();
+    await writable.write(bytes);
+    await writable.close();
+    images.fetched.delete(url);
   }
 }
 
@@ -215,13 +291,14 @@ function installImage(pyodide, image, sitePackages) {
 // numpy from its image: its files, its shared libraries loaded as loadPackage loads them, and
 // numpy marked loaded (so that loadPackage and micropip see it); else from its wheel.
 async function loadNumpy(pyodide, image, sitePackages) {
-  if (image) {
+  if (image && image.bytes) {
     try {
-      const {wheel, dynlibs} = installImage(pyodide, image, sitePackages);
+      const {wheel, dynlibs} = installImage(pyodide, image.bytes, sitePackages);
       await pyodide._api.loadDynlibsFromPackage({file_name: wheel}, dynlibs.map((p) => `${sitePackages}/${p}`));
       pyodide.loadedPackages.numpy = "default channel";
       return "image";
     } catch (err) {
+      forgetImage(image.url);
       console.warn(`webgrad: numpy's image did not install (${err.message || err}); loading its wheel instead`);
     }
   }
@@ -238,19 +315,37 @@ async function loadNumpy(pyodide, image, sitePackages) {
 // (server/snapshot.mjs): restoring it skips Python's own start (about 1 s). Null when there is
 // none (an asset folder from before snapshots), it cannot be fetched, or it was made by a
 // runtime with another stack-switching API than this one (Python's start records which, and
-// run_sync, which WebGPU needs, would then fail): Python then starts as usual.
+// run_sync, which WebGPU needs, would then fail): Python then starts as usual. Else {url,
+// size (of the memory image; absent from older manifests), bytes (its promise, null on failure)}.
 async function fetchSnapshot(indexURL) {
   try {
     const manifest = await fetch(indexURL + "snapshot.json", {cache: "no-cache"});
     if (!manifest.ok) return null;
-    const {file, jspi} = await manifest.json();
+    const {file, jspi, size} = await manifest.json();
     if (jspi !== jspiKind()) return null;
-    const response = await fetch(indexURL + file);
-    if (!response.ok) return null;
-    return await imageBytes(response);
+    const url = indexURL + file;
+    return {url, size, bytes: fetchImage(url, "snapshot").catch(() => null)};
   } catch {
     return null;
   }
+}
+
+// loadPyodide awaits a snapshot before it makes Pyodide's WebAssembly instance (the memory is
+// sized by it), so compiling and instantiating the module would wait for the download. Given
+// the size, it gets a zeroed image of that size at once, and Pyodide's module factory (0.27:
+// _createPyodideModule, then restoreSnapshot), wrapped, returns only once the downloaded bytes
+// are copied in: the download and the module's making overlap. startPython unwraps it.
+function overlapRestore({size, bytes}, create, none) {
+  const memory = new Uint8Array(size);
+  globalThis._createPyodideModule = async (settings) => {
+    globalThis._createPyodideModule = create;
+    const [module, snapshot] = await Promise.all([create(settings), bytes]);
+    if (!snapshot) throw none;
+    if (snapshot.length !== size) throw new Error(`a snapshot of ${snapshot.length} bytes, not ${size}`);
+    memory.set(snapshot);
+    return module;
+  };
+  return memory;
 }
 
 // A snapshot is the build machine's Python as it was then. Two things in it must be the
@@ -273,38 +368,47 @@ _zone()
 del _zone`);
 }
 
-// Pyodide, from the snapshot when there is one; a snapshot that fails to restore (it should
-// not: it is made from these very files) falls back to Python's own start. ``memory`` is the
-// snapshot's promise: loadPyodide awaits it only after loading pyodide.asm.js, which so
-// overlaps the snapshot's download.
-async function startPython(loadPyodide, indexURL, memory) {
+// Pyodide, from the snapshot when there is one (``found``: fetchSnapshot's promise); a snapshot
+// that fails to restore (it should not: it is made from these very files) falls back to
+// Python's own start.
+async function startPython(loadPyodide, indexURL, found) {
   const options = {indexURL, stdout: () => {}, stderr: () => {}};
-  const none = new Error("no snapshot");
-  const snapshot = memory.then((bytes) => bytes || Promise.reject(none));
-  snapshot.catch(() => {});  // handled below, also when loadPyodide fails before awaiting it
-  try {
-    const restored = await loadPyodide({...options, _loadSnapshot: snapshot});
-    localizeSnapshot(restored);
-    return {pyodide: restored, start: "snapshot"};
-  } catch (err) {
-    if (err !== none) {
-      console.warn(`webgrad: Pyodide's memory snapshot did not restore (${err.message || err}); starting Python instead`);
+  const snapshot = await found;
+  if (snapshot) {
+    const none = new Error("no snapshot");
+    const create = globalThis._createPyodideModule;
+    try {
+      const memory = snapshot.size ? overlapRestore(snapshot, create, none) : await snapshot.bytes;
+      if (!memory) throw none;
+      const restored = await loadPyodide({...options, _loadSnapshot: memory});
+      localizeSnapshot(restored);
+      return {pyodide: restored, start: "snapshot"};
+    } catch (err) {
+      if (err !== none) {
+        forgetImage(snapshot.url);
+        console.warn(`webgrad: Pyodide's memory snapshot did not restore (${err.message || err}); starting Python instead`);
+      }
+    } finally {
+      globalThis._createPyodideModule = create;
     }
   }
   return {pyodide: await loadPyodide(options), start: "fresh"};
 }
 
 // Boot, measured with bench/browser_bench.py --boot-only. Kept: the wheel's and numpy's
-// images, the snapshot and the adapter fetched while Pyodide starts (pyodide.asm.js loads
-// while the snapshot downloads); both images written into the file system from here, not
-// unpacked in Python. Checked and left: loadPyodide's `packages` (a missing wheel hangs it);
-// checkAPIVersion and fullStdLib (a string compare; already false); unzipping the wheel here
-// with one DecompressionStream per file (slower than Python's: hence the image). A second
-// visit sends no body over the network (tests/browser/test_runtime.py): Pyodide's files and
-// the pinned images come from the HTTP cache (immutable), and only latest.json, snapshot.json,
-// numpy-image.json, worker.js and protocol.js revalidate. Most of the time is now Python's
-// restore (~300 ms after the snapshot arrives) and `import numpy` (~300 ms, its module code;
-// Pyodide 0.27 cannot put loaded shared libraries, numpy's, in a snapshot).
+// images, the snapshot and the adapter fetched while Pyodide starts, and Pyodide's module made
+// while the snapshot arrives (overlapRestore); both images written into the file system from
+// here, not unpacked in Python; the images kept decoded for the next visit (keepImages).
+// Checked and left: loadPyodide's `packages` (a missing wheel hangs it); checkAPIVersion and
+// fullStdLib (a string compare; already false); unzipping the wheel here with one
+// DecompressionStream per file (slower than Python's: hence the image); the Cache API for the
+// kept images (slower than files). A second visit sends no body over the network
+// (tests/browser/test_runtime.py): Pyodide's files come from the HTTP cache (immutable), the
+// images from the kept files, and only latest.json, snapshot.json, numpy-image.json, worker.js
+// and protocol.js revalidate. What is left is mostly Pyodide's module (~200 ms, compiled code
+// from Chromium's wasm code cache once an earlier visit has written it), numpy's shared
+// libraries (~100 ms) and `import numpy` and webgrad (~250 ms; Pyodide 0.27 cannot put loaded
+// shared libraries, numpy's, in a snapshot).
 async function boot({baseUrl, device, control: controlBlock, input}) {
   const started = performance.now();
   // Milliseconds from the start of boot at which each step ended (they overlap: the wheel,
@@ -319,10 +423,11 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   stage("pyodide", "loading Python (Pyodide)", 0.05);
   await checkWebAssembly();
   const indexURL = new URL("pyodide/", baseUrl).href;
+  imageFolder();
   const wheel = after("wheel", fetchWheel(baseUrl));
   const adapter = after("adapter", device === "cpu" ? Promise.resolve(null) : requestAdapter());
   const numpyImage = after("numpy image", fetchNumpyImage(indexURL));
-  const snapshot = after("snapshot", fetchSnapshot(indexURL));
+  const snapshot = fetchSnapshot(indexURL).then((found) => found && {...found, bytes: after("snapshot", found.bytes)});
   const {loadPyodide} = await importPyodide(indexURL);
   mark("pyodide.mjs");
   const interpreter = await startPython(loadPyodide, indexURL, snapshot);
@@ -348,6 +453,8 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
     pyodide.unpackArchive(bytes, "wheel", {extractDir: sitePackages});
   }
   mark("unpack");
+  pyodide.runPython("import numpy");
+  mark("import numpy");
   python = pyodide.pyimport("webgrad.web.worker");
   mark("webgrad");
   stage("device", "choosing the device", 0.9);
@@ -371,7 +478,7 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   return {
     device: chosen.device, deviceReason: chosen.reason, adapter: chosen.adapter,
     versions: {...chosen.versions, pyodide: pyodide.version, wheel: name},
-    pythonStart: interpreter.start, numpyFrom, timings,
+    pythonStart: interpreter.start, numpyFrom, imagesFrom: images.from, timings,
     interrupt: control ? "sharedarraybuffer" : "restart", input: inputBuffer ? "prompt" : "none",
   };
 }
@@ -461,7 +568,10 @@ self.onmessage = (event) => {
   const message = event.data;
   if (message.type === MSG.BOOT) {
     queue = queue.then(() => boot(message)).then(
-      (ready) => post({type: MSG.READY, ...ready}),
+      (ready) => {
+        post({type: MSG.READY, ...ready});
+        keepImages(message.baseUrl).catch(() => {});  // an optimization: a failure only costs the next visit
+      },
       (err) => post({type: MSG.BOOTFAIL, message: String(err && err.message || err),
                      cause: (err instanceof BootFailure && err.cause) || BOOT_CAUSES.PYTHON,
                      fix: (err instanceof BootFailure && err.fix) || ""}));
