@@ -298,11 +298,13 @@ def _op_table():
 
 @pytest.mark.parametrize("case", _op_table(), ids=lambda c: c.name)
 def test_op_case_through_compile(case, device):
-    """Each op-table case traced on one set of inputs and replayed on another gives the
-    eager results (forward under no_grad; for differentiable cases also the gradients)."""
+    """Each op-table case traced on one set of inputs and replayed on two others gives the
+    eager results (forward under no_grad; for differentiable cases also the gradients): the
+    first replay records (WebGPU's dispatch list, numpy's list of calls into planned arrays),
+    the second runs from what it recorded, and must leave the first's results as they were."""
     from tests.conftest import supports_dtype
 
-    first, second = case.make_inputs(), _op_case_inputs(case, 12345)
+    first, second, third = case.make_inputs(), _op_case_inputs(case, 12345), _op_case_inputs(case, 777)
     if any(not supports_dtype(device, webgrad.dtypes.from_numpy(a.dtype)) for a in first + second):
         device = "cpu"
     floats = [a.dtype.kind == "f" for a in first]
@@ -339,14 +341,16 @@ def test_op_case_through_compile(case, device):
                 continue
             run(compiled, first)
             got = run(compiled, second)
-        expected = run(fn, second)
-        assert len(got) == len(expected)
-        for g, e in zip(got, expected):
-            if e is None or not isinstance(e, webgrad.Tensor):
-                assert g is None or not isinstance(g, webgrad.Tensor) or e is None, case.name
-                continue
-            assert g is not None, f"{case.name}: compiled gave no gradient"
-            assert_close(g, e.detach().numpy(), rtol=1e-5, atol=1e-5, dtype=e.dtype, msg=case.name)
+            got_third = run(compiled, third)
+        for inputs, results in ((second, got), (third, got_third)):
+            expected = run(fn, inputs)
+            assert len(results) == len(expected)
+            for g, e in zip(results, expected):
+                if e is None or not isinstance(e, webgrad.Tensor):
+                    assert g is None or not isinstance(g, webgrad.Tensor) or e is None, case.name
+                    continue
+                assert g is not None, f"{case.name}: compiled gave no gradient"
+                assert_close(g, e.detach().numpy(), rtol=1e-5, atol=1e-5, dtype=e.dtype, msg=case.name)
 
 
 def test_dropout_train_step_matches_eager_draw_for_draw(device):

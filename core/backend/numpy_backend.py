@@ -21,31 +21,51 @@ def _stored(array: np.ndarray, dtype) -> np.ndarray:
     return array if dtype.rounding is None else dtype.rounding(array)
 
 
+def takes_out(kernel):
+    """Mark a numpy kernel that, as a ufunc does, takes ``out=`` (an array of its result's shape
+    and dtype) and returns it with the result written in: compile's numpy replay then hands it
+    an array planned once (graph/numpy_replay.py)."""
+    kernel.takes_out = True
+    return kernel
+
+
+def writes_out(kernel, attrs) -> bool:
+    """Whether ``kernel(*arrays, out=array, **attrs)`` writes its result into ``array``."""
+    return (isinstance(kernel, np.ufunc) and not attrs) or getattr(kernel, "takes_out", False)
+
+
+def stored_result(result, dtype) -> np.ndarray:
+    """A kernel's result as an array of ``dtype`` (bfloat16: computed in float32, rounded back)."""
+    if type(result) is not np.ndarray:
+        result = np.asarray(result)
+    if result.dtype != dtype.np:
+        result = result.astype(dtype.np)
+    return result if dtype.rounding is None else dtype.rounding(result)
+
+
 class NumpyBackend:
     name = "numpy"
     device = "cpu"
 
     def run(self, op, inputs, attrs, shape, dtype):
+        arrays = [t._data for t in inputs]
+        return stored_result(self.kernel(op, arrays)(*arrays, **attrs), dtype)
+
+    def kernel(self, op, arrays):
+        """The function that runs ``op`` on ``arrays``: its numpy kernel, but for matmul the
+        wasm GEMM in Pyodide or numpy's BLAS with the thread count set for the product's size."""
         kernel = op.impls.get("numpy")
         if kernel is None:
             raise NotImplementedError(f"{op.name}: no numpy kernel")
         if op.name == "matmul":
-            x, y = inputs[0]._data, inputs[1]._data
+            x, y = arrays
             size = matmul_size(x, y)
             if wasm_gemm.wants(x, y, size):  # Pyodide: float32 products in wasm (see wasm/)
-                kernel = wasm_gemm.matmul
-            else:  # one BLAS thread for small products (see blas.py)
-                blas_threads.choose(size)
-                if wasm_gemm.IN_PYODIDE:  # numpy's own loop there: y goes k-major first (see wasm/)
-                    kernel = wasm_gemm.numpy_matmul
-        result = kernel(*[t._data for t in inputs], **attrs)
-        if type(result) is not np.ndarray:
-            result = np.asarray(result)
-        if result.dtype != dtype.np:
-            result = result.astype(dtype.np)
-        if dtype.rounding is not None:  # bfloat16: computed in float32, rounded back
-            result = dtype.rounding(result)
-        return result
+                return wasm_gemm.matmul
+            blas_threads.choose(size)  # one BLAS thread for small products (see blas.py)
+            if wasm_gemm.IN_PYODIDE:  # numpy's own loop there: y goes k-major first (see wasm/)
+                return wasm_gemm.numpy_matmul
+        return kernel
 
     def run_inplace(self, op, tensors, attrs):
         op.impls["numpy"](*[t._data for t in tensors], **attrs)

@@ -8,7 +8,9 @@ bookkeeping, no shape inference and no Python from the function. On WebGPU each
 call encodes its dispatches into the device's open encoder, which is submitted
 once, at the next readback; from the second replay on, a signature's dispatches are
 re-issued from the list its first replay recorded (graph/replay.py), with no kernel
-Python but the optimizer updates'.
+Python but the optimizer updates'. On numpy, from the second replay on, a step is a flat
+list of calls, those whose results stay inside the call writing into arrays planned once
+(graph/numpy_replay.py).
 
 Signature: each tensor argument's shape, dtype, device and requires_grad, the
 other arguments' values, whether grad mode is on; guards: the train/eval flag
@@ -36,7 +38,7 @@ from .. import autograd
 from ..backend import get_backend
 from ..ops import registry
 from ..tensor import Tensor
-from . import passes, replay
+from . import numpy_replay, passes, replay
 from .ir import Graph, Value
 from .trace import GraphBreak, Tracer
 
@@ -110,9 +112,9 @@ class Plan:
         self.out_spec, self.out_constants = out_spec, out_constants
         self.backend = get_backend(graph.device)
         self.dispatches = None  # per replay, measured (WebGPU)
-        self.listing = None     # the recorded dispatch list (WebGPU, replay.py)
+        self.listing = None     # the recorded dispatch list (WebGPU, replay.py) or list of calls (numpy_replay.py)
         self.unrecorded = None  # why there is none
-        self.recordings = 0 if graph.device == "webgpu" else replay.ATTEMPTS
+        self.recordings = 0
         self._lower(optimizers)
 
     def _lower(self, optimizers):
@@ -197,8 +199,9 @@ class Plan:
                 s[3].update(attrs)
 
     def call(self, flat_args):
-        """One replay: the recorded dispatch list where there is one, else the backend calls
-        (always while a profile records: it shows each op, which the list does not run)."""
+        """One replay: the recorded dispatch list (WebGPU) or list of calls (numpy) where there
+        is one, else the backend calls (always while a profile records: it shows each op, which
+        a list does not run)."""
         if registry.PROFILER is not None:
             return self.run(flat_args)
         if self.listing is not None:
@@ -208,6 +211,11 @@ class Plan:
                 return self.run(flat_args)
         if self.recordings < replay.ATTEMPTS:
             self.recordings += 1
+            if self.graph.device != "webgpu":
+                recording = numpy_replay.Recording(self)
+                result = self.run(flat_args, recording)
+                self.listing = numpy_replay.NumpyList(self, recording)
+                return result
             result, listing = replay.record(self, flat_args)
             if isinstance(listing, str):
                 self.unrecorded = listing
@@ -217,8 +225,8 @@ class Plan:
         return self.run(flat_args)
 
     def run(self, flat_args, recording=None):
-        """One replay through the backend's kernels. ``recording`` (replay.record) is told
-        each step's end and shown the values it asks for as they are made."""
+        """One replay through the backend's kernels. ``recording`` (replay.record's, or a
+        numpy_replay.Recording) is told each step's end and shown the values as they are made."""
         backend = self.backend
         env = [None] * len(self.graph.values)
         for i, data in self.fixed:

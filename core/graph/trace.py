@@ -293,14 +293,17 @@ class Tracer:
         gc.collect()
         self.thaw()
         guards = []  # (weakref to a tensor, the data it must still hold at a replay)
+        returned = {id(t) for t in flat_out}
         for v in graph.inputs_of_kind("capture"):
             refs = [r for r in self.owners.get(v.id, []) if r() is not None]
-            if refs:
-                guards.append((refs[0], v.data))
-            elif id(v.data) in self.made_here:
+            if id(v.data) in self.made_here and all(id(r()) in returned for r in refs):
+                # Made here and held by nothing but the result (h = zeros(...); h[0] = ...; return h):
+                # each call makes it afresh, so a replay must not hand back one buffer every call.
                 v.source = "const"
                 if v.id in self.snapshots:
                     v.data = self.snapshots[v.id]
+            elif refs:
+                guards.append((refs[0], v.data))
             elif v.id in self.read_before_write:
                 self.stop("a tensor from outside the function was read and then replaced during the call "
                           "(e.g. .grad accumulated without zero_grad); it cannot be captured")

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..backend.numpy_backend import takes_out
 from ..kernels import Elementwise as E
 from ..tensor import Tensor
 from ._helpers import broadcast_infer, compare_infer, describe, require_float, same_dtype_infer
@@ -46,9 +47,13 @@ SIGMOID = _unary("sigmoid", E("wg_sigmoid(a)"), lambda x: 0.5 * (1 + np.tanh(0.5
                  lambda g, x, *, out: g * out * (1 - out))
 ERF = _unary("erf", E("wg_erf(a)"), lambda x: np.asarray(_erf(x), dtype=x.dtype),  # 0-d gives a bare float
              lambda g, x, *, out: g * (2 / math.sqrt(math.pi)) * exp(-x * x))
+@takes_out
+def _relu_numpy(x, out=None):
+    return np.maximum(x, 0, out=out)
+
+
 RELU = _unary("relu", E({"f32": "wg_max(a, 0.0)", "i32": "max(a, 0)"}),
-              lambda x: np.maximum(x, 0), lambda g, x, *, out: g * (out > 0),
-              float_only=False)
+              _relu_numpy, lambda g, x, *, out: g * (out > 0), float_only=False)
 RECIPROCAL = _unary("reciprocal", E("1.0 / a"), np.reciprocal, lambda g, x, *, out: -g * out * out)
 FLOOR = _unary("floor", E("floor(a)"), np.floor, float_only=False)
 CEIL = _unary("ceil", E("ceil(a)"), np.ceil, float_only=False)

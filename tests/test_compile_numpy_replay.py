@@ -1,0 +1,117 @@
+"""webgrad.compile on numpy (device "cpu"): from the second replay on, a step runs as a flat
+list of calls, writing into arrays planned once per plan (graph/numpy_replay.py). These check
+what planning must never do: hand a caller an array a later call overwrites, or reuse an
+array while a value (or a view of it) is still read."""
+from __future__ import annotations
+
+import numpy as np
+
+import webgrad
+import webgrad.nn as nn
+import webgrad.nn.functional as F
+
+DEV = "cpu"
+
+
+def _calls(fn, inputs):
+    return [fn(*[webgrad.tensor(a) for a in args]) for args in inputs]
+
+
+def _inputs(n, *shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(n)]
+
+
+def test_a_training_step_runs_from_the_list_into_planned_arrays_and_matches_eager():
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((8, 16)).astype(np.float32), rng.integers(0, 4, 8)) for _ in range(6)]
+    runs = []
+    for compiled in (False, True):
+        webgrad.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+        opt = webgrad.optim.Adam(model.parameters(), lr=1e-2)
+
+        def step(x, y, model=model, opt=opt):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = webgrad.compile(step) if compiled else step
+        losses = [fn(webgrad.tensor(x), webgrad.tensor(y)) for x, y in batches]  # kept: none may change
+        runs.append(([loss.item() for loss in losses], [p.detach().numpy().copy() for p in model.parameters()],
+                     [p.grad.numpy().copy() for p in model.parameters()]))
+    (eager_losses, eager_params, eager_grads), (losses, params, grads) = runs
+    listing = fn._latest.listing
+    assert listing is not None and listing.planned >= 4, fn.explain()  # the matmuls, the bias add, relu
+    assert "replay: a flat list of" in fn.explain()
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5, atol=1e-6)
+    for got, want in zip(params + grads, eager_params + eager_grads):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_results_and_views_of_intermediates_are_never_planned():
+    """A returned view of an intermediate shares its memory: that intermediate stays fresh per
+    call, so a kept result is not overwritten by the next call."""
+    def fn(x, w):
+        h = (x @ w + 1.0).relu()
+        return h.t(), (h * 2.0).sum(1)
+
+    inputs = _inputs(4, (5, 3), (3, 4))
+    compiled = webgrad.compile(fn)
+    got = _calls(compiled, inputs)
+    for (x, w), (t, s) in zip(inputs, got):
+        h = np.maximum(x @ w + 1.0, 0)
+        np.testing.assert_allclose(t.numpy(), h.T, rtol=1e-6)
+        np.testing.assert_allclose(s.numpy(), (h * 2).sum(1), rtol=1e-5)
+    assert compiled._latest.listing is not None
+
+
+def test_a_planned_array_is_reused_only_after_its_last_reader():
+    """Two intermediates of one shape, the first read again after the second is made: they
+    must not share a planned array; a third, made after both died, may."""
+    def fn(x):
+        a = x * 3.0
+        b = x + 1.0
+        c = a * b + a  # reads a after b was made
+        d = c.exp()
+        return (d - 1.0).sum()
+
+    inputs = _inputs(4, (4, 6), seed=1)
+    compiled = webgrad.compile(fn)
+    got = [r.item() for r in _calls(compiled, inputs)]
+    want = [float((np.exp(x * 3 * (x + 1) + x * 3) - 1).sum()) for (x,) in inputs]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    listing = compiled._latest.listing
+    assert listing.planned >= 4
+    arrays = {id(cell.cell_contents) for call in listing.calls for cell in (call.__closure__ or ())
+              if isinstance(cell.cell_contents, np.ndarray)}
+    assert len(arrays) < listing.planned  # some planned arrays serve more than one step
+
+
+def test_an_intermediate_written_in_place_or_read_by_an_update_is_not_planned():
+    def fn(x):
+        h = x * 2.0
+        h.add_(1.0)  # an in-place write into a value the function made
+        return h.sum()
+
+    inputs = _inputs(4, (3, 3), seed=2)
+    compiled = webgrad.compile(fn)
+    got = [r.item() for r in _calls(compiled, inputs)]
+    np.testing.assert_allclose(got, [float((x * 2 + 1).sum()) for (x,) in inputs], rtol=1e-5)
+
+
+def test_a_tensor_made_in_the_function_and_returned_is_new_each_call(device):
+    """h = zeros(...); h[i] = ...; return h: each call makes its own h, compiled or not (the
+    trace must not take h for a captured tensor that every replay writes and returns)."""
+    def fn(x):
+        h = webgrad.zeros((2, 3), device=x.device)
+        h[0] = x.exp()
+        h[1] = x * 2.0
+        return h
+
+    inputs = _inputs(4, (3,), seed=3)
+    compiled = webgrad.compile(fn)
+    got = [compiled(webgrad.tensor(x, device=device)) for (x,) in inputs]
+    for (x,), h in zip(inputs, got):
+        np.testing.assert_allclose(h.numpy(), np.stack([np.exp(x), x * 2]), rtol=1e-5)
