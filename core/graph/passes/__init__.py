@@ -2,8 +2,8 @@
 
 ``run`` applies them in order: (on WebGPU) functionalization of in-place writes into
 values the graph made, constant folding, common-subexpression elimination,
-dead-code elimination, transposed matmuls and copy elision, then (on WebGPU)
-divisions by reused reciprocals, elementwise fusion, reductions with prologue and
+dead-code elimination, transposed matmuls and copy elision, elementwise fusion, then (on
+WebGPU) divisions by reused reciprocals, reductions with prologue and
 epilogue chains, matmul epilogues and grouped optimizer updates. Each pass keeps
 the graph's meaning: in-place nodes stay where they are, and nothing is merged or
 moved across one (see cse.py).
@@ -37,7 +37,9 @@ def run(graph) -> dict:
              "dce": eliminate_dead_code(graph), "transposed": transpose_matmuls(graph),
              "copies": elide_copies(graph), "reciprocals": 0, "fused": 0, "reductions": 0, "epilogues": 0,
              "grouped": 0}
-    if graph.device == "webgpu":  # one generated kernel per chain or group; numpy gains nothing yet
+    if graph.device != "webgpu":  # numpy: a chain's steps share one planned array (numpy_replay.py)
+        stats["fused"] = fuse_elementwise(graph)
+    else:  # one generated kernel per chain or group
         from ...backend import get_backend
         from ...backend.webgpu import fused, optim_group, reduce  # noqa: F401  (register their launchers)
 

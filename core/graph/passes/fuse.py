@@ -6,7 +6,8 @@ node's shape (outside inputs may broadcast) and no in-place write lies between
 them. The fused node's op is a ``FusedOp`` whose kernel record lists the chain's
 steps with each op's own ``Elementwise`` record (from its ``defop``); the
 WebGPU backend turns the record into one generated WGSL kernel
-(``backend/webgpu/fused.py``), the numpy kernel runs the steps in turn.
+(``backend/webgpu/fused.py``), the numpy kernel runs the steps in turn (in one array where
+compile's numpy replay gives it one, see ``_numpy_chain``).
 
 A fused kernel reuses the unary/binary/ternary shader layouts, so a chain takes at
 most three outside inputs (two of one dtype, or the second and third of one dtype).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...backend.numpy_backend import takes_out, writes_out
 from ...kernels import Elementwise, Fused
 from ...ops.registry import OPS, Op
 from ..ir import Node
@@ -43,13 +45,33 @@ def _fits_layout(inputs) -> bool:
 
 
 def _numpy_chain(record: Fused, out_dtypes):
-    """The numpy kernel of a fused node: the steps' own numpy kernels in order."""
-    def run(*arrays):
+    """The numpy kernel of a fused node: the steps' own numpy kernels in order. Given ``out``
+    (compile's numpy replay hands it a planned array), a step whose kernel writes into an array
+    and whose dtype is the result's writes there whenever what ``out`` holds is read by that
+    step alone (each step's result is read by exactly one later step), so a chain like
+    ``relu(x @ w + b)`` runs in one array; the last result lands in ``out`` in any case."""
+    steps = [(OPS[name].impls["numpy"], args, dict(attrs), dtype.np)
+             for (name, args, _, _, attrs), dtype in zip(record.steps, out_dtypes)]
+    final = out_dtypes[-1].np
+    into, holder = [], None  # per step: whether it writes into out; the step whose result out holds
+    for kernel, args, attrs, dtype in steps:
+        reads = {i for kind, i in args if kind == "t"}
+        free = holder is None or holder in reads
+        into.append(free and dtype == final and writes_out(kernel, attrs))
+        holder = len(into) - 1 if into[-1] else (None if holder in reads else holder)
+
+    @takes_out
+    def run(*arrays, out=None):
         temps: list = []
-        for (name, args, _, _, attrs), out in zip(record.steps, out_dtypes):
+        for (kernel, args, attrs, dtype), write in zip(steps, into):
             vals = [arrays[i] if kind == "in" else temps[i] for kind, i in args]
-            result = np.asarray(OPS[name].impls["numpy"](*vals, **dict(attrs)))
-            temps.append(result.astype(out.np, copy=False))
+            if out is not None and write:
+                temps.append(kernel(*vals, out=out, **attrs))
+            else:
+                temps.append(np.asarray(kernel(*vals, **attrs)).astype(dtype, copy=False))
+        if out is not None and temps[-1] is not out:
+            np.copyto(out, temps[-1])
+            return out
         return temps[-1]
     return run
 
