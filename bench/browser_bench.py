@@ -3,14 +3,15 @@
     python bench/browser_bench.py            # starts the site on a free port
     python bench/browser_bench.py --url http://127.0.0.1:8000/   # a running `make serve`
 
-Prints the boot time (``boot()`` to ready: cold in a fresh browser context, then
-warm, a second visit in the same context with its HTTP cache, with the bytes that
-went over the network each time, and the median time at which each boot step
-ended) next to TF.js's own start, and, for the
+Prints the boot time (``boot()`` to ready: cold in a fresh browser profile, then
+warm, a second visit in the same profile once the first has written its caches, with
+the bytes that went over the network each time, and the median time at which each
+boot step ended) next to TF.js's own start, and, for the
 digits-MLP training step (64->128->10, batch 64, Adam, loss read back every step),
 the digits CNN's (demos/digits.py) and the char transformer's (demos/char_lm.py),
 eagerly and through webgrad.compile, N x N matmuls and a 3x3 conv2d (results read
-back), milliseconds per step for webgrad on WebGPU and on the cpu in Pyodide (with
+back), milliseconds per step (after at least 0.5 s of warm-up, for every runner alike)
+for webgrad on WebGPU and on the cpu in Pyodide (with
 its wasm matmul, and with numpy's own), and TF.js on its WebGPU and wasm backends,
 with ratios against the TF.js backend of the same kind. The page is web/bench.html
 (open it in a browser to run the same thing by hand). Compare ratios, not absolute
