@@ -114,14 +114,16 @@ def test_exception_carries_traceback_and_runtime_survives(webgpu_runtime):
 def test_interrupt_stops_busy_loop_within_a_second(webgpu_runtime):
     webgpu_runtime.ok("kept = 41")
     # Interrupt once the loop runs (its first line says so): a long garbage collection
-    # before it starts, after the suites run earlier in this page, is not interrupt latency.
+    # before it starts, after the suites run earlier in this page, is not interrupt latency;
+    # so the run collects first, leaving the print's few allocations far from the next one.
     timing = webgpu_runtime.evaluate("""async () => {
         const runtime = window.webgradRuntime;
         let stop;
         const looping = new Promise((resolve) => {
             stop = runtime.on("stdout", (text) => { if (text.includes("looping")) resolve(); });
         });
-        const running = runtime.run("print('looping', flush=True)\\nwhile True: pass").then(() => null, (err) => err);
+        const running = runtime.run("import gc\\ngc.collect()\\nprint('looping', flush=True)\\nwhile True: pass")
+          .then(() => null, (err) => err);
         await looping;
         stop();
         const asked = performance.now();
