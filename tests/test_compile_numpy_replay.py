@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 import webgrad
-import webgrad.nn as nn
-import webgrad.nn.functional as F
+from tests.test_compile import _data, _mlp, _train
 
 DEV = "cpu"
 
@@ -23,25 +22,10 @@ def _inputs(n, *shapes, seed=0):
 
 
 def test_a_training_step_runs_from_the_list_into_planned_arrays_and_matches_eager():
-    rng = np.random.default_rng(0)
-    batches = [(rng.standard_normal((8, 16)).astype(np.float32), rng.integers(0, 4, 8)) for _ in range(6)]
-    runs = []
-    for compiled in (False, True):
-        webgrad.manual_seed(0)
-        model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
-        opt = webgrad.optim.Adam(model.parameters(), lr=1e-2)
-
-        def step(x, y, model=model, opt=opt):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        fn = webgrad.compile(step) if compiled else step
-        losses = [fn(webgrad.tensor(x), webgrad.tensor(y)) for x, y in batches]  # kept: none may change
-        runs.append(([loss.item() for loss in losses], [p.detach().numpy().copy() for p in model.parameters()],
-                     [p.grad.numpy().copy() for p in model.parameters()]))
-    (eager_losses, eager_params, eager_grads), (losses, params, grads) = runs
+    xs, ys = _data(DEV, n_steps=6)
+    adam = lambda ps: webgrad.optim.Adam(ps, lr=1e-2)  # noqa: E731
+    eager_losses, eager_params, eager_grads, _ = _train(lambda: _mlp(DEV), adam, xs, ys, compiled=False)
+    losses, params, grads, fn = _train(lambda: _mlp(DEV), adam, xs, ys, compiled=True)
     listing = fn._latest.listing
     assert listing is not None and listing.planned >= 4, fn.explain()  # the matmuls, the bias add, relu
     assert "replay: a flat list of" in fn.explain()

@@ -224,9 +224,10 @@ class Plan:
             return result
         return self.run(flat_args)
 
-    def run(self, flat_args, recording=None):
-        """One replay through the backend's kernels. ``recording`` (replay.record's, or a
-        numpy_replay.Recording) is told each step's end and shown the values as they are made."""
+    def inputs(self, flat_args) -> list:
+        """A call's values, by id, before its first step: captured tensors and constants, the
+        arguments, the random draws; the graph's input checks have run (before anything
+        changes state)."""
         backend = self.backend
         env = [None] * len(self.graph.values)
         for i, data in self.fixed:
@@ -235,11 +236,18 @@ class Plan:
             env[i] = backend.contiguous(v.data) if hasattr(backend, "contiguous") else v.data.copy()
         for i, k in self.args:
             env[i] = flat_args[k]._data
-        for check in self.graph.checks:  # before anything changes state
+        for check in self.graph.checks:
             _run_check(check, env, self.graph.device)
-        refresh = bool(self.optimizers)  # at the first write: a check in the graph may still raise
         for i, draw, args in self.random:
             env[i] = draw(*args)
+        return env
+
+    def run(self, flat_args, recording=None):
+        """One replay through the backend's kernels. ``recording`` (replay.record's, or a
+        numpy_replay.Recording) is told each step's end and shown the values as they are made."""
+        backend = self.backend
+        env = self.inputs(flat_args)
+        refresh = bool(self.optimizers)  # at the first write: a check in the graph may still raise
         if recording is not None:
             recording.mark(env)
         device = getattr(backend, "device", None)

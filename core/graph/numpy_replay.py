@@ -123,20 +123,7 @@ class NumpyList:
                 "once and reused by every call")
 
     def run(self, plan, flat_args):
-        from .compile import _run_check
-
-        graph = plan.graph
-        env = [None] * len(graph.values)
-        for i, data in plan.fixed:
-            env[i] = data
-        for i, v in plan.copied:
-            env[i] = v.data.copy()
-        for i, k in plan.args:
-            env[i] = flat_args[k]._data
-        for check in graph.checks:
-            _run_check(check, env, graph.device)
-        for i, draw, args in plan.random:
-            env[i] = draw(*args)
+        env = plan.inputs(flat_args)
         for call in self.calls:
             call(env)
         return plan.finish(flat_args, env)
