@@ -371,7 +371,7 @@ def _copy_kernel(dst, src):
 
 
 def _index_put_kernel(x, value, *positions, key, view=None):
-    out = np.array(x, copy=True)
+    out = np.array(x, copy=True, order="C")
     _setitem_kernel(out, value, key=key)
     return out
 

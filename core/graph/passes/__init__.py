@@ -21,22 +21,26 @@ from .group import group_optimizer_steps
 from .memory import plan_memory
 from .reciprocal import reuse_reciprocals
 from .reduce import fuse_reductions
+from .reinplace import reinplace
 
 __all__ = ["run", "report", "eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants",
            "functionalize", "fuse_elementwise", "fuse_reductions", "fuse_matmul_epilogues", "reuse_reciprocals",
            "group_optimizer_steps", "transpose_matmuls",
-           "elide_copies", "plan_memory"]
+           "elide_copies", "reinplace", "plan_memory"]
 
 
 def run(graph) -> dict:
     """Optimize ``graph`` in place; the counts of what each pass did are kept on the graph."""
     # Functionalization first: the in-place nodes it removes are barriers to every later pass.
     # WebGPU only: there every kernel writes a new buffer, while a numpy kernel may return its input.
+    # Dead code goes first too: an unread view of a value (one setitem takes to learn its
+    # target's shape) would otherwise count as a reader that sees the value's later writes.
+    dead = eliminate_dead_code(graph)
     stats = {"functionalized": functionalize(graph) if graph.device == "webgpu" else 0,
              "folded": fold_constants(graph), "cse": eliminate_common_subexpressions(graph),
-             "dce": eliminate_dead_code(graph), "transposed": transpose_matmuls(graph),
+             "dce": dead + eliminate_dead_code(graph), "transposed": transpose_matmuls(graph),
              "copies": elide_copies(graph), "reciprocals": 0, "fused": 0, "reductions": 0, "epilogues": 0,
-             "grouped": 0}
+             "grouped": 0, "reinplaced": 0}
     if graph.device != "webgpu":  # numpy: a chain's steps share one planned array (numpy_replay.py)
         stats["fused"] = fuse_elementwise(graph)
     else:  # one generated kernel per chain or group
@@ -49,6 +53,7 @@ def run(graph) -> dict:
         stats["epilogues"] = fuse_matmul_epilogues(graph)
         backend = get_backend(graph.device)
         stats["grouped"] = group_optimizer_steps(graph, lambda arity: optim_group.capacity(backend, arity))
+        stats["reinplaced"] = reinplace(graph)  # last: a write in place is a barrier to the passes above
     graph.stats = stats
     return stats
 
@@ -58,7 +63,8 @@ def report(graph) -> list:
     stats = getattr(graph, "stats", None)
     lines = []
     if stats is not None:
-        lines.append(f"passes: {stats.get('functionalized', 0)} in-place write(s) functionalized, "
+        lines.append(f"passes: {stats.get('functionalized', 0)} in-place write(s) functionalized "
+                     f"({stats.get('reinplaced', 0)} written back in place where the old value was dead), "
                      f"{stats['folded']} node(s) folded to constants, {stats['cse']} merged as common "
                      f"subexpressions, {stats['dce']} dead node(s) removed, "
                      f"{stats['transposed']} matmul(s) transposed, "

@@ -62,7 +62,7 @@ def _fresh(node) -> bool:
     kernels may hand back their input, e.g. a cast to the same dtype: those are left alone)."""
     name = node.op.name
     elementwise = isinstance(node.op.impls.get("wgsl"), Elementwise) and name not in ("cast", "copy")
-    return name in ("matmul", "sum") or name.startswith("fused_") or elementwise
+    return name in ("matmul", "sum", "index_put") or name.startswith("fused_") or elementwise
 
 
 def elide_copies(graph) -> int:
