@@ -64,8 +64,8 @@ def main() -> None:
         raise SystemExit("webgpu: no adapter here; install wgpu and mesa-vulkan-drivers")
     gpu_matmul.VARIANT = args.variant
     info = webgrad.webgpu.adapter_info()
-    blocking = gpu_matmul.choose_blocking(webgrad.backend.webgpu.backend())
-    print(f"adapter: {info.get('device')} ({info.get('adapter_type')}), kernel: {blocking}")
+    blocking = gpu_matmul.choose_blocking(webgrad.backend.webgpu.backend(), max(args.sizes), max(args.sizes))
+    print(f"adapter: {info.get('device')} ({info.get('adapter_type')}), kernel at N={max(args.sizes)}: {blocking}")
     print(f"{'N':>6} {'webgpu GFLOP/s':>15} {'numpy GFLOP/s':>14} {'webgpu/numpy':>13}")
     rng = np.random.default_rng(0)
     for n in args.sizes:

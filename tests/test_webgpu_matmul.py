@@ -224,18 +224,21 @@ def test_choose_blocking(monkeypatch):
         device = Device
 
     monkeypatch.setattr(gpu_matmul, "VARIANT", None)
-    assert gpu_matmul.choose_blocking(Backend, 128) is gpu_matmul.REGISTER
-    assert gpu_matmul.choose_blocking(Backend, 64) is gpu_matmul.NARROW  # most of REGISTER's columns would idle
+    assert gpu_matmul.choose_blocking(Backend, 64, 128) is gpu_matmul.REGISTER
+    assert gpu_matmul.choose_blocking(Backend, 64, 64) is gpu_matmul.NARROW  # most of REGISTER's columns would idle
+    assert gpu_matmul.choose_blocking(Backend, 10, 128) is gpu_matmul.REGISTER  # SMALL is for SwiftShader only
     Device.adapter_info = {"vendor": "google", "architecture": "swiftshader", "device": "", "adapter_type": ""}
-    assert gpu_matmul.choose_blocking(Backend, 512) is gpu_matmul.REGISTER
-    assert gpu_matmul.choose_blocking(Backend, 10) is gpu_matmul.NARROW
+    assert gpu_matmul.choose_blocking(Backend, 64, 512) is gpu_matmul.REGISTER
+    assert gpu_matmul.choose_blocking(Backend, 128, 64) is gpu_matmul.NARROW
+    assert gpu_matmul.choose_blocking(Backend, 64, 10) is gpu_matmul.SMALL  # several workgroups for a small product
+    assert gpu_matmul.choose_blocking(Backend, 10, 128) is gpu_matmul.SMALL
     Device.adapter_info = {"device": "NVIDIA H200", "adapter_type": "DiscreteGPU"}
-    assert gpu_matmul.choose_blocking(Backend, 10) is gpu_matmul.TILED
+    assert gpu_matmul.choose_blocking(Backend, 64, 10) is gpu_matmul.TILED
     monkeypatch.setattr(gpu_matmul, "VARIANT", "register")
-    assert gpu_matmul.choose_blocking(Backend, 10) is gpu_matmul.REGISTER
+    assert gpu_matmul.choose_blocking(Backend, 64, 10) is gpu_matmul.REGISTER
     monkeypatch.setattr(gpu_matmul, "VARIANT", "fast")
     with pytest.raises(ValueError, match="unknown variant"):
-        gpu_matmul.choose_blocking(Backend, 10)
+        gpu_matmul.choose_blocking(Backend, 64, 10)
 
 
 @pytest.mark.parametrize("a_shape,b_shape", [((5, 7), (7, 3)), ((2, 4, 6), (2, 6, 3)), ((2, 1, 4, 6), (3, 6, 5))],

@@ -4,7 +4,7 @@ The operands are read in place through their strides (a transposed operand from
 the vjp, a slice, an expanded batch dim); only the output is new. Two kernels:
 
 - ``register``: each thread keeps a block of C (16 x 16 here, 8 x 8 for
-  narrow outputs) in registers, reads A and B as vec4s where their strides
+  narrow or, on SwiftShader, small outputs) in registers, reads A and B as vec4s where their strides
   allow, and uses no workgroup memory. Chosen on CPU adapters (llvmpipe,
   SwiftShader), where barriers are very slow.
 - ``tiled``: shared-memory tiling, chosen on real GPUs.
@@ -70,20 +70,30 @@ REGISTER = Blocking("matmul", wg_x=8, wg_y=2, tm=16, tn4=4)
 # 64x10): SwiftShader 3.5 -> 1.1 ms, llvmpipe 0.43 -> 0.36 ms; wider outputs (64 x 128 and up)
 # stay faster with REGISTER on llvmpipe, and 256 x 256 and up on both.
 NARROW = Blocking("matmul", wg_x=4, wg_y=4, tm=8, tn4=2)
+# SwiftShader (Chromium's CPU adapter) on products under 64 x 128 outputs: workgroups of
+# 2 x 2 threads with 8 x 8 blocks, 16 x 16 per workgroup, so a small product still makes
+# several workgroups to spread over the cores. Measured in Chromium on the digits MLP's
+# products: 64x128 @ 128x10 1.63 -> 1.03 ms, 10x64 @ 64x128 1.30 -> 0.73 ms (64x64 @ 64x128
+# and larger are slower with it; llvmpipe gains nothing: 0.36 -> 0.32 and 0.38 -> 0.49 ms).
+SMALL = Blocking("matmul", wg_x=2, wg_y=2, tm=8, tn4=2)
 # A common choice for discrete GPUs: 64 x 64 tiles staged 16 deep, 4 x 4 per thread.
 TILED = Blocking("matmul_tiled", wg_x=16, wg_y=16, tm=4, tn4=1, tile_k=16)
-BLOCKINGS = {"register": REGISTER, "narrow": NARROW, "tiled": TILED}
+BLOCKINGS = {"register": REGISTER, "narrow": NARROW, "small": SMALL, "tiled": TILED}
 
 
-def choose_blocking(backend, n: int) -> Blocking:
-    """The forced ``VARIANT`` if any, else register blocking on CPU adapters (NARROW for an
-    output ``n`` columns wide when n <= 64) and shared-memory tiling on GPUs."""
+def choose_blocking(backend, m: int, n: int) -> Blocking:
+    """The forced ``VARIANT`` if any, else register blocking on CPU adapters (SMALL for an
+    ``m`` x ``n`` output under 64 x 128 on SwiftShader, NARROW for one at most 64 columns
+    wide) and shared-memory tiling on GPUs."""
     if VARIANT is not None:
         if VARIANT not in BLOCKINGS:
             raise ValueError(f"matmul: unknown variant {VARIANT!r}; use one of {sorted(BLOCKINGS)} or None")
         return BLOCKINGS[VARIANT]
-    if not is_cpu_adapter(getattr(backend.device, "adapter_info", None) or {}):
+    info = getattr(backend.device, "adapter_info", None) or {}
+    if not is_cpu_adapter(info):
         return TILED
+    if m * n < 64 * 128 and "swiftshader" in " ".join(str(v) for v in info.values()).lower():
+        return SMALL
     return NARROW if n <= 2 * NARROW.cols else REGISTER
 
 
@@ -206,7 +216,7 @@ def _product(backend, a, b, shape, dtype, epilogue=None):
         a, b = _materialize(backend, a, batch), _materialize(backend, b, batch)
         dims, a_batch, b_batch = coalesce_batch(batch, batch_strides(a, batch), batch_strides(b, batch), m * n)
 
-    blocking = choose_blocking(backend, n)
+    blocking = choose_blocking(backend, m, n)
     tiles_n, tiles_m = -(-n // blocking.cols), -(-m // blocking.rows)
     total = tiles_n * tiles_m * count
     label = f"{FILE}:{blocking.entry}"
