@@ -12,8 +12,10 @@ logic and no allocation for intermediates. What a call still does in Python:
 - allocate the buffers of what leaves the step (its results, the ``.grad``s) fresh, since
   the caller may still hold the previous ones; the dispatches that bind those, the
   arguments or the random draws take their bind group from the device's cache;
-- run the optimizer updates through their launchers: their uniforms (lr, bias
-  corrections) change every call.
+- re-issue the optimizer updates' recorded dispatches with this call's scalars (lr, bias
+  corrections) packed into their uniforms, after each optimizer's ``step()`` ran with its
+  updates captured; an update whose recording holds more (a copy of a strided gradient)
+  runs its launcher instead.
 
 The buffers the step makes and releases belong to the list, reused within the step as
 the pool would (a CUDA graph's private pool does the same); they return to the pool when
@@ -25,9 +27,11 @@ from __future__ import annotations
 
 import weakref
 
+from ..backend.webgpu import optim
 from ..backend.webgpu.array import GPUArray
 from ..backend.webgpu.pool import Keep, Storage
 from ..backend.webgpu.recorder import Tape
+from ..kernels import Grouped
 
 ATTEMPTS = 2  # recordings tried per plan: the first call may fill caches (an upload) that later ones reuse
 
@@ -175,6 +179,7 @@ class DispatchList:
         marks = recording.marks
         python = in_python(plan)
         static: list[int] = []  # tape indices of the dispatches to re-issue
+        spans: dict = {}  # id(step run in Python) -> the tape indices of its dispatches
         plan_of: list = []  # per schedule item: ("list", [tape indices]), ("step", step) or ("refresh", None)
         refresh = bool(plan.optimizers)
         for n, step in enumerate(plan.steps):
@@ -184,6 +189,7 @@ class DispatchList:
                 refresh = False
             if id(step) in python:
                 plan_of.append(("step", step))
+                spans[id(step)] = span
             elif span:
                 if not plan_of or plan_of[-1][0] != "list":
                     plan_of.append(("list", []))
@@ -196,8 +202,12 @@ class DispatchList:
         used = set()
         self.schedule = []
         for kind, item in plan_of:
+            if kind == "step":
+                self.schedule.append(_Update.of(item, [tape.entries[j] for j in spans[id(item)]], varying, constant)
+                                     or item)
+                continue
             if kind != "list":
-                self.schedule.append(item if kind == "step" else _REFRESH)
+                self.schedule.append(_REFRESH)
                 continue
             dispatches: list[tuple] = []
             rebinds: list[tuple] = []
@@ -225,9 +235,11 @@ class DispatchList:
     def describe(self) -> str:
         runs = [item for item in self.schedule if isinstance(item, _Run)]
         steps = sum(1 for item in self.schedule if isinstance(item, tuple))
+        updates = sum(1 for item in self.schedule if isinstance(item, _Update))
         rebound = sum(len(r.rebinds) for r in runs)
         return (f"a recorded list of {self.count} dispatch(es) in {len(runs)} run(s), {rebound} of them bound "
-                f"per call (to arguments, random draws or results); {steps} step(s) in Python between them")
+                f"per call (to arguments, random draws or results); {updates} optimizer update(s) re-issued "
+                f"with each call's scalars; {steps} step(s) in Python between them")
 
     def run(self, plan, flat_args):
         """One call: the recorded dispatches re-issued around the steps that run in Python."""
@@ -270,6 +282,9 @@ class DispatchList:
             if item is _REFRESH:
                 plan._refresh_optimizers()
                 continue
+            if isinstance(item, _Update):
+                item.issue(device, now)
+                continue
             op, ids, slots, attrs = item[:4]
             for s, i in zip(slots, ids):
                 s._data = env[i]
@@ -287,6 +302,40 @@ class DispatchList:
 
 
 _REFRESH = object()  # in a schedule: Plan._refresh_optimizers() here
+
+
+class _Update:
+    """An optimizer update's recorded dispatches, re-issued with the scalars its step's attrs
+    hold at this call (``_refresh_optimizers`` updates them): no launcher Python."""
+
+    __slots__ = ("dispatches", "op_name", "attrs")
+
+    def __init__(self, dispatches, op_name, attrs):
+        self.dispatches, self.op_name, self.attrs = dispatches, op_name, attrs
+
+    @classmethod
+    def of(cls, step, entries, varying, constant):
+        """The update ``step`` recorded as ``entries``, or None where a recording holds anything
+        but optim.wgsl's dispatches over buffers the list knows."""
+        op, attrs = step[0], step[3]
+        if not entries or getattr(op, "check", None) or not all(e[4].startswith(optim.FILE) for e in entries):
+            return None
+        dispatches = []
+        for pipeline, buffers, uniform, grid, label in entries:
+            if not all(id(b) in varying or id(b) in constant for b in buffers):
+                return None
+            positions = [(p, id(b)) for p, b in enumerate(buffers) if id(b) in varying]
+            dispatches.append((pipeline, buffers, positions, uniform, grid, label))
+        record = op.impls.get("wgsl")
+        return cls(dispatches, record.op if isinstance(record, Grouped) else op.name, attrs)
+
+    def issue(self, device, now):
+        for pipeline, buffers, positions, uniform, grid, label in self.dispatches:
+            if positions:
+                buffers = list(buffers)
+                for p, rid in positions:
+                    buffers[p] = now[rid]
+            device.dispatch(pipeline, buffers, optim.repack(uniform, self.op_name, self.attrs), grid, label)
 
 
 class _Run:

@@ -60,6 +60,17 @@ def _pack(n, flags, grad_offset, offsets, values) -> bytes:
     return words.tobytes()
 
 
+def repack(uniform: bytes, op_name: str, attrs: dict) -> bytes:
+    """A recorded update's uniform (``update``'s or a group's: both start with ``Params``)
+    with this call's flags and scalars (lr, bias corrections...); its sizes and offsets kept.
+    A compiled step's replay re-issues its recorded updates so (graph/replay.py)."""
+    flags, values = _scalars(op_name, attrs)
+    words = np.frombuffer(uniform, dtype=np.uint32).copy()
+    fresh = np.frombuffer(_pack(0, flags, 0, [], values), dtype=np.uint32)
+    words[1], words[8:20] = fresh[1], fresh[8:20]
+    return words.tobytes()
+
+
 @launcher("optim")
 def optim_step(backend, op, record, arrays, attrs, shape, dtype):
     """In place: ``arrays`` is (param, *state buffers, grad)."""
