@@ -1,6 +1,7 @@
 """webgrad.compile inside Pyodide: a traced and replayed digits-MLP Adam step equals eager
 on the page's numpy (cpu) and on the browser's WebGPU device, with fused kernels there and,
-from the second replay on, the recorded dispatch list (graph/replay.py)."""
+from the second replay on, the recorded dispatch list (graph/replay.py) re-issuing the
+optimizer updates too; a loop that fills a tensor's rows writes them in place there."""
 from __future__ import annotations
 
 
@@ -37,6 +38,20 @@ for device in ("cpu", "webgpu"):
                        "held": [t.item() == v for t, v in held],
                        "param_diff": max(float(np.abs(a - b).max()) for a, b in zip(ep, cp)),
                        "explain": fn.explain()}
+
+def fill(x, w):  # an RNN-style loop writing out[:, t]: functionalized, then written back in place
+    out = webgrad.zeros(x.shape[0], x.shape[1], 8, device="webgpu")
+    h = x[:, 0]
+    for t in range(x.shape[1]):
+        h = (h @ w).tanh()
+        out[:, t] = h
+    return out
+w = webgrad.randn(8, 8, device="webgpu") * 0.5
+filled = webgrad.compile(fill)
+xs = [webgrad.randn(2, 4, 8, device="webgpu") for _ in range(3)]
+got = [filled(x, w) for x in xs]
+results["fill"] = {"diff": max(float(np.abs(g.numpy() - fill(x, w).numpy()).max()) for g, x in zip(got, xs)),
+                   "reinplaced": filled.graph.stats["reinplaced"]}
 results
 """, timeout_s=240)["result"]
     for device in ("cpu", "webgpu"):
@@ -48,3 +63,5 @@ results
     assert "fused: matmul -> add -> relu" in out["webgpu"]["explain"]  # the bias and ReLU in the product's stores
     assert "updates in one kernel" in out["webgpu"]["explain"]
     assert "replay: a recorded list of" in out["webgpu"]["explain"]
+    assert "update(s) re-issued with each call's scalars; 0 step(s) in Python" in out["webgpu"]["explain"]
+    assert out["fill"]["diff"] < 1e-5 and out["fill"]["reinplaced"] == 3, out["fill"]

@@ -1,10 +1,11 @@
 """Graph passes: each takes a Graph, rewrites it in place and returns what it changed.
 
-``run`` applies them in order: (on WebGPU) functionalization of in-place writes into
-values the graph made, constant folding, common-subexpression elimination,
-dead-code elimination, transposed matmuls and copy elision, elementwise fusion, then (on
-WebGPU) divisions by reused reciprocals, reductions with prologue and
-epilogue chains, matmul epilogues and grouped optimizer updates. Each pass keeps
+``run`` applies them in order: dead-code elimination, (on WebGPU) functionalization of
+in-place writes into values the graph made, constant folding, common-subexpression
+elimination, dead-code elimination again, transposed matmuls and copy elision, elementwise
+fusion, then (on WebGPU) divisions by reused reciprocals, reductions with prologue and
+epilogue chains, matmul epilogues, grouped optimizer updates and, last, writes back in
+place where functionalization's copy is not needed (reinplace.py). Each pass keeps
 the graph's meaning: in-place nodes stay where they are, and nothing is merged or
 moved across one (see cse.py).
 """
