@@ -8,9 +8,9 @@ bookkeeping, no shape inference and no Python from the function. On WebGPU each
 call encodes its dispatches into the device's open encoder, which is submitted
 once, at the next readback; from the second replay on, a signature's dispatches are
 re-issued from the list its first replay recorded (graph/replay.py), with no kernel
-Python but the optimizer updates'. On numpy, from the second replay on, a step is a flat
-list of calls, those whose results stay inside the call writing into arrays planned once
-(graph/numpy_replay.py).
+Python (the optimizer updates too, with each call's scalars). On numpy, from the second
+replay on, a step is a flat list of calls, those whose results stay inside the call
+writing into arrays planned once (graph/numpy_replay.py).
 
 Signature: each tensor argument's shape, dtype, device and requires_grad, the
 other arguments' values, whether grad mode is on; guards: the train/eval flag

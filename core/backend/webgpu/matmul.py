@@ -3,10 +3,10 @@
 The operands are read in place through their strides (a transposed operand from
 the vjp, a slice, an expanded batch dim); only the output is new. Two kernels:
 
-- ``register``: each thread keeps a block of C (16 x 16 here, 8 x 8 for
-  narrow or, on SwiftShader, small outputs) in registers, reads A and B as vec4s where their strides
-  allow, and uses no workgroup memory. Chosen on CPU adapters (llvmpipe,
-  SwiftShader), where barriers are very slow.
+- ``register``: each thread keeps a block of C (16 x 16 here, 8 x 8 for narrow
+  or, on SwiftShader, small outputs) in registers, reads A and B as vec4s where
+  their strides allow, and uses no workgroup memory. Chosen on CPU adapters
+  (llvmpipe, SwiftShader), where barriers are very slow.
 - ``tiled``: shared-memory tiling, chosen on real GPUs.
 
 ``VARIANT`` forces one of them (tests run both on every adapter).
