@@ -171,10 +171,12 @@ def test_graph_print_and_explain(device):
         assert word in text, text
     report = fn.explain()
     assert "graph breaks: 0" in report and "1 replay(s)" in report
-    assert "peak" in report and "dispatches per replay" in report
+    assert "peak" in report
     if device == "webgpu":
-        assert "not measured" not in report
+        assert "dispatches per replay" in report and "not measured" not in report
         assert "grouped: 4 adam_step updates in one kernel" in report
+    else:  # numpy runs no dispatches: the replay line counts its calls instead
+        assert "dispatches" not in report and "replay: a flat list of" in report
 
 
 def test_decorator_forms_and_bad_arguments():

@@ -403,8 +403,9 @@ class CompiledFunction:
                 continue
             g = plan.graph
             fused = [n for n in g.nodes if n.fused is not None]
-            lines.append(f"signature {i}: {len(g.nodes)} nodes on {g.device}, {len(fused)} fused kernel(s), "
-                         f"dispatches per replay: {'not measured yet' if plan.dispatches is None else plan.dispatches}")
+            counted = ("" if g.device != "webgpu" else ", dispatches per replay: "
+                       + ("not measured yet" if plan.dispatches is None else str(plan.dispatches)))
+            lines.append(f"signature {i}: {len(g.nodes)} nodes on {g.device}, {len(fused)} fused kernel(s){counted}")
             for n in fused:
                 lines.append(f"  fused: {' -> '.join(m.op.name for m in n.fused)} ({n.output.type_str()})")
             for n in g.nodes:
