@@ -14,8 +14,8 @@ protect (``elide_copies``), and the chain fuses like out-of-place code. ``reinpl
 turns an ``index_put`` whose old value nothing reads later back into a write in place.
 
 Writes into arguments, captured tensors (parameters, optimizer state) or views stay
-in place: they must reach memory the caller can see. The written value must not be
-written in place itself anywhere (readers of ``h`` would see that write too).
+in place: they must reach memory the caller can see. A ``copy_into``'s written value
+must not be written in place itself anywhere (readers of ``h`` would see that write too).
 """
 from __future__ import annotations
 
