@@ -144,6 +144,15 @@ MUTANTS = [
       "                    if problem is None:\n                        target.copy_(value)", LOAD),
     M("load-state-dict-non-strict-swallows-shape-errors", "core/nn/modules/module.py",
       "        errors += problems\n", "        errors += problems if strict else []\n", LOAD),
+    # -- compile (issue 10): view writes and the replay's optimizer updates ------------------
+    M("reinplace-while-the-old-value-is-read-later", "core/graph/passes/reinplace.py",
+      " and last.get(old.id, -1) == i\n", "\n", ("tests/test_graph_passes.py -k reinplace",)),
+    M("reinplace-while-a-view-is-read-later", "core/graph/passes/reinplace.py",
+      "all(last.get(a, -1) < i for a in shared - {old.id})", "True", ("tests/test_graph_passes.py -k reinplace",)),
+    M("functionalize-a-value-viewed-before-the-write", "core/graph/passes/functionalize.py",
+      " or target.id in viewed)", ")", ("tests/test_graph_passes.py -k functionalize",)),
+    M("replayed-updates-keep-the-recorded-scalars", "core/backend/webgpu/optim.py",
+      "    words[1], words[8:20] = fresh[1], fresh[8:20]\n", "", ("tests/test_compile.py -k learning_rate",)),
     # -- server (issue 7) ----------------------------------------------------------------
     M("stale-temporaries-of-live-savers-removed", "core/serialize.py",
       "dead = host == _HOST and pid != os.getpid() and not _process_alive(pid)",
