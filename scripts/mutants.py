@@ -68,7 +68,7 @@ MUTANTS = [
            '        _check_range("index_select", index._host(), x.shape[d], d)\n', "        pass\n",
       (H + "test_indexing.py -k index_select",)),
     M("embedding_rejects_negatives", "core/nn/functional.py",
-           "bad = values[(values < 0) | (values >= weight.shape[0])]", "bad = values[values >= weight.shape[0]]",
+           "bad = values[(values < 0) | (values >= count)]", "bad = values[values >= count]",
       (H + "test_indexing.py -k embedding",)),
     M("scatter_flags_scan", "wgsl_kernels/index.wgsl",
            "      atomicOr(&errors[0], 1u);  // row 0", "      // row 0", (H + "test_indexing.py -k scatter_add",)),
