@@ -41,6 +41,8 @@ def scratch_copy(target: Path) -> Path:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     (target / "core" / "wgsl_kernels").symlink_to(target / "wgsl_kernels", target_is_directory=True)
+    if (REPO / "node_modules").is_dir():  # the server's asset step runs Pyodide from it (read only)
+        (target / "node_modules").symlink_to(REPO / "node_modules", target_is_directory=True)
     (target / "_import").mkdir()
     (target / "_import" / "webgrad").symlink_to(target / "core", target_is_directory=True)
     return target
