@@ -186,3 +186,25 @@ def test_in_place_writes_replay_from_the_list_and_match_eager():
     np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-5, atol=1e-6)
     for a, b in zip(runs[1][1], runs[0][1]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op_name", ["sgd_step", "sgd_momentum_step", "adam_step", "rmsprop_centered_momentum_step"])
+def test_replayed_update_uniform_is_a_fresh_pack(op_name):
+    """A replay re-issues a recorded optimizer update with this call's scalars (optim.repack):
+    byte for byte what the launcher would pack, sizes and offsets kept, for any attrs, a
+    value past float32's range included (inf, as numpy rounds it)."""
+    from webgrad.backend.webgpu import optim
+
+    rng = np.random.default_rng(0)
+    recorded = optim._pack(1000, 0, 8, [4, 12, 16, 20], {})
+    for trial in range(50):
+        attrs = {"maximize": bool(rng.random() < 0.5), "weight_decay": float(rng.random()) * (trial % 2),
+                 "lr": float(rng.lognormal(-5, 3)), "momentum": float(rng.random()),
+                 "dampening": float(rng.random()) * (trial % 3 == 0), "nesterov": trial % 4 == 0,
+                 "first_step": trial % 5 == 0, "step_size": 1e39 if trial == 1 else float(rng.lognormal(-5, 3)),
+                 "beta1": 0.9, "beta2": float(rng.random()), "bias_correction2_sqrt": float(rng.random()),
+                 "eps": float(rng.lognormal(-15, 5)), "decoupled_weight_decay": trial % 2 == 0,
+                 "alpha": float(rng.random())}
+        flags, values = optim._scalars(op_name, attrs)
+        with np.errstate(over="ignore"):
+            assert optim.repack(recorded, op_name, attrs) == optim._pack(1000, flags, 8, [4, 12, 16, 20], values)

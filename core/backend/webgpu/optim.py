@@ -9,6 +9,8 @@ same constants.
 """
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from .backend import launcher
@@ -65,10 +67,14 @@ def repack(uniform: bytes, op_name: str, attrs: dict) -> bytes:
     with this call's flags and scalars (lr, bias corrections...); its sizes and offsets kept.
     A compiled step's replay re-issues its recorded updates so (graph/replay.py)."""
     flags, values = _scalars(op_name, attrs)
-    words = np.frombuffer(uniform, dtype=np.uint32).copy()
-    fresh = np.frombuffer(_pack(0, flags, 0, [], values), dtype=np.uint32)
-    words[1], words[8:20] = fresh[1], fresh[8:20]
-    return words.tobytes()
+    out = bytearray(uniform)
+    try:  # struct, not numpy: several times faster per call in Pyodide
+        struct.pack_into("<I", out, 4, flags)
+        struct.pack_into("<12f", out, 32, *(float(values.get(name, 0.0)) for name in FIELDS), 0.0)
+    except OverflowError:  # a scalar past float32's range: numpy rounds it to inf, as _pack does
+        fresh = _pack(0, flags, 0, [], values)
+        out[4:8], out[32:80] = fresh[4:8], fresh[32:80]
+    return bytes(out)
 
 
 @launcher("optim")
