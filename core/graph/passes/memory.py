@@ -10,7 +10,9 @@ import math
 from ...kernels import View
 
 
-def plan_memory(graph) -> dict:
+def last_uses(graph) -> dict:
+    """value id -> the position of the last node reading it; len(graph.nodes) for the values
+    that leave the call (outputs, gradients)."""
     last = {}
     for i, node in enumerate(graph.nodes):
         for v in node.inputs:
@@ -20,6 +22,11 @@ def plan_memory(graph) -> dict:
         last[v.id] = end
     for _, g in graph.grads:
         last[g.id] = end
+    return last
+
+
+def plan_memory(graph) -> dict:
+    last = last_uses(graph)
     live, peak, total, allocating = 0, 0, 0, []
     dying: dict[int, int] = {}
     for i, node in enumerate(graph.nodes):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ...ops.registry import OPS
 from ..ir import Node
 from .functionalize import is_view
+from .memory import last_uses
 
 
 def reinplace(graph) -> int:
@@ -30,15 +31,7 @@ def reinplace(graph) -> int:
                     if v.id in members:
                         members.add(node.output.id)
                 aliases.setdefault(v.id, {v.id}).add(node.output.id)
-    last: dict[int, int] = {}
-    for i, node in enumerate(graph.nodes):
-        for v in node.inputs:
-            last[v.id] = i
-    end = len(graph.nodes)
-    for v in graph.outputs:
-        last[v.id] = end
-    for _, g in graph.grads:
-        last[g.id] = end
+    last = last_uses(graph)
 
     rename: dict = {}
     nodes, changed = [], 0
