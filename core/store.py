@@ -20,10 +20,25 @@ What is stored: the weights as a safetensors file, and the metadata JSON object
 you give, plus one key ``"webgrad"`` that this module writes::
 
     {"version": 1, "architecture": <nn.arch record or null>, "input_shape": [1, 64] or null,
-     "input_dtype": "float32", "output_shape": [1, 10] or null, "labels": [...] or null}
+     "input_dtype": "float32", "output_shape": [1, 10] or null, "labels": [...] or null,
+     "input": <what the input is, below> or null}
 
 so ``pull`` (and the ``<webgrad-model>`` widget) can rebuild the module without
-the code that built it. In a page, blocking calls need ``pyodide.ffi.run_sync``
+the code that built it. ``"input"`` tells the widget which UI to show; it is one of::
+
+    {"kind": "image", "height": 8, "width": 8, "channels": 1}          # a drawing pad
+    {"kind": "vector", "size": 4, "names": ["sepal length", ...] or null}  # number fields
+    {"kind": "points", "dims": 2, "x_range": [-1, 1], "y_range": [-1, 1]}  # a plane to click
+    {"kind": "points", "dims": 1, "x_range": [-1, 1], "y_range": null}     # a curve y = f(x)
+    {"kind": "tokens", "vocab": ["a", "b", ...] or null, "vocab_size": 65, "context": 32 or null}
+
+inferred from the input shape and dtype (integer ids are tokens; (1, C, H, W), or (1, N)
+with N a square >= 64, an image; (1, 2) points on a plane; (1, 1) a curve; else a vector)
+and the metadata hints ``"image"``, ``"vocab"`` (else ``"labels"`` when they match the
+vocabulary size), ``"context"``, ``"x_range"``, ``"y_range"``. ``metadata["input"]``
+(a dict as above) overrides the guess; fields it leaves out keep the inferred values.
+
+In a page, blocking calls need ``pyodide.ffi.run_sync``
 (the webgrad worker enters Python so that it works); each call also has an
 ``*_async`` twin to ``await``.
 """
@@ -147,9 +162,9 @@ def _json(response: http.Response, call: str, url: str):
 
 # ----------------------------------------------------------------------------- plans
 
-def _push_plan(model, name, metadata, url, input_size, input_data, architecture):
+def _push_plan(model, name, metadata, url, input_size, input_data, dtypes, architecture):
     base, name = _locate(name, url, "push")
-    weights, record = _prepare(model, metadata, input_size, input_data, architecture)
+    weights, record = _prepare(model, metadata, input_size, input_data, dtypes, architecture)
     body, content_type = http.multipart([("weights", "model.safetensors", weights),
                                          ("metadata", None, _metadata_json(record))])
     target = _model_url(base, name)
@@ -210,7 +225,7 @@ def _metadata_json(metadata: dict) -> bytes:
                          "store them as strings or None") from None
 
 
-def _prepare(model, metadata, input_size, input_data, architecture) -> tuple[bytes, dict]:
+def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> tuple[bytes, dict]:
     """The safetensors bytes and the metadata object (with the ``"webgrad"`` record) for a push."""
     from .nn import Module
     from .tensor import Tensor
@@ -245,14 +260,14 @@ def _prepare(model, metadata, input_size, input_data, architecture) -> tuple[byt
         if input_size is not None or input_data is not None:
             from .summary import _example_input, _shapes
 
-            example = _example_input(model, input_size, input_data, None, None, "webgrad.store.push")
+            example = _example_input(model, input_size, input_data, dtypes, None, "webgrad.store.push")
             output = _forward_eval(model, example)
             inputs = example if isinstance(example, (tuple, builtins.list)) else [example]
             record["input_shape"] = builtins.list(inputs[0].shape)
             record["input_dtype"] = inputs[0].dtype.name
             record["output_shape"] = _shapes(output)
         else:
-            record["input_shape"] = _guess_input_shape(model)
+            record["input_shape"], record["input_dtype"] = _guess_input(model)
     elif hasattr(model, "keys") and hasattr(model, "items"):
         state = dict(model.items())
         bad = [k for k, v in state.items() if not isinstance(k, str) or not isinstance(v, Tensor)]
@@ -260,10 +275,15 @@ def _prepare(model, metadata, input_size, input_data, architecture) -> tuple[byt
             raise TypeError(f"webgrad.store.push: a state dict maps str to Tensor; bad entries: {bad[:5]}")
         if input_size is not None:
             record["input_shape"] = builtins.list(input_size)
+        if dtypes is not None:
+            from .dtypes import to_dtype
+
+            record["input_dtype"] = to_dtype(builtins.list(dtypes)[0]).name
     else:
         raise TypeError(f"webgrad.store.push: expected an nn.Module or a state dict, got {type(model).__name__}")
     if metadata.get("input_shape") is not None and record["input_shape"] is None:
         record["input_shape"] = builtins.list(metadata["input_shape"])
+    record["input"] = _input_record(record, metadata, model)
     return serialize.save_bytes(state), {**metadata, RECORD_KEY: record}
 
 
@@ -280,16 +300,131 @@ def _forward_eval(model, example):
             object.__setattr__(module, "training", mode)
 
 
-def _guess_input_shape(model):
-    """(1, in_features) when the first layer is a Linear, else None (give input_size to record it)."""
-    from .nn import Linear
+def _guess_input(model) -> tuple[builtins.list | None, str]:
+    """(input shape, dtype) from the first layer with parameters: a Linear takes (1, in_features)
+    floats, an Embedding token ids (length unknown); else (None, "float32"): give input_size."""
+    from .nn import Embedding, Linear
 
     for module in model.modules():
         if isinstance(module, Linear):
-            return [1, module.in_features]
+            return [1, module.in_features], "float32"
+        if isinstance(module, Embedding):
+            return None, "int64"
         if module._parameters:
-            return None
+            break
+    return None, "float32"
+
+
+INPUT_KINDS = ("image", "vector", "points", "tokens")
+
+
+def _vocab_size(model, output_shape) -> int | None:
+    """The number of token ids: the first Embedding's rows, else the output's last dimension."""
+    from .nn import Embedding, Module
+
+    if isinstance(model, Module):
+        embedding = next((m for m in model.modules() if isinstance(m, Embedding)), None)
+        if embedding is not None:
+            return int(embedding.num_embeddings)
+    if output_shape and isinstance(output_shape[0], int):
+        return int(output_shape[-1])
     return None
+
+
+def _input_record(record: dict, metadata: dict, model) -> dict | None:
+    """What the input is (see the module doc): guessed from shape, dtype and hints, then ``metadata["input"]``."""
+    shape, dtype = record["input_shape"], record["input_dtype"]
+    given = metadata.get("input")
+    if given is not None and (not isinstance(given, dict) or given.get("kind") not in INPUT_KINDS):
+        raise ValueError(f"webgrad.store.push: metadata['input'] must be a dict whose 'kind' is one of "
+                         f"{', '.join(INPUT_KINDS)}, e.g. {{'kind': 'points', 'dims': 2, 'x_range': [-1, 1], "
+                         f"'y_range': [-1, 1]}}; got {given!r}")
+    guess = _guess_input_record(shape, dtype, metadata, record["output_shape"], model)
+    if given is None:
+        return guess
+    base = guess if guess is not None and guess["kind"] == given["kind"] else _empty_input(given["kind"], shape)
+    merged = {**base, **given}
+    _check_input_record(merged)
+    return merged
+
+
+def _empty_input(kind: str, shape) -> dict:
+    size = int(shape[-1]) if shape else None
+    empty: dict[str, dict] = {"image": {"kind": "image", "height": None, "width": None, "channels": 1},
+            "vector": {"kind": "vector", "size": size, "names": None},
+            "points": {"kind": "points", "dims": size if size in (1, 2) else 2, "x_range": [-1.0, 1.0],
+                       "y_range": [-1.0, 1.0] if size != 1 else None},
+            "tokens": {"kind": "tokens", "vocab": None, "vocab_size": None, "context": None}}
+    return empty[kind]
+
+
+def _check_input_record(record: dict) -> None:
+    def fail(what):
+        raise ValueError(f"webgrad.store.push: metadata['input'] ({record['kind']}): {what}")
+
+    def is_range(value):
+        return (isinstance(value, (builtins.list, tuple)) and len(value) == 2
+                and all(isinstance(v, (int, float)) for v in value) and value[0] < value[1])
+
+    kind = record["kind"]
+    if kind == "image" and not all(isinstance(record.get(k), int) and record[k] > 0
+                                   for k in ("height", "width", "channels")):
+        fail(f"height, width and channels must be positive ints, got {record}")
+    if kind == "vector" and not (isinstance(record.get("size"), int) and record["size"] > 0):
+        fail(f"size must be a positive int, got {record.get('size')!r}")
+    if kind == "points":
+        if record.get("dims") not in (1, 2):
+            fail(f"dims must be 1 (a curve y = f(x)) or 2 (points on a plane), got {record.get('dims')!r}")
+        if not is_range(record.get("x_range")) or not (record.get("y_range") is None or is_range(record["y_range"])):
+            fail(f"x_range and y_range must be [low, high] with low < high, got {record.get('x_range')!r} "
+                 f"and {record.get('y_range')!r}")
+    if kind == "tokens" and record.get("vocab") is not None and not (
+            isinstance(record["vocab"], (builtins.list, tuple)) and all(isinstance(v, str) for v in record["vocab"])):
+        fail("vocab must be a list of strings (the text of each token id), e.g. list('abc')")
+
+
+def _guess_input_record(shape, dtype, metadata, output_shape, model) -> dict | None:
+    """The input record the shape, dtype and metadata hints point to (None when nothing does)."""
+    from .dtypes import from_name
+
+    image = metadata.get("image")
+    if isinstance(image, dict) and image.get("height") and image.get("width"):
+        return {"kind": "image", "height": int(image["height"]), "width": int(image["width"]),
+                "channels": int(image.get("channels", 1))}
+    is_integer = not from_name(dtype).is_floating_point if isinstance(dtype, str) else False
+    if is_integer or metadata.get("vocab") is not None:
+        vocab = metadata.get("vocab")
+        size = _vocab_size(model, output_shape)
+        labels = metadata.get("labels")
+        if vocab is None and isinstance(labels, (builtins.list, tuple)) and len(labels) == size \
+                and all(isinstance(v, str) for v in labels):
+            vocab = labels  # a language model's classes are its next tokens
+        context = metadata.get("context")  # not the example length: only the author knows how far it sees
+        record = {"kind": "tokens", "vocab": None if vocab is None else builtins.list(vocab),
+                  "vocab_size": len(vocab) if vocab is not None else size,
+                  "context": int(context) if isinstance(context, (int, float)) else None}
+        _check_input_record(record)
+        return record
+    if not shape:
+        return None
+    if len(shape) == 4:
+        return {"kind": "image", "height": shape[2], "width": shape[3], "channels": shape[1]}
+    if len(shape) == 3:
+        return {"kind": "image", "height": shape[1], "width": shape[2], "channels": 1}
+    if len(shape) != 2:
+        return None
+    size = int(shape[1])
+    side = round(size ** 0.5)
+    if side * side == size and side >= 8:  # (1, 64): 8 x 8 digits; (1, 784): 28 x 28
+        return {"kind": "image", "height": side, "width": side, "channels": 1}
+    if size in (1, 2):
+        record = _empty_input("points", shape)
+        for key in ("x_range", "y_range"):
+            if metadata.get(key) is not None:
+                record[key] = builtins.list(metadata[key])
+        _check_input_record(record)
+        return record
+    return {"kind": "vector", "size": size, "names": None}
 
 
 def _rebuild(architecture, state, name, trust_code, device):
@@ -336,7 +471,7 @@ def info_from_record(stored: dict, base: str) -> dict:
         "metadata": metadata,
         "labels": own.get("labels") if own.get("labels") is not None else metadata.get("labels"),
         "input_shape": own.get("input_shape"), "input_dtype": own.get("input_dtype", "float32"),
-        "output_shape": own.get("output_shape"),
+        "output_shape": own.get("output_shape"), "input": own.get("input"),
         "has_architecture": architecture is not None,
         "code": [e["name"] for e in (architecture or {}).get("code", []) if e.get("kind") == "class"],
     }
@@ -345,18 +480,22 @@ def info_from_record(stored: dict, base: str) -> dict:
 # ----------------------------------------------------------------------------- public calls
 
 def push(model_or_state_dict, name: str, metadata: dict | None = None, url: str | None = None, *,
-         input_size=None, input_data=None, architecture="auto") -> dict:
+         input_size=None, input_data=None, dtypes=None, architecture="auto") -> dict:
     """Store a model (or a state dict) on the server under ``name``, replacing any older version.
 
     Args:
         model_or_state_dict: an ``nn.Module`` (its architecture is recorded so ``pull`` can
             rebuild it) or a dict of str -> Tensor.
         name: 1-64 characters from ``A-Z a-z 0-9 _ . -`` (or a full ``.../api/models/NAME`` URL).
-        metadata: a JSON object kept with the model; ``"labels"`` (class names) is shown by the widget.
+        metadata: a JSON object kept with the model; ``"labels"`` (class names) is shown by the widget;
+            ``"input"``, ``"image"``, ``"vocab"``, ``"context"``, ``"x_range"``, ``"y_range"`` say what
+            the input is (the module doc lists them).
         url: the server (see the module doc for the default).
         input_size: the input shape, batch included, e.g. ``(1, 64)``; recorded with the output
             shape (one forward pass in eval mode) so the widget knows what to feed the model.
         input_data: an example input instead of ``input_size``.
+        dtypes: the input's dtype, as in ``webgrad.summary`` (default float32; ``[webgrad.int64]``
+            for token ids): recorded so the widget sends the model what it takes.
         architecture: ``"auto"`` (record it, or warn and push the weights only if it cannot be),
             ``True`` (raise if it cannot be recorded) or ``False`` (weights only).
 
@@ -365,8 +504,10 @@ def push(model_or_state_dict, name: str, metadata: dict | None = None, url: str 
 
     Example:
         >>> webgrad.store.push(model, "digits-mlp", {"labels": list("0123456789")}, input_size=(1, 64))
+        >>> webgrad.store.push(lm, "char-lm", {"vocab": chars, "context": 32}, input_size=(1, 32),
+        ...                    dtypes=[webgrad.int64])
     """
-    return _run(_push_plan(model_or_state_dict, name, metadata, url, input_size, input_data, architecture))
+    return _run(_push_plan(model_or_state_dict, name, metadata, url, input_size, input_data, dtypes, architecture))
 
 
 def pull(name: str, url: str | None = None, *, trust_code: bool = False, weights_only: bool = False, device=None):
@@ -403,9 +544,9 @@ def list(url: str | None = None) -> builtins.list[dict]:  # noqa: A001 (the name
 
 
 async def push_async(model_or_state_dict, name: str, metadata: dict | None = None, url: str | None = None, *,
-                     input_size=None, input_data=None, architecture="auto") -> dict:
+                     input_size=None, input_data=None, dtypes=None, architecture="auto") -> dict:
     """``push`` for ``await`` (in a page where blocking calls are not possible)."""
-    return await _run_async(_push_plan(model_or_state_dict, name, metadata, url, input_size, input_data,
+    return await _run_async(_push_plan(model_or_state_dict, name, metadata, url, input_size, input_data, dtypes,
                                        architecture))
 
 

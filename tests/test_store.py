@@ -284,6 +284,76 @@ def test_async_twins(fresh):
     assert store.list(url=fresh) == []
 
 
+# ----------------------------------------------------------------------------- what the input is
+
+class TinyLM(nn.Module):
+    """A language model whose position table limits how far it sees (like demos/char_lm.py's)."""
+
+    def __init__(self, vocab, context=8, width=8):
+        super().__init__()
+        self.token = nn.Embedding(vocab, width)
+        self.position = nn.Embedding(context, width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, tokens):
+        return self.head(self.token(tokens) + self.position(webgrad.arange(tokens.shape[1])))
+
+
+def test_recorded_input_kind_from_shape_dtype_and_hints(fresh):
+    """The widget picks its UI from info["input"]: inferred from the input's shape and dtype,
+    with the metadata hints, for each kind of model the demos push."""
+    mlp = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10))
+    info = store.push(mlp, "digits", {"labels": list("0123456789")}, url=fresh, input_size=(1, 64))
+    assert info["input"] == {"kind": "image", "height": 8, "width": 8, "channels": 1}
+    cnn = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Flatten(), nn.Linear(2 * 8 * 6, 3))
+    info = store.push(cnn, "cnn", url=fresh, input_size=(1, 1, 8, 6))
+    assert info["input"] == {"kind": "image", "height": 8, "width": 6, "channels": 1}
+    plane = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2))
+    info = store.push(plane, "plane", {"x_range": [-2, 2], "y_range": [-1.5, 1.5]}, url=fresh, input_size=(1, 2))
+    assert info["input"] == {"kind": "points", "dims": 2, "x_range": [-2, 2], "y_range": [-1.5, 1.5]}
+    curve = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 1))
+    info = store.push(curve, "curve", url=fresh, input_size=(1, 1))
+    assert info["input"] == {"kind": "points", "dims": 1, "x_range": [-1.0, 1.0], "y_range": None}
+    tabular = nn.Linear(5, 1)
+    assert store.push(tabular, "tabular", url=fresh)["input"] == {"kind": "vector", "size": 5, "names": None}
+    assert store.info("tabular", url=fresh)["input"]["kind"] == "vector"  # kept by the server, given by info()
+
+
+def test_token_model_records_int64_input_and_its_vocabulary(fresh):
+    chars = list("abcdefg")
+    lm = TinyLM(len(chars), context=8)
+    info = store.push(lm, "lm", {"labels": chars, "context": 8}, url=fresh, input_size=(1, 8),
+                      dtypes=[webgrad.int64])
+    assert info["input_dtype"] == "int64" and info["input_shape"] == [1, 8] and info["output_shape"] == [1, 8, 7]
+    assert info["input"] == {"kind": "tokens", "vocab": chars, "vocab_size": 7, "context": 8}
+    # Without input_size: an Embedding first means token ids; the vocabulary from metadata["vocab"].
+    info = store.push(lm, "lm", {"vocab": chars}, url=fresh)
+    assert info["input_dtype"] == "int64" and info["input_shape"] is None
+    assert info["input"] == {"kind": "tokens", "vocab": chars, "vocab_size": 7, "context": None}
+    # push_async takes dtypes too.
+    info = run_async(store.push_async(lm, "lm", {"vocab": chars, "context": 8}, fresh, input_size=(1, 3),
+                                      dtypes=[webgrad.int32]))
+    assert info["input_dtype"] == "int32" and info["input"]["kind"] == "tokens"
+    tokens = webgrad.tensor([[1, 2, 3]], dtype=webgrad.int32)
+    assert_close(store.pull("lm", url=fresh, trust_code=True)(tokens), predictions(lm, tokens))
+
+
+def test_metadata_input_overrides_the_guess(fresh):
+    model = nn.Linear(2, 1)
+    info = store.push(model, "m", {"input": {"kind": "vector", "names": ["height", "weight"]}}, url=fresh)
+    assert info["input"] == {"kind": "vector", "size": 2, "names": ["height", "weight"]}
+    info = store.push(model, "m", {"input": {"kind": "points", "x_range": [0, 10]}}, url=fresh)
+    assert info["input"] == {"kind": "points", "dims": 2, "x_range": [0, 10], "y_range": [-1.0, 1.0]}
+    with pytest.raises(ValueError, match=r"metadata\['input'\] must be a dict whose 'kind' is one of image"):
+        store.push(model, "m", {"input": {"kind": "sound"}}, url=fresh)
+    with pytest.raises(ValueError, match=r"\(points\): x_range and y_range must be \[low, high\]"):
+        store.push(model, "m", {"input": {"kind": "points", "x_range": [1, 0]}}, url=fresh)
+    with pytest.raises(ValueError, match=r"\(image\): height, width and channels must be positive ints"):
+        store.push(model, "m", {"input": {"kind": "image", "height": 8}}, url=fresh)
+    with pytest.raises(ValueError, match="1 input shapes but 2 dtypes"):
+        store.push(model, "m", url=fresh, input_size=(1, 2), dtypes=[webgrad.int64, webgrad.int64])
+
+
 # ----------------------------------------------------------------------------- errors
 
 def test_unreachable_server_names_the_url_and_the_fix():
