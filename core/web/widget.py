@@ -3,11 +3,14 @@
 The widget's page side boots the runtime and calls, through ``runtime.run``::
 
     from webgrad.web import widget
-    await widget.load(key, url, trust_code)   # -> the model's info dict (webgrad.store.info)
-    widget.predict(key, data_b64, shape)      # -> {"outputs": base64 float32, "shape": [...]}
+    await widget.load(key, url, trust_code)        # -> the model's info dict (webgrad.store.info)
+    widget.predict(key, data_b64, shape, dtype)    # -> {"outputs": base64 float32, "shape": [...]}
+    widget.generate(key, prompt, length, temperature)  # -> {"text": ..., "tokens": [...]}
     widget.dispose(key)
 
-Tensors cross the boundary as base64 of little-endian float32 bytes: compact, and
+Tensors cross the boundary as base64 of little-endian bytes: float32 for real-valued
+inputs and outputs, int32 for token ids (an embedding takes integer indices, never
+floats; the model gets them as its recorded input dtype, e.g. int64). Compact, and
 exact (the page gets the very float32 values the model computed). It also runs
 natively (tests call it against a live store).
 """
@@ -17,7 +20,8 @@ import base64
 
 import numpy as np
 
-_models: dict = {}
+_models: dict = {}  # key -> (model, info)
+WIRE_DTYPES = {"float32": "<f4", "int32": "<i4"}  # what the page sends, by the name it sends
 
 
 class WidgetError(ValueError):
@@ -37,34 +41,117 @@ async def load(key: str, url: str, trust_code: bool = False) -> dict:
     if not hasattr(model, "forward"):
         raise WidgetError(f"{url} holds weights only (no architecture record), so the widget cannot rebuild "
                           "the model; push the nn.Module itself: webgrad.store.push(model, name, input_size=...)")
-    _models[key] = model
     info = await store.info_async(url)
     info["device"] = str(next((p.device for p in model.parameters()), "cpu"))  # where predict() runs
+    _models[key] = (model, info)
     return info
 
 
-def predict(key: str, data_b64: str, shape) -> dict:
-    """Run the model on one batch (float32 values, row-major, of ``shape``)."""
+def _loaded(key: str, call: str):
+    if key not in _models:
+        raise WidgetError(f"widget.{call}: no model loaded under {key!r} (disposed, or the runtime restarted)")
+    return _models[key]
+
+
+def _run(model, values: np.ndarray):
+    """The model's first output for ``values`` (on the model's device, no autograd)."""
     from ..autograd import no_grad
     from ..creation import tensor
 
-    model = _models.get(key)
-    if model is None:
-        raise WidgetError(f"widget.predict: no model loaded under {key!r} (disposed, or the runtime restarted)")
-    shape = [int(s) for s in shape]
-    raw = base64.b64decode(data_b64)
-    if len(raw) != 4 * int(np.prod(shape)):
-        raise WidgetError(f"widget.predict: {len(raw)} bytes are not the {int(np.prod(shape))} float32 values "
-                          f"of shape {shape}")
-    values = np.frombuffer(raw, dtype="<f4")
     device = next((p.device for p in model.parameters()), None)
     with no_grad():
-        output = model(tensor(values.reshape(shape).copy(), device=device))
-    if isinstance(output, (tuple, list)):
-        output = output[0]
+        output = model(tensor(values, device=device))
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+def predict(key: str, data_b64: str, shape, dtype: str = "float32") -> dict:
+    """Run the model on one batch: ``shape`` values, row-major, as ``dtype`` ("float32" or "int32").
+
+    Integer values are given to the model as its recorded input dtype (int64 for most token
+    models), floats as float32.
+    """
+    model, info = _loaded(key, "predict")
+    if dtype not in WIRE_DTYPES:
+        raise WidgetError(f"widget.predict: values come as {' or '.join(WIRE_DTYPES)}, not {dtype!r}")
+    shape = [int(s) for s in shape]
+    raw = base64.b64decode(data_b64)
+    count = int(np.prod(shape))
+    if len(raw) != 4 * count:
+        raise WidgetError(f"widget.predict: {len(raw)} bytes are not the {count} {dtype} values of shape {shape}")
+    values = np.frombuffer(raw, dtype=WIRE_DTYPES[dtype]).reshape(shape)
+    wanted = info.get("input_dtype") or "float32"
+    if dtype == "int32" and wanted in ("int64", "int32", "int16", "int8", "uint8"):
+        values = values.astype(wanted)
+    elif dtype == "int32":
+        values = values.astype(np.float32)  # integers typed into a float model's fields
+    output = _run(model, values.copy())
     result = np.ascontiguousarray(output.detach().cpu().numpy(), dtype="<f4")
     return {"outputs": base64.b64encode(result.tobytes()).decode("ascii"), "shape": list(result.shape)}
 
 
+def _tokenizer(record: dict):
+    """(encode, decode) for a tokens input record: characters when every vocabulary entry is
+    one character, words (split on spaces) otherwise, and ids typed as numbers without a vocabulary."""
+    vocab = record.get("vocab")
+    if vocab is None:
+        def encode_ids(text):
+            try:
+                return [int(part) for part in text.split()]
+            except ValueError:
+                raise WidgetError(f"widget.generate: this model has no recorded vocabulary, so the prompt must be "
+                                  f"token ids separated by spaces (e.g. '3 14 15'), not {text[:40]!r}") from None
+        return encode_ids, lambda ids: " ".join(str(i) for i in ids)
+    index = {token: i for i, token in enumerate(vocab)}
+    if all(len(token) == 1 for token in vocab):
+        return (lambda text: [index[c] for c in text if c in index]), (lambda ids: "".join(vocab[i] for i in ids))
+    return (lambda text: [index[w] for w in text.split() if w in index]), (lambda ids: " ".join(vocab[i] for i in ids))
+
+
+def generate(key: str, prompt: str, length: int, temperature: float = 0.8, seed: int | None = None) -> dict:
+    """Continue ``prompt`` by ``length`` tokens, sampled one at a time from the model's
+    last-position logits (divided by ``temperature``); the window is the last ``context``
+    tokens when the model records how far it sees. Returns the new text and token ids."""
+    from .. import random as webgrad_random
+    from ..autograd import no_grad
+
+    model, info = _loaded(key, "generate")
+    record = info.get("input") or {}
+    if record.get("kind") != "tokens":
+        raise WidgetError(f"widget.generate: this model's input is {record.get('kind') or 'unknown'}, not "
+                          "tokens; generate() is for language models (push them with dtypes=[webgrad.int64])")
+    length = int(length)
+    if not 0 < length <= 10_000:
+        raise WidgetError(f"widget.generate: length must be between 1 and 10000 tokens, got {length}")
+    temperature = float(temperature)
+    if not temperature > 0:
+        raise WidgetError(f"widget.generate: temperature must be > 0, got {temperature}")
+    encode, decode = _tokenizer(record)
+    tokens = encode(prompt)
+    size = record.get("vocab_size")
+    if not tokens:
+        # An empty prompt (or none of its characters in the vocabulary): start from a newline
+        # when the model knows one, as demos/char_lm.py does, else from token 0.
+        tokens = [record["vocab"].index("\n") if "\n" in (record.get("vocab") or []) else 0]
+    if size is not None and any(not 0 <= t < size for t in tokens):
+        raise WidgetError(f"widget.generate: token ids must be in 0..{size - 1}, got {tokens[:10]}")
+    if seed is not None:
+        webgrad_random.manual_seed(int(seed))
+    context = record.get("context")
+    dtype = info.get("input_dtype") or "int64"
+    start = len(tokens)
+    with no_grad():
+        for _ in range(length):
+            window = np.asarray([tokens[-context:] if context else tokens], dtype=dtype)
+            logits = _run(model, window)
+            if len(logits.shape) != 3:
+                raise WidgetError(f"widget.generate: a language model gives (batch, length, vocab) logits; this one "
+                                  f"gave shape {tuple(logits.shape)}")
+            probabilities = (logits[0, -1] / temperature).softmax(dim=0)
+            tokens.append(int(probabilities.multinomial(1).item()))
+    new = tokens[start:]
+    return {"text": decode(new), "tokens": new}
+
+
 def dispose(key: str) -> None:
+    """Forget the model (the page's Model.dispose())."""
     _models.pop(key, None)
