@@ -174,7 +174,8 @@ const filesPanel = new FilesPanel({list: $("files"), drop: $("drop"), picker: $(
                                    status: $("files-status"), getRuntime: () => runtime});
 const modelsPanel = new ModelsPanel({
   list: $("models"), status: $("models-status"), snippet: $("embed"),
-  onLoad: (name) => runCode(`import webgrad\nmodel = webgrad.store.pull(${JSON.stringify(name)})\nmodel`),
+  onLoad: (name, {trustCode}) => runCode(`import webgrad\nmodel = webgrad.store.pull(${JSON.stringify(name)}`
+    + `${trustCode ? ", trust_code=True" : ""})\nmodel`),  // trustCode: the Models panel asked the person first
 });
 
 $("run").addEventListener("click", () => runCode());

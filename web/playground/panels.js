@@ -1,6 +1,8 @@
 // panels.js: the Files panel (what the code wrote under the working directory; downloads,
 // uploads by drag-and-drop or the Upload button) and the Models panel (the server's model
 // store: load, delete, download, embed).
+import {embedSnippet, ownCodeClasses} from "../widget/snippet.js";
+
 export const CLIENT_HEADER = {"X-Webgrad-Client": "1"};  // the server refuses writes without it
 
 function button(text, onClick, title = "") {
@@ -83,6 +85,11 @@ export class FilesPanel {
 }
 
 export class ModelsPanel {
+  /**
+   * @param {{list: HTMLElement, status: HTMLElement, snippet: HTMLElement,
+   *          onLoad: (name: string, options: {trustCode: boolean}) => any}} parts
+   *   onLoad pulls the model into the runtime (with trust_code=True when trustCode)
+   */
   constructor({list, status, snippet, onLoad}) {
     this.list = list;
     this.status = status;
@@ -113,14 +120,40 @@ export class ModelsPanel {
       const actions = document.createElement("span");
       actions.className = "actions";
       actions.append(
-        button("Load", () => this.onLoad(model.name), `pull ${model.name} into the runtime as \`model\``),
-        button("Download", () => { window.location.href = model.weights_url || `/api/models/${model.name}/weights`; },
-               "download the safetensors file"),
-        button("Embed", () => this.showEmbed(model.name), "show the HTML that embeds this model in another page"),
+        button("Load", () => this.load(model), `pull ${model.name} into the runtime as \`model\``),
+        this.downloadLink(model),
+        button("Embed", () => this.showEmbed(model), "show the HTML that embeds this model in another page"),
         button("Delete", () => this.remove(model.name), `delete ${model.name} from the store`));
       item.append(name, info, actions);
       this.list.append(item);
     }
+  }
+
+  /** Pull the model; one built by its author's own classes runs their code, so ask first. */
+  load(model) {
+    const classes = ownCodeClasses(model);
+    if (!classes.length) return this.onLoad(model.name, {trustCode: false});
+    const question = `${model.name} is built by its author's own Python code (${classes.join(", ")}). Loading it `
+      + "runs that code in this page's Python. Load it only if you trust whoever pushed it. Run it?";
+    if (!window.confirm(question)) {
+      this.status.textContent = `not loaded: ${model.name} needs its own code (${classes.join(", ")}) to run`;
+      return null;
+    }
+    return this.onLoad(model.name, {trustCode: true});
+  }
+
+  // Through a link with a download attribute, not a navigation: the file is saved as
+  // NAME.safetensors (a plain navigation to .../weights was saved as "weights").
+  downloadLink(model) {
+    const file = `${model.name}.safetensors`;
+    return button("Download", () => {
+      const link = document.createElement("a");
+      link.href = model.weights_url || `/api/models/${encodeURIComponent(model.name)}/weights`;
+      link.download = file;
+      document.body.append(link);
+      link.click();
+      link.remove();
+    }, `download ${file} (the weights)`);
   }
 
   async remove(name) {
@@ -130,11 +163,10 @@ export class ModelsPanel {
     this.status.textContent = response.ok ? `deleted ${name}` : `deleting ${name} failed: ${response.status}`;
   }
 
-  showEmbed(name) {
-    const origin = window.location.origin;
-    this.snippet.querySelector("pre").textContent =
-      `<script type="module" src="${origin}/widget.js"></script>\n` +
-      `<webgrad-model src="${origin}/api/models/${name}"></webgrad-model>`;
+  /** The snippet for `model` (a GET /api/models record): trust-code, with its comment, when it needs it. */
+  showEmbed(model) {
+    this.snippet.querySelector("pre").textContent = embedSnippet({origin: window.location.origin, name: model.name,
+                                                                  info: model});
     this.snippet.hidden = false;
     this.snippet.querySelector("button").focus();
   }
