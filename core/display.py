@@ -14,11 +14,34 @@ from __future__ import annotations
 import base64
 import html
 import struct
+import sys
 import zlib
 
 import numpy as np
 
 MAX_TABLE_CELLS = 400  # tensors up to this size (and at most 2-D) also get an HTML table
+
+# Filenames of interactive cells: code whose last expression's value a page shows (richly), as
+# Jupyter does. The browser worker registers its cell ("<playground>"). Functions that print by
+# default in a script, such as webgrad.summary, stay quiet when called from one, so the value is
+# not shown twice (once printed, once displayed).
+_interactive_cells: set[str] = set()
+
+
+def register_interactive_cell(filename: str) -> None:
+    """Treat code compiled under ``filename`` as an interactive cell (see ``called_interactively``)."""
+    _interactive_cells.add(filename)
+
+
+def called_interactively(frame) -> bool:
+    """Whether ``frame`` (a caller's, e.g. ``sys._getframe(1)``) runs where values display themselves:
+    a registered page cell, a native ``python`` prompt (``sys.ps1``) or IPython/Jupyter."""
+    if frame is not None and frame.f_code.co_filename in _interactive_cells:
+        return True
+    if hasattr(sys, "ps1"):
+        return True
+    ipython = sys.modules.get("IPython")
+    return bool(ipython is not None and getattr(ipython, "get_ipython", lambda: None)() is not None)
 
 
 def rich_repr(obj) -> dict:

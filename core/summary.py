@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import math
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -216,8 +217,13 @@ def _recurrent_flops(module, args) -> int:
     return total
 
 
-def summary(model, input_size=None, input_data=None, dtypes=None, device=None, depth: int = 3, **kwargs):
+def summary(model, input_size=None, input_data=None, dtypes=None, device=None, depth: int = 3,
+            verbose: int | None = None, **kwargs):
     """Summarise ``model``: one row per layer call with output shape, parameters and forward FLOPs.
+
+    Prints the table and returns it, as torchinfo does: in a script the table appears; where the
+    value shows itself (the playground's cell, a ``python`` prompt, Jupyter) it is not printed
+    too, unless ``verbose=1`` asks for it.
 
     Args:
         model: an ``nn.Module``.
@@ -227,20 +233,35 @@ def summary(model, input_size=None, input_data=None, dtypes=None, device=None, d
         dtypes: one dtype per input (default float32; use ``webgrad.int64`` for token ids).
         device: where to run the pass (default: where the model's parameters are).
         depth: rows deeper than this are folded into their parent.
+        verbose: 0 prints nothing, 1 (or 2) prints the table; None (default): 1 in a script, 0 when
+            called from an interactive cell or prompt (``webgrad.display.called_interactively``).
         **kwargs: passed to ``model.forward``.
 
     The pass runs in eval mode under ``no_grad``; training flags and the random seed are left as they were.
 
     Example:
         >>> model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
-        >>> webgrad.summary(model, input_size=(1, 64)).total_flops
+        >>> webgrad.summary(model, input_size=(1, 64), verbose=0).total_flops
         4778
     """
-    from .autograd import no_grad
+    from .display import called_interactively
     from .nn import Module
 
     if not isinstance(model, Module):
         raise TypeError(f"webgrad.summary: expected an nn.Module, got {type(model).__name__}")
+    if verbose not in (None, 0, 1, 2):
+        raise ValueError(f"webgrad.summary: verbose must be None, 0, 1 or 2, got {verbose!r}")
+    result = _summarize(model, input_size, input_data, dtypes, device, depth, kwargs)
+    if verbose is None:
+        verbose = 0 if called_interactively(sys._getframe(1)) else 1
+    if verbose:
+        print(result)
+    return result
+
+
+def _summarize(model, input_size, input_data, dtypes, device, depth, kwargs) -> ModelSummary:
+    from .autograd import no_grad
+
     names = {id(m): name for name, m in model.named_modules()}
     counts = {id(m): (sum(p.numel() for p in m.parameters()),
                       sum(p.numel() for p in m.parameters() if p.requires_grad)) for m in model.modules()}

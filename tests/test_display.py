@@ -82,3 +82,20 @@ def test_image_bad_input():
         Image(np.zeros((2, 2, 2, 2)))
     with pytest.raises(ValueError, match="scale"):
         Image(np.zeros((2, 2)), scale=0)
+
+
+def test_called_interactively_knows_registered_cells_and_the_python_prompt(monkeypatch):
+    import sys
+
+    from webgrad import display
+
+    monkeypatch.delattr(sys, "ps1", raising=False)
+    monkeypatch.setitem(sys.modules, "IPython", None)  # as if IPython were not imported
+    scope: dict = {"sys": sys}
+    frame = eval(compile("sys._getframe(0)", "<display-test-cell>", "eval"), scope)
+    assert not display.called_interactively(frame)
+    display.register_interactive_cell("<display-test-cell>")
+    assert display.called_interactively(frame)
+    assert not display.called_interactively(sys._getframe(0))  # this file is a script
+    monkeypatch.setattr(sys, "ps1", ">>> ", raising=False)
+    assert display.called_interactively(sys._getframe(0))  # a python prompt shows values itself

@@ -190,3 +190,37 @@ def test_a_layer_called_twice_gives_two_rows_and_counts_its_parameters_once():
     assert result.total_params == 12
     one_call = 2 * 2 * 3 * 3 + 2 * 3
     assert result.total_flops == 2 * one_call
+
+
+def test_prints_in_a_script_like_torchinfo_and_returns_the_same_value(tmp_path):
+    """verbose=None prints the table in a script (torchinfo's default); 0 is quiet; 1 prints anywhere."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text("import webgrad\nfrom webgrad import nn\n"
+                      "model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))\n"
+                      "result = webgrad.summary(model, input_size=(1, 64))\n"
+                      "quiet = webgrad.summary(model, input_size=(1, 64), verbose=0)\n"
+                      "print('returned', result.total_flops, quiet.total_flops)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.count("Total params: 2,410") == 1, out.stdout
+    assert out.stdout.index("Linear (0)") < out.stdout.index("returned 4778 4778")
+
+
+def test_an_interactive_cell_displays_the_value_instead_of_printing_it(capsys):
+    """In a page cell (the worker registers its filename) the value is shown richly: no printed table
+    as well, unless verbose=1 asks; a function defined in a script file still prints."""
+    from webgrad import display
+
+    cell = "<summary-test-cell>"
+    display.register_interactive_cell(cell)
+    scope = {"webgrad": webgrad, "model": mlp()}
+    value = eval(compile("webgrad.summary(model, input_size=(1, 64))", cell, "eval"), scope)
+    assert capsys.readouterr().out == "" and value.total_params == 2410
+    eval(compile("webgrad.summary(model, input_size=(1, 64), verbose=1)", cell, "eval"), scope)
+    assert capsys.readouterr().out.count("Total params: 2,410") == 1
+    webgrad.summary(scope["model"], input_size=(1, 64))  # called from this test file: a script's frame
+    assert "Total params: 2,410" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="verbose must be None, 0, 1 or 2"):
+        webgrad.summary(scope["model"], verbose=3)

@@ -231,8 +231,23 @@ def describe_error(error: BaseException, filename: str = CELL) -> dict:
     if isinstance(error, SyntaxError) and error.filename == filename:
         line = error.lineno
     text = "".join(summary.format())
-    message = "".join(summary.format_exception_only()).strip()
+    message = _short_type("".join(summary.format_exception_only()).strip(), type(error))
     return {"ok": False, "type": type(error).__name__, "message": message, "traceback": text, "line": line}
+
+
+def _short_type(message: str, kind: type) -> str:
+    """``message`` with the exception's module path dropped (``OpError: ...``, not
+    ``webgrad.ops.registry.OpError: ...``): the status line has room for the class; the
+    traceback keeps the full name."""
+    qualified = f"{kind.__module__}.{kind.__qualname__}"
+    if kind.__module__ in ("builtins", "__main__"):
+        return message
+    lines = message.split("\n")
+    for index, line in enumerate(lines):
+        if line == qualified or line.startswith(qualified + ":"):
+            lines[index] = kind.__qualname__ + line[len(qualified):]
+            break
+    return "\n".join(lines)
 
 
 def display(value: Any) -> dict:
@@ -270,9 +285,12 @@ async def run_cell(code: str, filename: str = CELL) -> dict:
 
     from pyodide.code import eval_code_async
 
+    from ..display import register_interactive_cell
+
     code = str(code)
     filename = str(filename)
     register_source(code, filename)
+    register_interactive_cell(filename)  # its last value is displayed: webgrad.summary need not print it too
     try:
         value = await eval_code_async(code, __main__.__dict__, filename=filename)
         if value is None:

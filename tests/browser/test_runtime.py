@@ -599,6 +599,29 @@ def test_worker_python_trims_tracebacks_to_the_users_frames():
     assert 'File "<playground>", line 4, in bad' in text and "return webgrad.ones(2, 3) @" in text
     assert "ops/linalg.py" in text  # webgrad's frames stay
     assert described["line"] == 4 and described["message"].endswith("inner dimensions differ (3 != 4)")
+    # The message (the page's status line) names the class without its module path; the traceback keeps it.
+    assert described["message"].startswith("OpError: matmul: (2, 3) @ (4, 1)"), described["message"]
+    assert "webgrad.ops.registry.OpError: matmul" in text
+
+
+def test_worker_python_message_keeps_builtins_nested_classes_and_syntax_errors():
+    from webgrad.web import worker
+
+    class Outer:
+        class Inner(Exception):
+            pass
+
+    for error, expected in [(ValueError("bad value"), "ValueError: bad value"),
+                            (Outer.Inner("nested"), f"{Outer.Inner.__qualname__}: nested")]:
+        try:
+            raise error
+        except Exception as caught:  # noqa: BLE001 (the test inspects it)
+            assert worker.describe_error(caught)["message"] == expected
+    try:
+        compile("x = (", worker.CELL, "exec")
+    except SyntaxError as caught:
+        described = worker.describe_error(caught)
+    assert described["message"].split("\n")[-1].startswith("SyntaxError: ") and described["line"] == 1
 
 
 def test_worker_python_display_and_jsonable():
