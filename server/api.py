@@ -4,12 +4,23 @@ Endpoints (all JSON except the weights; errors are ``{"error": "..."}``):
 
     GET    /api/models                  {"models": [record, ...]} sorted by name
     GET    /api/models/{name}           record
-    GET    /api/models/{name}/weights   the safetensors file (application/octet-stream)
+    GET    /api/models/{name}/weights   the safetensors file (application/octet-stream), as a
+                                        download named NAME.safetensors (Content-Disposition)
     PUT    /api/models/{name}           upload; 201 (new) or 200 (replaced) with the record
+                                        and "replaced"; 412 if If-None-Match refuses it
     DELETE /api/models/{name}           204; 404 if there was no such model
 
 A record is ``{"name", "size", "sha256", "created", "updated", "revision",
-"metadata", "weights_url"}``; times are UTC ISO 8601 strings.
+"metadata", "weights_url"}``; times are UTC ISO 8601 strings. A model's ETag is
+its ``"sha256"`` in quotes.
+
+A PUT answers the new record plus ``"replaced"``: null for a new model (status
+201), else the version it replaced, ``{"revision", "updated", "size", "sha256"}``
+(status 200), so a page can say "replaced revision 3 of 'digits'". To refuse
+overwriting, send ``If-None-Match: *``: when the model exists the answer is 412
+``{"error": "...", "current": {...}}`` and nothing changes (checked in the same
+transaction as the write, so two such PUTs cannot both create it).
+``If-None-Match: "<sha256>"`` likewise refuses to replace that version.
 
 Upload format: ``multipart/form-data`` (what a browser ``FormData`` sends) with
 
@@ -59,7 +70,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .static import not_modified
-from .store import METADATA_MAX_BYTES, InvalidMetadata, InvalidName, ModelStore, check_name, parse_metadata
+from .store import (METADATA_MAX_BYTES, InvalidMetadata, InvalidName, ModelStore, PreconditionFailed, check_name,
+                    parse_metadata, version_of)
 
 DEFAULT_MAX_UPLOAD = 64 * 1024 * 1024
 DEFAULT_MAX_TENSORS = 10_000
@@ -112,6 +124,10 @@ class _TooManyObjects(Exception):
     pass
 
 
+class _Pairs(list):
+    """A JSON object's (key, value) pairs, told apart from a JSON array (a plain list)."""
+
+
 def check_tensor_count(data: bytes, limit: int, name: str) -> None:
     """Refuse a safetensors file with more than ``limit`` tensors, reading only its header.
 
@@ -132,11 +148,13 @@ def check_tensor_count(data: bytes, limit: int, name: str) -> None:
         seen += 1
         if seen > limit + 2:
             raise _TooManyObjects()
-        return pairs
+        return _Pairs(pairs)
 
     try:
         top = json.loads(data[8:8 + length], object_pairs_hook=count)
-        if isinstance(top, list) and sum(key != "__metadata__" for key, _ in top) > limit:
+        # Only an object's keys are tensors; a header that is an array, a string or a number
+        # is malformed, and load_bytes says so.
+        if isinstance(top, _Pairs) and sum(key != "__metadata__" for key, _ in top) > limit:
             raise _TooManyObjects()
     except _TooManyObjects:
         raise BadUpload(f"weights for model {name!r} hold more than {limit} tensors, the limit per file; "
@@ -146,7 +164,7 @@ def check_tensor_count(data: bytes, limit: int, name: str) -> None:
 
 
 def store_upload(store: ModelStore, name: str, file, metadata: dict, limit: int,
-                 max_tensors: int) -> tuple[dict, bool]:
+                 max_tensors: int, only_if=None) -> tuple[dict, dict | None]:
     """Validate the uploaded weights, then hand them to the store (runs in a worker thread)."""
     file.seek(0)
     data = file.read(limit + 1)
@@ -156,14 +174,38 @@ def store_upload(store: ModelStore, name: str, file, metadata: dict, limit: int,
     from webgrad import serialize
 
     try:
-        serialize.load_bytes(data, f"weights for model {name!r}")
+        serialize.load_bytes(data, f"weights for model {name!r}", max_tensors=max_tensors)
     except MemoryError:
         raise
     except Exception as exc:  # any failure to decode means: not a file we can serve
         raise BadUpload(f"weights are not a valid safetensors file: {exc}") from None
     digest = hashlib.sha256(data).hexdigest()
     temp = store.write_temp(data)
-    return store.put(name, temp, metadata, size=len(data), sha256=digest)
+    return store.put(name, temp, metadata, size=len(data), sha256=digest, only_if=only_if)
+
+
+def put_precondition(header: str | None):
+    """``If-None-Match`` of a PUT as ``only_if(current) -> bool`` for ``ModelStore.put`` (None: none).
+
+    ``*`` passes only when there is no model yet; a list of ETags passes unless the
+    current model's ETag (its quoted sha256, weak or not) is among them.
+    """
+    if header is None:
+        return None
+    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
+    if "*" in tags:
+        return lambda current: current is None
+    return lambda current: current is None or '"' + current["sha256"] + '"' not in tags
+
+
+def precondition_failed(name: str, current: dict | None) -> JSONResponse:
+    if current is None:  # not reachable with put_precondition's rules; said plainly all the same
+        return error(412, f"model {name!r}: the upload's precondition (If-None-Match) failed; nothing was changed")
+    message = (f"model {name!r} already exists (revision {current['revision']}, updated {current['updated']}) "
+               "and If-None-Match refused to replace it; nothing was changed. Choose another name, or PUT "
+               "without If-None-Match to replace it")
+    return JSONResponse({"error": message, "current": current}, status_code=412,
+                        headers={**NO_STORE, "ETag": f'"{current["sha256"]}"'})
 
 
 def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_MAX_TENSORS) -> list[Route]:
@@ -197,7 +239,9 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
             return error(404, f"no model named {name!r}", NO_CACHE)
         record, file = found
         etag = f'"{record["sha256"]}"'
-        headers = {**NO_CACHE, "ETag": etag, "Content-Length": str(record["size"])}
+        # The name is checked against [A-Za-z0-9_.-] (check_name), so it needs no escaping in quotes.
+        headers = {**NO_CACHE, "ETag": etag, "Content-Length": str(record["size"]),
+                   "Content-Disposition": f'attachment; filename="{name}.safetensors"'}
         if not_modified(request, etag) or request.method == "HEAD":
             file.close()
             status = 304 if not_modified(request, etag) else 200
@@ -227,6 +271,12 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
         if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
             return error(415, "send multipart/form-data with a 'weights' file part (safetensors) and "
                               "an optional 'metadata' part (a JSON object)")
+        only_if = put_precondition(request.headers.get("if-none-match"))
+        if only_if is not None:
+            # Refuse before reading the body when we can already tell; the write checks again.
+            current = version_of(await run_in_threadpool(store.get, name))
+            if not only_if(current):
+                return precondition_failed(name, current)
         limited = Request(request.scope, BodyLimit(request.receive, max_upload))
         try:
             async with limited.form(max_files=2, max_fields=2, max_part_size=METADATA_LIMIT) as form:
@@ -244,8 +294,10 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
                 except InvalidMetadata as exc:
                     raise BadUpload(str(exc)) from None
                 async with validation_slots:
-                    record, created = await run_in_threadpool(
-                        store_upload, store, name, weights.file, metadata, max_upload, max_tensors)
+                    record, replaced = await run_in_threadpool(
+                        store_upload, store, name, weights.file, metadata, max_upload, max_tensors, only_if)
+        except PreconditionFailed as exc:
+            return precondition_failed(name, exc.current)
         except UploadTooLarge:
             return too_large(close=False)
         except BadUpload as exc:
@@ -255,7 +307,7 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
                 raise
             return error(400, f"the upload is not acceptable multipart/form-data: {exc.detail} (the "
                               f"'metadata' part may hold at most {METADATA_LIMIT} bytes)")
-        return JSONResponse(public(record), status_code=201 if created else 200,
+        return JSONResponse({**public(record), "replaced": replaced}, status_code=201 if replaced is None else 200,
                             headers={**NO_STORE, "Location": f"/api/models/{name}"})
 
     async def delete_model(request: Request):

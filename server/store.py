@@ -73,6 +73,15 @@ def check_name(name: str) -> str:
     return name
 
 
+class PreconditionFailed(Exception):
+    """``ModelStore.put``'s ``only_if`` refused the write; ``current`` is the model's version
+    then (None if there was none)."""
+
+    def __init__(self, name: str, current: dict | None):
+        super().__init__(name, current)
+        self.name, self.current = name, current
+
+
 class InvalidMetadata(ValueError):
     """Metadata that is not a JSON object every client can read back (see ``metadata_json``)."""
 
@@ -146,6 +155,14 @@ def parse_metadata(raw: bytes | str) -> dict:
         raise InvalidMetadata(f"metadata is not valid JSON: {exc}") from None
     metadata_json(value)
     return value
+
+
+VERSION_FIELDS = ("revision", "updated", "size", "sha256")
+
+
+def version_of(record) -> dict | None:
+    """Which version of a model ``record`` (a record or a row; None for none) is: ``VERSION_FIELDS``."""
+    return None if record is None else {key: record[key] for key in VERSION_FIELDS}
 
 
 def _valid_name(name) -> bool:
@@ -287,9 +304,16 @@ class ModelStore:
             raise
         return path
 
-    def put(self, name: str, temp_path: Path, metadata: dict, *, size: int, sha256: str) -> tuple[dict, bool]:
-        """Make the synced file ``temp_path`` the weights of ``name``; return ``(record, created)``.
+    def put(self, name: str, temp_path: Path, metadata: dict, *, size: int, sha256: str,
+            only_if=None) -> tuple[dict, dict | None]:
+        """Make the synced file ``temp_path`` the weights of ``name``; return ``(record, replaced)``.
 
+        ``replaced`` is None for a new model, else what the upload replaced:
+        ``{"revision", "updated", "size", "sha256"}`` of the previous version.
+        ``only_if(current)``, if given, is called inside the write transaction with the
+        current record's ``{"revision", "updated", "size", "sha256"}`` (None when there
+        is no such model); when it returns False nothing changes and ``PreconditionFailed``
+        is raised. Checking there, not before, means two writers cannot both pass it.
         The caller has validated the file. ``temp_path`` is consumed (moved or removed).
         """
         try:
@@ -311,7 +335,11 @@ class ModelStore:
         now = _now()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            old = conn.execute("SELECT file, created, revision FROM models WHERE name = ?", (name,)).fetchone()
+            old = conn.execute("SELECT file, created, updated, revision, size, sha256 FROM models WHERE name = ?",
+                               (name,)).fetchone()
+            replaced = version_of(old)
+            if only_if is not None and not only_if(replaced):
+                raise PreconditionFailed(name, replaced)
             created = old["created"] if old else now
             revision = old["revision"] + 1 if old else 1
             conn.execute(
@@ -331,7 +359,7 @@ class ModelStore:
             (self.models_dir / old["file"]).unlink(missing_ok=True)
         record = {"name": name, "size": size, "sha256": sha256, "created": created,
                   "updated": now, "revision": revision, "metadata": metadata}
-        return record, old is None
+        return record, replaced
 
     def delete(self, name: str) -> bool:
         """Remove ``name``; return False if there was no such model."""

@@ -294,6 +294,7 @@ def test_model_roundtrip(client):
     created = put_model(client, "digits-mlp", weights)
     assert created.status_code == 201, created.text
     record = created.json()
+    assert record["replaced"] is None
     assert record["size"] == len(weights) and record["metadata"] == {"classes": 10}
     assert record["sha256"] == hashlib.sha256(weights).hexdigest()
 
@@ -306,6 +307,7 @@ def test_model_roundtrip(client):
     download = client.get("/api/models/digits-mlp/weights")
     assert download.status_code == 200 and download.content == weights
     assert download.headers["content-type"] == "application/octet-stream"
+    assert download.headers["content-disposition"] == 'attachment; filename="digits-mlp.safetensors"'
     cached = client.get("/api/models/digits-mlp/weights", headers={"If-None-Match": download.headers["etag"]})
     assert cached.status_code == 304
 
@@ -313,12 +315,67 @@ def test_model_roundtrip(client):
     replaced = put_model(client, "digits-mlp", newer, '{"classes": 10, "epochs": 3}')
     assert replaced.status_code == 200
     assert replaced.json()["created"] == record["created"] and replaced.json()["revision"] == 2
+    assert replaced.json()["replaced"] == {"revision": 1, "updated": record["updated"], "size": len(weights),
+                                           "sha256": record["sha256"]}
     assert client.get("/api/models/digits-mlp/weights").content == newer
 
     assert client.delete("/api/models/digits-mlp").status_code == 204
     assert client.get("/api/models/digits-mlp").status_code == 404
     assert client.get("/api/models/digits-mlp/weights").status_code == 404
     assert client.delete("/api/models/digits-mlp").status_code == 404
+
+
+def test_weights_download_is_named_after_the_model(client):
+    assert put_model(client, "A-b_c.9", safetensors_bytes()).status_code == 201
+    for method in ("GET", "HEAD"):
+        response = client.request(method, "/api/models/A-b_c.9/weights")
+        assert response.headers["content-disposition"] == 'attachment; filename="A-b_c.9.safetensors"', method
+    client.delete("/api/models/A-b_c.9")
+
+
+def test_if_none_match_star_refuses_to_replace(client, site):
+    first, second = safetensors_bytes(seed=4), safetensors_bytes(seed=5)
+    only_new = {**CLIENT_HEADERS, "If-None-Match": "*"}
+    created = client.put("/api/models/careful", files={"weights": ("m.safetensors", first)}, headers=only_new)
+    assert created.status_code == 201 and created.json()["replaced"] is None
+    refused = client.put("/api/models/careful", files={"weights": ("m.safetensors", second)},
+                         data={"metadata": '{"x": 1}'}, headers=only_new)
+    assert refused.status_code == 412
+    answer = refused.json()
+    assert "'careful' already exists" in answer["error"] and "revision 1" in answer["error"]
+    assert answer["current"] == {"revision": 1, "updated": created.json()["updated"], "size": len(first),
+                                 "sha256": hashlib.sha256(first).hexdigest()}
+    assert refused.headers["etag"] == f'"{answer["current"]["sha256"]}"'
+    assert client.get("/api/models/careful/weights").content == first
+    assert client.get("/api/models/careful").json()["metadata"] == {}
+    assert list((site["settings"].data_dir / "tmp").iterdir()) == []
+
+    # An ETag list refuses replacing that version only.
+    etag = client.get("/api/models/careful").headers["etag"]
+    stale = {**CLIENT_HEADERS, "If-None-Match": f'"{"0" * 64}", W/{etag}'}
+    assert client.put("/api/models/careful", files={"weights": ("m.safetensors", second)},
+                      headers=stale).status_code == 412
+    other = {**CLIENT_HEADERS, "If-None-Match": f'"{"0" * 64}"'}
+    replaced = client.put("/api/models/careful", files={"weights": ("m.safetensors", second)}, headers=other)
+    assert replaced.status_code == 200 and replaced.json()["replaced"]["revision"] == 1
+    client.delete("/api/models/careful")
+
+
+def test_store_checks_the_precondition_inside_the_write(tmp_path):
+    """Two uploads that both found no model before reading their bodies: only one may create it."""
+    from server.store import PreconditionFailed
+
+    store = ModelStore(tmp_path)
+    first = store.write_temp(b"first")
+    record, replaced = store.put("m", first, {}, size=5, sha256="1" * 64, only_if=lambda current: current is None)
+    assert replaced is None and record["revision"] == 1
+    second = store.write_temp(b"second")
+    with pytest.raises(PreconditionFailed) as info:
+        store.put("m", second, {}, size=6, sha256="2" * 64, only_if=lambda current: current is None)
+    assert info.value.current["revision"] == 1 and info.value.current["sha256"] == "1" * 64
+    assert store.get("m")["sha256"] == "1" * 64
+    assert [p.name for p in store.models_dir.iterdir()] == [store.open_weights("m")[1].name.rpartition("/")[2]]
+    assert not second.exists() and list(store.tmp_dir.iterdir()) == []
 
 
 def test_metadata_is_optional(client):
@@ -333,6 +390,10 @@ BAD_WEIGHTS = {
     "huge header length": ((2**40).to_bytes(8, "little") + b"{}", "header length"),
     "truncated": (None, "truncated"),
     "pickle": (b"\x80\x04\x95" + b"\x00" * 32, "pickle"),
+    # Headers that are JSON but not an object once answered 500 (the tensor count unpacked them as pairs).
+    "array header": (struct.pack("<Q", 9) + b"[1, 2, 3]", "got a JSON array"),
+    "array of pairs header": (struct.pack("<Q", 14) + b'[["w", {}], 1]', "header must be a JSON object"),
+    "string header": (struct.pack("<Q", 3) + b'"w"', "got a JSON string"),
 }
 
 

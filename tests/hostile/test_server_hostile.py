@@ -401,6 +401,7 @@ def test_tensor_count_is_bounded(client):
     assert response.status_code == 400
     message = response.json()["error"]
     assert f"more than {MAX_TENSORS} tensors" in message and "WEBGRAD_MAX_TENSORS" in message
+    assert "--max-tensors" in message  # the server's own knob, not webgrad.load's keyword
     assert client.get("/api/models/many/weights").content == many_tensors(MAX_TENSORS)
 
 
