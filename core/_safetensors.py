@@ -24,6 +24,12 @@ MAX_DIMS = 32  # numpy's limit on some platforms (Pyodide's too); torch files ne
 # For an empty tensor, the largest extent (its non-zero dims times item size) accepted:
 # numpy's limit on every platform webgrad runs on, Pyodide's 32-bit wasm included.
 MAX_EXTENT_BYTES = 2**31 - 1
+# Tensors per file, unless load(..., max_tensors=N) or WEBGRAD_MAX_TENSORS says otherwise (the
+# server's upload limit reads the same variable). Each tensor costs tens of microseconds and
+# some hundred bytes to check and make, so a small file of 100,000 empty tensors would take
+# seconds; real checkpoints, optimizer state included, hold a few thousand at most.
+DEFAULT_MAX_TENSORS = 10_000
+MAX_TENSORS_ENV = "WEBGRAD_MAX_TENSORS"
 
 # File dtype -> (numpy dtype of the raw little-endian data, webgrad dtype it loads as).
 # Integer widths webgrad has no dtype for widen to int64, as webgrad.from_numpy does.
@@ -102,7 +108,31 @@ def encode(entries: dict, metadata: dict) -> tuple[bytes, list[np.ndarray]]:
 
 # ----------------------------------------------------------------------------- reading
 
-def read_header(data: memoryview, source: str) -> tuple[dict, int]:
+def max_tensors_limit(max_tensors: int | None) -> int:
+    """The tensor-count limit to use: ``max_tensors``, else ``$WEBGRAD_MAX_TENSORS``, else the default."""
+    if max_tensors is None:
+        text = os.environ.get(MAX_TENSORS_ENV, "").strip()
+        if not text:
+            return DEFAULT_MAX_TENSORS
+        try:
+            max_tensors = int(text)
+        except ValueError:
+            raise ValueError(f"load: the environment variable {MAX_TENSORS_ENV}={text!r} must be a whole "
+                             "number of tensors") from None
+    elif isinstance(max_tensors, bool) or not isinstance(max_tensors, int):
+        raise TypeError(f"load: max_tensors must be an int or None, got {type(max_tensors).__name__}")
+    if max_tensors < 0:
+        raise ValueError(f"load: max_tensors must be >= 0, got {max_tensors}")
+    return max_tensors
+
+
+def _too_many_tensors(source: str, limit: int):
+    fail(source, f"header describes more than {limit} tensors, the limit per file; if you trust the file, "
+                 f"raise it with webgrad.load(..., max_tensors=N) or the environment variable {MAX_TENSORS_ENV}")
+
+
+def read_header(data: memoryview, source: str, max_tensors: int = DEFAULT_MAX_TENSORS) -> tuple[dict, int]:
+    """The checked header (a dict) and where the data starts; at most ``max_tensors`` tensors."""
     size = len(data)
     _refuse_pickle(data, source)
     if size < 8:
@@ -119,10 +149,27 @@ def read_header(data: memoryview, source: str) -> tuple[dict, int]:
         text = bytes(data[8:8 + header_length]).decode("utf-8")
     except UnicodeDecodeError as error:
         fail(source, f"header is not valid UTF-8 ({error})")
-    header = parse_json(text, source, "header")
+    # Every tensor is one JSON object, plus __metadata__ and the header itself: stop parsing
+    # past that many, so refusing a file of very many tensors costs little time or memory.
+    try:
+        header = parse_json(text, source, "header", max_objects=max_tensors + 2)
+    except _TooManyObjects:
+        _too_many_tensors(source, max_tensors)
     if not isinstance(header, dict):
-        fail(source, f"header must be a JSON object, got {type(header).__name__}")
+        fail(source, f"the header must be a JSON object (name -> tensor), got a JSON {_json_kind(header)}")
+    if len(header) - ("__metadata__" in header) > max_tensors:
+        _too_many_tensors(source, max_tensors)
     return header, 8 + header_length
+
+
+def _json_kind(value) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return "number"
 
 
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -133,16 +180,31 @@ def _nesting_depth(text: str) -> int:
     if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
         return 0  # cannot be too deep: the common case costs two counts
     codes = np.frombuffer(_JSON_STRING.sub('""', text).encode("utf-8"), dtype=np.uint8)
-    steps = ((codes == ord("[")) | (codes == ord("{"))).astype(np.int64)
-    steps -= (codes == ord("]")) | (codes == ord("}"))
+    opens = (codes == ord("[")) | (codes == ord("{"))
+    brackets = opens | (codes == ord("]")) | (codes == ord("}"))
+    # +1 / -1 per bracket only, not per character: a wide flat header of many megabytes
+    # then needs a few bytes per character here, not 16 (two int64 arrays of its length).
+    steps = opens[brackets].astype(np.int64) * 2 - 1
     return int(np.cumsum(steps).max(initial=0))
 
 
-def parse_json(text: str, source: str, where: str):
+def parse_json(text: str, source: str, where: str, max_objects: int | None = None):
+    """Parse ``text``; refuse duplicate keys and deep nesting. Raises ``_TooManyObjects`` once
+    more than ``max_objects`` JSON objects were read, if given."""
     if _nesting_depth(text) > MAX_JSON_DEPTH:
         fail(source, f"{where} is not valid JSON (nested too deeply: more than {MAX_JSON_DEPTH} levels)")
+    hook = _reject_duplicate_keys
+    if max_objects is not None:
+        seen = 0
+
+        def hook(pairs):
+            nonlocal seen
+            seen += 1
+            if seen > max_objects:
+                raise _TooManyObjects()
+            return _reject_duplicate_keys(pairs)
     try:
-        return json.loads(text, object_pairs_hook=_reject_duplicate_keys)
+        return json.loads(text, object_pairs_hook=hook)
     except _DuplicateKeyError as error:
         fail(source, f"{where} has duplicate key {error.args[0]!r}")
     except (ValueError, RecursionError) as error:
@@ -173,6 +235,10 @@ def _refuse_pickle(data: memoryview, source: str) -> None:
 
 
 class _DuplicateKeyError(Exception):
+    pass
+
+
+class _TooManyObjects(Exception):
     pass
 
 

@@ -260,7 +260,7 @@ def _fsync_directory(directory: str) -> None:
 
 # ----------------------------------------------------------------------------- load
 
-def load(f, map_location=None, weights_only=None):
+def load(f, map_location=None, weights_only=None, *, max_tensors: int | None = None):
     """Read a file written by ``webgrad.save``, safetensors or PyTorch tools.
 
     Everything in the file is checked before any tensor is made; a malformed
@@ -277,6 +277,9 @@ def load(f, map_location=None, weights_only=None):
             float64/float16/bfloat16) gets it as float32.
         weights_only: accepted for PyTorch compatibility; loading never runs
             code, so every load is weights-only.
+        max_tensors: refuse a file describing more tensors than this (default: the
+            environment variable ``WEBGRAD_MAX_TENSORS``, else 10,000), before any is
+            checked or made, so a small hostile file of 100,000 empty tensors costs little.
 
     Returns:
         The structure that was saved (tuples stay tuples, numpy arrays stay
@@ -299,16 +302,18 @@ def load(f, map_location=None, weights_only=None):
         source = os.fspath(f)
         with open(source, "rb") as file:
             data = file.read()
-    return load_bytes(data, source, map_location=map_location, weights_only=weights_only)
+    return load_bytes(data, source, map_location=map_location, weights_only=weights_only, max_tensors=max_tensors)
 
 
-def load_bytes(data, source: str = "<bytes>", *, map_location=None, weights_only=None):
+def load_bytes(data, source: str = "<bytes>", *, map_location=None, weights_only=None,
+               max_tensors: int | None = None):
     """Decode the bytes of a safetensors file (see ``load``); ``source`` names it in errors."""
     if weights_only is not None and not isinstance(weights_only, bool):
         raise TypeError(f"load: weights_only must be True, False or None, got {weights_only!r}")
     place = _placement(map_location)
+    limit = fmt.max_tensors_limit(max_tensors)
     data = memoryview(data).cast("B")
-    header, data_start = fmt.read_header(data, source)
+    header, data_start = fmt.read_header(data, source, limit)
     metadata = header.pop("__metadata__", None)
     fmt.check_metadata(metadata, source)
     entries = {name: fmt.check_entry(name, entry, source) for name, entry in header.items()}

@@ -653,3 +653,70 @@ def test_state_dict_of_a_model_on_any_device_reads_in_safetensors_torch(tmp_path
     reference.load_state_dict(loaded)  # torch takes it as its own
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(loaded[key].numpy(), value.cpu().numpy())
+
+
+# ----------------------------------------------------------------------------- tensor count
+
+def empty_tensors(count: int) -> bytes:
+    return raw({f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(count)})
+
+
+def test_tensor_count_is_bounded_by_the_keyword_and_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("WEBGRAD_MAX_TENSORS", raising=False)
+    path = tmp_path / "five.safetensors"
+    path.write_bytes(empty_tensors(5))
+    assert len(webgrad.load(path)) == 5 and len(webgrad.load(path, max_tensors=5)) == 5
+    with pytest.raises(ValueError) as info:
+        webgrad.load(path, max_tensors=4)
+    message = str(info.value)
+    assert message.startswith(f"load: {path}: header describes more than 4 tensors"), message
+    assert "max_tensors=" in message and "WEBGRAD_MAX_TENSORS" in message
+    with pytest.raises(ValueError, match="load: <bytes>: header describes more than 0 tensors"):
+        serialize.load_bytes(path.read_bytes(), max_tensors=0)
+    monkeypatch.setenv("WEBGRAD_MAX_TENSORS", "4")
+    expect_error(path, "more than 4 tensors")
+    assert len(webgrad.load(path, max_tensors=5)) == 5  # the keyword wins over the environment
+    monkeypatch.setenv("WEBGRAD_MAX_TENSORS", "5")
+    assert len(webgrad.load(path)) == 5
+    monkeypatch.setenv("WEBGRAD_MAX_TENSORS", "lots")
+    with pytest.raises(ValueError, match="WEBGRAD_MAX_TENSORS='lots' must be a whole number"):
+        webgrad.load(path)
+
+
+@pytest.mark.parametrize("value, error", [("3", TypeError), (2.0, TypeError), (True, TypeError), (-1, ValueError)])
+def test_max_tensors_must_be_a_count(tmp_path, value, error):
+    with pytest.raises(error, match="max_tensors"):
+        serialize.load_bytes(empty_tensors(1), max_tensors=value)
+
+
+def test_metadata_and_nesting_do_not_count_as_tensors(tmp_path):
+    path = tmp_path / "nested.safetensors"
+    webgrad.save({"model": {"w": webgrad.ones(2)}, "step": webgrad.tensor(3), "epoch": 7}, path, metadata={"a": "b"})
+    loaded = webgrad.load(path, max_tensors=2)
+    assert loaded["epoch"] == 7 and loaded["model"]["w"].tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="more than 1 tensors"):
+        webgrad.load(path, max_tensors=1)
+
+
+def test_refusing_very_many_tensors_is_cheap(tmp_path, monkeypatch):
+    """A 3 MB file of 50,000 empty tensors once took seconds and ~15x its size in memory to
+    load; refused at the default limit, it checks no entry and stays within a few copies of
+    its text."""
+    import tracemalloc
+
+    from webgrad import _safetensors
+
+    monkeypatch.delenv("WEBGRAD_MAX_TENSORS", raising=False)
+    data = empty_tensors(50_000)
+    checked = []
+    real_check = _safetensors.check_entry
+    monkeypatch.setattr(_safetensors, "check_entry", lambda *args: checked.append(args) or real_check(*args))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="more than 10000 tensors"):
+            serialize.load_bytes(data, "many.safetensors")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert checked == []
+    assert peak < 10 * len(data), peak / len(data)

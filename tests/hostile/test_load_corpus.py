@@ -47,6 +47,11 @@ def empty_with_shape(shape, dtype="F32"):
     return raw({"w": {"dtype": dtype, "shape": shape, "data_offsets": [0, 0]}})
 
 
+def many_empty_tensors(count: int) -> bytes:
+    """A file of ``count`` zero-size tensors: a few dozen bytes each, nothing to read."""
+    return raw({f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(count)})
+
+
 def with_tree(tree: str) -> bytes:
     return raw({"__metadata__": {"webgrad": tree}, "w": f32_entry(0, 4)}, b"\0" * 4)
 
@@ -82,7 +87,16 @@ MALFORMED = [
     ("header-not-json", lambda: raw(b'{"w": {"dtype": '), ["header", "not valid JSON"]),
     ("header-nested-too-deeply", lambda: raw(b"[" * 100_000 + b"]" * 100_000),
      ["header", "not valid JSON", "nested too deeply"]),
-    ("header-not-an-object", lambda: raw(b"[1, 2, 3]"), ["header must be a JSON object", "list"]),
+    ("header-not-an-object", lambda: raw(b"[1, 2, 3]"), ["header must be a JSON object", "array"]),
+    # An array of entries is what an upload of it answered 500 to (the server counted its items as pairs).
+    ("header-an-array-of-entries", lambda: raw(json.dumps([["w", f32_entry(0, 4)]]).encode(), b"\0" * 4),
+     ["header must be a JSON object", "array"]),
+    ("header-a-string", lambda: raw(b'"w"'), ["header must be a JSON object", "string"]),
+    ("header-a-number", lambda: raw(b"3"), ["header must be a JSON object", "number"]),
+    ("header-null", lambda: raw(b"null"), ["header must be a JSON object", "null"]),
+    # One more zero-size tensor than the default limit (no WEBGRAD_MAX_TENSORS in the tests).
+    ("too-many-tensors", lambda: many_empty_tensors(10_001),
+     ["more than 10000 tensors", "max_tensors=", "WEBGRAD_MAX_TENSORS"]),
     ("duplicate-keys", lambda: raw(f'{{"w": {_W}, "w": {_W}}}'.encode(), b"\0" * 4),
      ["duplicate key 'w'"]),
     ("entry-not-an-object", lambda: raw({"w": [0, 4]}, b"\0" * 4), ["tensor 'w'", "must be an object"]),
@@ -159,6 +173,12 @@ MALFORMED = [
     ("pickle-protocol-5", lambda: pickle.dumps({"weight": [1.0]}, protocol=5), ["pickle protocol 5"]),
     ("torch-zip-checkpoint", zip_checkpoint, ["PyTorch pickle checkpoint", "zip archive"]),
 ]
+
+
+@pytest.fixture(autouse=True)
+def default_tensor_limit(monkeypatch):
+    """The corpus expects the default tensor-count limit, whatever the shell set."""
+    monkeypatch.delenv("WEBGRAD_MAX_TENSORS", raising=False)
 
 
 def expect_error(path, *fragments) -> str:
