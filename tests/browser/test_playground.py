@@ -304,3 +304,124 @@ def test_models_panel_download_and_delete_and_drop_upload(playground, server_url
     p.locator("#files li", has_text="dropped.txt").wait_for()
     assert page.runtime.ok("open('dropped.txt').read()")["result"] == "dropped text"
     assert page.errors == []
+
+
+def _sha256_in_page(page: Page, path: str) -> str:
+    return page.runtime.ok(f"import hashlib\nhashlib.sha256(open({path!r}, 'rb').read()).hexdigest()")["result"]
+
+
+def test_files_survive_restart_device_switch_and_reload(playground):
+    """The working folder is kept in the browser's storage: an upload (the Files panel's picker)
+    and a file the code wrote are still listed and read the same bytes after Restart, a device
+    switch and a reload; what is lost is the variables."""
+    import hashlib
+    import random
+
+    page = playground()
+    p = page.page
+    upload = random.Random(19).randbytes(3 << 20)  # binary, a few MB: every byte must survive
+    p.set_input_files("#file-picker", files=[{"name": "upload.bin", "mimeType": "application/octet-stream",
+                                              "buffer": upload}])
+    p.locator("#files li", has_text="upload.bin").wait_for()
+    page.type_code("import os\nos.makedirs('out', exist_ok=True)\nopen('out/written.txt', 'w').write('by the code')\n"
+                   "kept = 1")
+    p.keyboard.press("Control+Enter")
+    assert page.wait_idle().startswith("done")
+    assert "files are kept" in p.get_attribute("#restart", "title")
+    assert "files are kept" in p.get_attribute("#device-picker", "title")
+    expected = hashlib.sha256(upload).hexdigest()
+
+    def still_there(when: str) -> None:
+        p.click("#files-refresh")
+        for name in ("upload.bin", "out/written.txt"):
+            p.locator("#files li", has_text=name).wait_for()
+        assert _sha256_in_page(page, "upload.bin") == expected, when
+        assert page.runtime.ok("open('out/written.txt').read()")["result"] == "by the code", when
+        assert page.runtime.run("kept")["error"]["pythonType"] == "NameError", when  # variables are not kept
+
+    p.click("#restart")
+    p.wait_for_function("() => !document.getElementById('restart').disabled", timeout=BOOT_TIMEOUT_MS)
+    still_there("after Restart")
+    p.select_option("#device-picker", "webgpu")
+    p.wait_for_function("() => window.webgradRuntime && window.webgradRuntime.requestedDevice === 'webgpu'",
+                        timeout=BOOT_TIMEOUT_MS)
+    still_there("after the device switch")
+    page.runtime.ok("import os\nos.remove('out/written.txt')")  # a deletion is kept too
+    page.open(p.url)
+    p.locator("#files li", has_text="upload.bin").wait_for()
+    assert _sha256_in_page(page, "upload.bin") == expected
+    assert p.locator("#files li", has_text="written.txt").count() == 0
+    page.shot("files-kept")
+    assert page.errors == []
+
+
+def test_switching_device_during_a_run_says_so_calmly(playground):
+    page = playground()
+    p = page.page
+    page.type_code("import time\nfor step in range(10**6):\n    webgrad_progress({'step': step})\n"
+                   "    time.sleep(0.05)\n")
+    p.keyboard.press("Control+Enter")
+    p.wait_for_function("() => document.getElementById('status').textContent.startsWith('step')")
+    p.select_option("#device-picker", "webgpu")
+    status = page.wait_idle()
+    assert status.startswith("stopped at step ") and status.endswith("the device changed to webgpu"), status
+    assert "failed" not in p.get_attribute("#status", "class")
+    assert "terminated" not in page.output() and p.locator("#output .error").count() == 0
+    assert "the device changed to webgpu" in p.inner_text("#output .stopped")
+    p.wait_for_function("() => window.webgradRuntime && window.webgradRuntime.requestedDevice === 'webgpu'",
+                        timeout=BOOT_TIMEOUT_MS)
+    page.shot("device-switch-during-run")
+    assert page.errors == []
+
+
+def test_status_names_the_error_class_without_its_module_and_summary_displays_once(playground):
+    page = playground()
+    p = page.page
+    page.type_code("import webgrad\nwebgrad.ones(2, 3) @ webgrad.ones(4, 1)\n")
+    p.keyboard.press("Control+Enter")
+    status = page.wait_idle()
+    assert status == "failed: OpError: matmul: (2, 3) @ (4, 1): inner dimensions differ (3 != 4)", status
+    assert "webgrad.ops.registry.OpError: matmul" in page.output()  # the traceback keeps the full name
+    # webgrad.summary as a cell's last expression: the rich table, not a printed copy as well.
+    page.type_code("import webgrad\nfrom webgrad import nn\n"
+                   "model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))\n"
+                   "webgrad.summary(model, input_size=(1, 64))")
+    p.keyboard.press("Control+Enter")
+    assert page.wait_idle().startswith("done")
+    assert p.locator("#output table.webgrad-summary").count() == 1
+    assert page.output().count("Total params") == 1  # the table's own row; no text table printed
+    page.shot("summary")
+    assert page.errors == []
+
+
+def test_wide_output_scrolls_instead_of_wrapping_and_the_editor_keeps_long_lines(playground):
+    """A tensor's repr keeps torch's 80-column rows: the output pane scrolls sideways rather than
+    wrapping them mid-row; a long comment in the editor wraps instead of being cut off."""
+    page = playground()
+    p = page.page
+    page.type_code("import webgrad\nprint(webgrad.arange(40.0).reshape(2, 20) * 1000.5)\n")
+    p.keyboard.press("Control+Enter")
+    assert page.wait_idle().startswith("done")
+    page.output()
+    lines = p.evaluate("""() => {
+        const span = [...document.querySelectorAll('#output span')].find((s) => s.textContent.includes('tensor('));
+        const range = document.createRange();
+        range.selectNodeContents(span);
+        const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+        return {text: span.textContent.trimEnd().split('\\n').length, boxes: tops.size};
+    }""")
+    assert lines["text"] > 1 and lines["boxes"] == lines["text"], lines  # one box per line: nothing wrapped
+    box = p.eval_on_selector("#output", "e => ({client: e.clientWidth, scroll: e.scrollWidth})")
+    assert box["scroll"] > box["client"]  # the 80-column rows scroll sideways in this narrower pane
+    comment = "# " + "a long comment that goes on " * 8 + "THE-END"
+    page.type_code(comment + "\nx = 1\n")
+    visible = p.evaluate("""() => {
+        const line = document.querySelector('.cm-line');
+        const end = line.getBoundingClientRect().right;
+        const scroller = document.querySelector('.cm-scroller').getBoundingClientRect();
+        return {end, right: scroller.right, height: line.getBoundingClientRect().height,
+                lineHeight: document.querySelector('.cm-line:nth-child(2)').getBoundingClientRect().height};
+    }""")
+    assert visible["end"] <= visible["right"] + 1 and visible["height"] > visible["lineHeight"], visible
+    page.shot("wide-output")
+    assert page.errors == []

@@ -655,3 +655,24 @@ def test_worker_python_input_without_a_page_says_what_to_do(monkeypatch, tmp_pat
     (tmp_path / ".hidden").write_text("x")
     listed = __import__("json").loads(worker.list_files(str(tmp_path)))
     assert [(f["path"], f["size"]) for f in listed] == [("sub/a.txt", 3)]
+
+
+def test_boot_fetches_each_file_once_and_no_request_fails(browser, server_url):
+    """A boot asks for each of its files once (the page's and its worker's requests alike) and
+    none is aborted: Pyodide's own files used to be asked for with HEAD first, four requests
+    that Chromium reported as net::ERR_ABORTED before fetching them again."""
+    import collections
+
+    context = browser.new_context()
+    requests: collections.Counter = collections.Counter()
+    failed: list[str] = []
+    context.on("request", lambda request: requests.update([request.url]))
+    context.on("requestfailed", lambda request: failed.append(f"{request.method} {request.url}: {request.failure}"))
+    try:
+        Runtime(context.new_page()).boot(server_url + "?device=cpu")
+    finally:
+        context.close()
+    assert failed == []
+    assert {url: count for url, count in requests.items() if count > 1} == {}
+    for name in ("pyodide.asm.wasm", "pyodide.asm.js", "python_stdlib.zip", "pyodide-lock.json"):
+        assert requests[server_url + "pyodide/" + name] == 1, name

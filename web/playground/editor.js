@@ -1,4 +1,4 @@
-// editor.js: the CodeMirror 6 editor: Python highlighting, line numbers, Tab indents
+// editor.js: the CodeMirror 6 editor: Python highlighting, line numbers, wrapped long lines, Tab indents
 // (Escape then Tab moves focus on), Ctrl/Cmd+Enter runs, and a mark on the failing line.
 import {basicSetup} from "codemirror";
 import {indentWithTab} from "@codemirror/commands";
@@ -40,6 +40,9 @@ export function createEditor(parent, {doc, onRun, onChange}) {
         python(),
         indentUnit.of("    "),
         errorLine,
+        // Long lines (comments, above all) wrap: the pane is narrow, and a sideways scrollbar at the
+        // foot of a tall editor left their ends out of sight.
+        EditorView.lineWrapping,
         Prec.highest(keymap.of([{key: "Mod-Enter", run: () => { onRun(); return true; }}])),
         keymap.of([indentWithTab]),
         EditorView.updateListener.of((update) => { if (update.docChanged) onChange(update.state.doc.toString()); }),

@@ -2,7 +2,7 @@
 // Wires the editor, the runtime (../runtime/webgrad.js), output, charts, files and models.
 import "uplot/dist/uPlot.min.css";
 import "./playground.css";
-import {boot, DEVICES} from "../runtime/webgrad.js";
+import {boot, DEVICES, StoppedError} from "../runtime/webgrad.js";
 import {Charts} from "./charts.js";
 import {codeFromHash, linkFor, savedCode, saveCode} from "./code_store.js";
 import {createEditor} from "./editor.js";
@@ -64,8 +64,9 @@ function setRunning(on) {
 
 // ----------------------------------------------------------------------------- runtime
 
-async function startRuntime(device) {
-  if (runtime) runtime.terminate();
+// `why`: what a run in progress is told when the old runtime stops (a device switch).
+async function startRuntime(device, why = "the runtime restarted") {
+  if (runtime) runtime.terminate(why);
   runtime = null;
   window.webgradRuntime = undefined;
   setRunning(false);
@@ -96,8 +97,8 @@ async function startRuntime(device) {
   runtime.on("stdout", (text) => output.append(text));
   runtime.on("stderr", (text) => output.append(text, "stderr"));
   runtime.on("restart", ({reason}) => {
-    output.append(reason === "user" ? "— restarted: a fresh interpreter —\n" :
-      "— the worker was restarted to stop the run; earlier variables are gone —\n", "note");
+    output.append(reason === "user" ? "— restarted: a fresh interpreter (variables are gone, files are kept) —\n" :
+      "— the worker was restarted to stop the run; earlier variables are gone, files are kept —\n", "note");
     showDevice();
     filesPanel.refresh();
   });
@@ -134,7 +135,11 @@ async function runCode(code = editor.text) {
     if (display) output.display(display);
     setStatus(`done in ${((performance.now() - started) / 1000).toFixed(2)} s`, "done");
   } catch (err) {
-    if (err.pythonType === "KeyboardInterrupt") {
+    if (err instanceof StoppedError) {  // e.g. the device changed: the user's choice, not a failure
+      const text = `stopped${lastStep === null ? "" : ` at step ${lastStep}`}: ${err.reason}`;
+      output.append(`— ${text} —\n`, "stopped");
+      setStatus(text, "stopped");
+    } else if (err.pythonType === "KeyboardInterrupt") {
       const text = lastStep === null ? "stopped" : `stopped at step ${lastStep}`;
       output.append(`${text}\n`, "stopped");
       setStatus(text, "stopped");
@@ -223,7 +228,7 @@ $("device-picker").addEventListener("change", () => {
   const url = new URL(location.href);
   url.searchParams.set("device", device);
   history.replaceState(null, "", url);
-  startRuntime(device);
+  startRuntime(device, `the device changed to ${device}`);
 });
 
 window.webgradPlayground = {editor, charts, output};  // for the console (and the browser tests)

@@ -4,13 +4,16 @@
 // sides (and by the playground, demos and widget for the constants they need).
 //
 //   page -> worker
-//     boot   {baseUrl, device, control, input}
+//     boot   {baseUrl, device, control, input, keepFiles}
 //              baseUrl: site root (…/ with pyodide/, wheels/ below it).
 //              control: Int32Array(2) over a SharedArrayBuffer, or null (see CONTROL).
 //              input:   SharedArrayBuffer for input() answers, or null (see INPUT).
+//              keepFiles: true, false or a folder name: the working folder kept in the origin
+//                private file system (kept_files.js)
 //     run    {id, code, filename}     run Python source (top-level await allowed)
 //     files  {id, op: "list"|"read"|"write"|"delete", path, data}
-//              working-directory files; answered by a `files` message with the same id
+//              working-directory files; answered by a `files` message with the same id (a write
+//              or delete once it is kept)
 //
 //   worker -> page
 //     alive    {}                        the worker script loaded (sent before boot starts)
@@ -23,12 +26,12 @@
 //              earlier visit) or "network" (the HTTP cache included); absent when not used
 //              timings: {step: ms from the start of boot at which it ended}, steps overlapping:
 //              wheel, adapter, snapshot, numpy image, pyodide.mjs, pyodide, numpy, unpack, import numpy, webgrad,
-//              device, device.*
+//              device, files (the kept working folder restored), device.*
 //     bootfail {message, cause, fix}     boot failed; cause is one of BOOT_CAUSES
 //     progress {id, data}                webgrad_progress(dict) during run `id`
 //     stdout / stderr {id, text}         output as it is written
 //     input    {id, prompt}              Python called input(); answer via the INPUT buffer
-//     result   {id, stdout, stderr, result, display}
+//     result   {id, stdout, stderr, result, display}   (result and error: once the files the run wrote are kept)
 //     error    {id, stdout, stderr, message, traceback, pythonType, line}
 //     files    {id, ok, value, message}
 

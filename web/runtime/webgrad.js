@@ -13,8 +13,8 @@
 //   const {stdout, stderr, result, display} = await runtime.run("import webgrad\n1 + 1");
 //   runtime.on("progress", (data) => ...);   // webgrad_progress({...}) from Python
 //   await runtime.interrupt();            // stop the run in progress
-//   await runtime.restart();              // a fresh interpreter (variables are lost)
-//   runtime.terminate();                  // stop for good
+//   await runtime.restart();              // a fresh interpreter (variables are lost; files are kept)
+//   runtime.terminate(reason?);           // stop for good; a run in progress rejects with a StoppedError
 //
 // boot(options) -> Promise<Runtime>. Options:
 //   baseUrl      site root serving pyodide/ and wheels/ (default: the server this module came from)
@@ -25,6 +25,10 @@
 //   onInput(prompt) -> string | null | Promise: answers Python's input() (default: window.prompt);
 //                null cancels (input() raises EOFError). Only where the page is cross-origin
 //                isolated (SharedArrayBuffer); elsewhere input() raises EOFError saying so.
+//   keepFiles    true (default): the working folder is kept in the browser's origin private file
+//                system, so files written or uploaded survive restart(), a new runtime and a reload
+//                (web/runtime/kept_files.js); a string: kept under that name instead of "webgrad-files"
+//                (separate folders for separate apps of one site); false: files last as long as the worker
 //   interruptGraceMs  how long interrupt() waits for Python before restarting the worker (3000)
 //   bootTimeoutMs     how long the worker may take to start answering (15000)
 //   stageTimeoutMs    how long one boot stage may take before boot() gives up (120000)
@@ -52,7 +56,9 @@
 //   "input"     {prompt} when Python waits in input()
 //   "restart"   {reason: "interrupt" | "user"} after the worker was replaced
 //
-// runtime.files: the worker's working-directory files (what the code wrote with open()):
+// runtime.files: the worker's working-directory files (what the code wrote with open()), kept
+// across restarts and reloads (see keepFiles; a write or delete here is kept before it resolves,
+// what the code wrote is kept before its run resolves):
 //   await runtime.files.list()           -> [{path, size, mtime}]
 //   await runtime.files.read(path)       -> Uint8Array
 //   await runtime.files.write(path, bytes | string)
@@ -77,6 +83,16 @@ export class PythonError extends Error {
     this.line = line ?? null;
     this.stdout = stdout;
     this.stderr = stderr;
+  }
+}
+
+/** A run stopped because the runtime was terminated (e.g. a page switching device): not an error
+ * in the code. .reason says why, in the words terminate(reason) was given. */
+export class StoppedError extends Error {
+  constructor(reason) {
+    super(`webgrad: the run was stopped: ${reason}`);
+    this.name = "StoppedError";
+    this.reason = reason;
   }
 }
 
@@ -145,6 +161,7 @@ export class Runtime {
     this.bootMs = null;
     this.interruptMode = null;
     this.inputMode = null;
+    this.keepFiles = options.keepFiles ?? true;
     this.interruptGraceMs = options.interruptGraceMs ?? 3000;
     this.bootTimeoutMs = options.bootTimeoutMs ?? 15000;
     this.stageTimeoutMs = options.stageTimeoutMs ?? 120000;
@@ -229,7 +246,7 @@ export class Runtime {
       }
     };
     worker.postMessage({type: MSG.BOOT, baseUrl: this.baseUrl, device: this.requestedDevice,
-                        control: this._control, input: this._input});
+                        control: this._control, input: this._input, keepFiles: this.keepFiles});
     try {
       await ready;
     } catch (err) {
@@ -393,11 +410,12 @@ export class Runtime {
     this._emit("restart", {reason});
   }
 
-  /** Stop the worker for good. */
-  terminate() {
+  /** Stop the worker for good. A run in progress (and any queued) rejects with a StoppedError
+   * carrying `reason`. Kept files are safe: each write was kept before it resolved. */
+  terminate(reason = "the runtime was terminated") {
     if (this._worker) this._worker.terminate();
     this._worker = null;
-    this._rejectAll(new Error("webgrad: the runtime was terminated"));
+    this._rejectAll(new StoppedError(reason));
   }
 }
 

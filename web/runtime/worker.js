@@ -8,6 +8,7 @@
 // Interrupts: the page writes the run id into control[TARGET], then SIGINT into
 // control[SIGNAL] (Pyodide's interrupt buffer); a signal aimed at a run that already
 // ended is dropped, and a run whose signal came before it started never starts.
+import {forgetFile, keepFile, openKept, readKept, restore, sync} from "./kept_files.js";
 import {BOOT_CAUSES, CONTROL, INPUT, MSG, jspiKind} from "./protocol.js";
 
 let pyodide = null;
@@ -16,6 +17,10 @@ let control = null;      // interrupt control block, or null
 let inputBuffer = null;  // SharedArrayBuffer for input() answers, or null
 let current = null;      // {id, stdout, stderr} of the run in progress
 let queue = Promise.resolve();
+let kept = null;         // the working folder kept in the browser's storage (kept_files.js), or null
+let filesRoot = null;    // the working folder: Python's working directory at boot
+let keeping = Promise.resolve();  // copies into the kept folder, one after another
+const FILES_FOLDER = "webgrad-files";  // the kept folder's default name (boot's keepFiles)
 const decoders = {stdout: new TextDecoder(), stderr: new TextDecoder()};
 
 const post = (message) => self.postMessage(message);
@@ -76,6 +81,8 @@ async function checkWebAssembly() {
   }
 }
 
+const MISSING_FIX = "run `python -m server.assets` on the server (it builds the browser assets)";
+
 // A fetch that names the URL, its status and the fix when it fails.
 async function fetchAsset(url, options) {
   let response;
@@ -85,21 +92,43 @@ async function fetchAsset(url, options) {
     throw new BootFailure(BOOT_CAUSES.ASSET, `could not fetch ${url} (${err.message || err})`,
                           "check that the webgrad server is running and reachable (connect-src of the page's CSP)");
   }
-  if (!response.ok) {
-    throw new BootFailure(BOOT_CAUSES.ASSET, `${url} answered ${response.status}`,
-                          "run `python -m server.assets` on the server (it builds the browser assets)");
-  }
+  if (!response.ok) throw new BootFailure(BOOT_CAUSES.ASSET, `${url} answered ${response.status}`, MISSING_FIX);
   return response;
 }
 
-// Pyodide's own files: a missing one would leave loadPyodide hanging, so ask for them first.
-const PYODIDE_FILES = ["pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
+// Pyodide's own files, which loadPyodide fetches itself: one that answers an error leaves it
+// hanging (it logs the failure and waits), so boot watches for that (watchPyodideFiles).
+const PYODIDE_FILES = ["pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json"];
+
+// Turns an error status of one of Pyodide's own files into a boot failure naming it, from the
+// resource timing entry each fetch leaves (its responseStatus), so nothing is requested twice:
+// asking first with HEAD requests, as boot did before, sent four more requests per boot, and
+// Chromium reported them aborted. A browser without responseStatus gets those HEAD requests.
+// Returns {failed: a promise that only ever rejects, stop()}.
+function watchPyodideFiles(indexURL) {
+  const urls = new Set(PYODIDE_FILES.map((name) => indexURL + name));
+  let stop = () => {};
+  const failed = new Promise((_, reject) => {
+    const fail = (url, status) => reject(new BootFailure(BOOT_CAUSES.ASSET, `${url} answered ${status}`, MISSING_FIX));
+    if (typeof PerformanceResourceTiming !== "undefined" && "responseStatus" in PerformanceResourceTiming.prototype) {
+      const observer = new PerformanceObserver((list) => {
+        for (const entry of /** @type {PerformanceResourceTiming[]} */ (list.getEntries())) {
+          if (urls.has(entry.name) && entry.responseStatus >= 400) fail(entry.name, entry.responseStatus);
+        }
+      });
+      observer.observe({type: "resource", buffered: true});
+      stop = () => observer.disconnect();
+    } else {
+      for (const url of urls) fetchAsset(url, {method: "HEAD"}).catch(reject);
+    }
+  });
+  failed.catch(() => {});  // raced against boot's steps; on its own it is no one's error
+  return {failed, stop: () => stop()};
+}
 
 // pyodide.mjs, and pyodide.asm.js as loadPyodide would import it (it defines the module factory
 // that startPython wraps).
 async function importPyodide(indexURL) {
-  const present = Promise.all(PYODIDE_FILES.map((name) => fetchAsset(indexURL + name, {method: "HEAD"})));
-  present.catch(() => {});  // awaited below
   const load = async (url) => {
     try {
       return await import(url);
@@ -110,7 +139,6 @@ async function importPyodide(indexURL) {
     }
   };
   const [module] = await Promise.all([load(indexURL + "pyodide.mjs"), load(indexURL + "pyodide.asm.js")]);
-  await present;
   return module;
 }
 
@@ -409,7 +437,7 @@ async function startPython(loadPyodide, indexURL, found) {
 // from Chromium's wasm code cache once an earlier visit has written it), numpy's shared
 // libraries (~100 ms) and `import numpy` and webgrad (~250 ms; Pyodide 0.27 cannot put loaded
 // shared libraries, numpy's, in a snapshot).
-async function boot({baseUrl, device, control: controlBlock, input}) {
+async function boot({baseUrl, device, control: controlBlock, input, keepFiles = true}) {
   const started = performance.now();
   // Milliseconds from the start of boot at which each step ended (they overlap: the wheel,
   // the adapter, the snapshot and numpy's image are fetched while Pyodide starts).
@@ -424,13 +452,21 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   await checkWebAssembly();
   const indexURL = new URL("pyodide/", baseUrl).href;
   imageFolder();
+  // The kept working folder, read while Python starts (an empty one costs a few milliseconds).
+  const keptFolder = keepFiles === false ? Promise.resolve(null)
+    : openKept(typeof keepFiles === "string" ? keepFiles : FILES_FOLDER);
+  const keptFiles = keptFolder.then(readKept).catch((err) => {
+    console.warn(`webgrad: the kept working folder could not be read (${err.message || err}); starting without it`);
+    return [];
+  });
   const wheel = after("wheel", fetchWheel(baseUrl));
   const adapter = after("adapter", device === "cpu" ? Promise.resolve(null) : requestAdapter());
   const numpyImage = after("numpy image", fetchNumpyImage(indexURL));
   const snapshot = fetchSnapshot(indexURL).then((found) => found && {...found, bytes: after("snapshot", found.bytes)});
+  const watch = watchPyodideFiles(indexURL);
   const {loadPyodide} = await importPyodide(indexURL);
   mark("pyodide.mjs");
-  const interpreter = await startPython(loadPyodide, indexURL, snapshot);
+  const interpreter = await Promise.race([startPython(loadPyodide, indexURL, snapshot), watch.failed]);
   pyodide = interpreter.pyodide;
   mark("pyodide");
   pyodide.setStdout(writer("stdout"));
@@ -443,7 +479,8 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
   stage("numpy", "loading numpy", 0.6);
   // site is imported already; sysconfig would cost an import (~20 ms).
   const sitePackages = pyodide.runPython("import site\nsite.getsitepackages()[0]");
-  const numpyFrom = await loadNumpy(pyodide, await numpyImage, sitePackages);
+  const numpyFrom = await Promise.race([loadNumpy(pyodide, await numpyImage, sitePackages), watch.failed]);
+  watch.stop();
   mark("numpy");
   stage("webgrad", "installing webgrad", 0.8);
   const {name, bytes, image} = await wheel;
@@ -473,6 +510,14 @@ async function boot({baseUrl, device, control: controlBlock, input}) {
                           "report this as a bug, with the message");
   }
   mark("device");
+  filesRoot = pyodide.FS.cwd();
+  kept = await keptFolder;
+  try {
+    if (kept) restore(kept, pyodide.FS, filesRoot, await keptFiles);
+  } catch (err) {  // a damaged kept folder costs its files, not the boot
+    console.warn(`webgrad: the kept working folder could not be restored (${err.message || err})`);
+  }
+  mark("files");
   for (const [step, ms] of Object.entries(chosen.timings || {})) timings[`device.${step}`] = timings.webgrad + ms;
   stage("ready", `ready (${chosen.device})`, 1);
   return {
@@ -507,6 +552,7 @@ async function run({id, code, filename}) {
   current = {id, stdout: "", stderr: ""};
   if (control && Atomics.load(control, CONTROL.TARGET) !== id) Atomics.store(control, CONTROL.SIGNAL, 0);
   let out = null;
+  let outcome;
   try {
     let value = await python.run_cell.callPromising(String(code), filename || "<playground>");
     clearSignal(id);  // a signal that lands after the cell ended belongs to no one
@@ -514,45 +560,78 @@ async function run({id, code, filename}) {
       out = value;
       value = value.toJs({dict_converter: Object.fromEntries, create_pyproxies: false});
     }
-    const {stdout, stderr} = current;
-    if (value.ok) {
-      post({type: MSG.RESULT, id, stdout, stderr, result: value.result ?? null, display: value.display ?? null});
-    } else {
-      post({type: MSG.ERROR, id, stdout, stderr, message: value.message, traceback: value.traceback,
-            pythonType: value.type, line: value.line ?? null});
-    }
+    outcome = value.ok ? {type: MSG.RESULT, result: value.result ?? null, display: value.display ?? null}
+      : {type: MSG.ERROR, message: value.message, traceback: value.traceback, pythonType: value.type,
+         line: value.line ?? null};
   } catch (err) {
-    post({type: MSG.ERROR, id, stdout: current.stdout, stderr: current.stderr, ...describeError(err)});
+    outcome = {type: MSG.ERROR, ...describeError(err)};
   } finally {
     if (out) out.destroy();
     clearSignal(id);
+  }
+  try {
+    // Before the page hears that the run ended: a restart right after it finds the files.
+    await keepWorkingFolder();
+    post({...outcome, id, stdout: current.stdout, stderr: current.stderr});
+  } finally {
     current = null;
   }
 }
 
-// Working-directory files, for the page's Files panel. Paths are relative to Python's cwd.
+// Copies into the kept folder go one after another (a run's sync, an upload, a delete).
+function keepInOrder(work) {
+  const done = keeping.then(work);
+  keeping = done.catch(() => {});
+  return done;
+}
+
+// Keep what the code changed in the working folder; what the storage refused is said on stderr.
+async function keepWorkingFolder() {
+  if (!kept) return;
+  let failed;
+  try {
+    failed = await keepInOrder(() => sync(kept, pyodide.FS, filesRoot));
+  } catch (err) {
+    failed = [`the working folder (${err && err.message || err})`];
+  }
+  if (failed.length) notKept(failed.join(", "));
+}
+
+function notKept(what) {
+  writer("stderr").write(new TextEncoder().encode(
+    `webgrad: could not keep ${what} in the browser's storage: it lasts until the page closes\n`));
+}
+
+// Working-directory files, for the page's Files panel. Paths are relative to the working folder.
 function filePath(path) {
   const parts = String(path).split("/");
   if (!path || parts.some((p) => p === "" || p === "." || p === "..")) {
     throw new Error(`files: ${JSON.stringify(path)} is not a relative path inside the working directory`);
   }
-  return pyodide.FS.cwd() + "/" + parts.join("/");
+  return filesRoot + "/" + parts.join("/");
 }
 
-function files({id, op, path, data}) {
+async function files({id, op, path, data}) {
   try {
     if (!pyodide) throw new Error("files: the runtime did not boot");
     let value = null;
     if (op === "list") {
-      value = JSON.parse(python.list_files());
+      value = JSON.parse(python.list_files(filesRoot));
     } else if (op === "read") {
       value = pyodide.FS.readFile(filePath(path));
     } else if (op === "write") {
       const full = filePath(path);
       pyodide.FS.mkdirTree(full.slice(0, full.lastIndexOf("/")));
       pyodide.FS.writeFile(full, new Uint8Array(data));
+      const name = full.slice(filesRoot.length + 1);
+      if (kept) {
+        await keepInOrder(() => keepFile(kept, pyodide.FS, filesRoot, name))
+          .catch((err) => notKept(`${name} (${err && err.name || err})`));
+      }
     } else if (op === "delete") {
-      pyodide.FS.unlink(filePath(path));
+      const full = filePath(path);
+      pyodide.FS.unlink(full);
+      if (kept) await keepInOrder(() => forgetFile(kept, full.slice(filesRoot.length + 1))).catch(() => {});
     } else {
       throw new Error(`files: unknown op ${JSON.stringify(op)}`);
     }
