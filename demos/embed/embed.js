@@ -4,6 +4,7 @@
 const params = new URLSearchParams(location.search);
 const host = (params.get("webgrad") || "http://127.0.0.1:8000").replace(/\/$/, "");
 const name = params.get("model") || "digits-mlp";
+const input = params.get("input");  // e.g. ?input=none; without it the element picks the UI that fits the model
 const events = [];
 window.embedEvents = events;
 
@@ -18,7 +19,7 @@ try {
   await import(`${host}/widget.js`);
   const element = document.createElement("webgrad-model");
   element.setAttribute("src", `${host}/api/models/${name}`);
-  element.setAttribute("input", "canvas");
+  if (input) element.setAttribute("input", input);
   element.addEventListener("ready", (event) => {
     document.getElementById("state").textContent = `ready: ${event.detail.name}, input ${event.detail.input_shape}`;
     log("ready", {name: event.detail.name, labels: event.detail.labels});

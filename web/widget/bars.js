@@ -4,7 +4,11 @@
 export class ProbabilityBars {
   /** @param {HTMLElement} container  @param {string[]} labels */
   constructor(container, labels) {
-    this.container = container;
+    // One grid for all rows (rows are display: contents in the widget's CSS), so the bars
+    // line up whatever the length of each label.
+    this.container = document.createElement("div");
+    this.container.className = "bar-grid";
+    container.append(this.container);
     this.rows = labels.map((label) => {
       const row = document.createElement("div");
       row.className = "bar-row";
@@ -21,7 +25,7 @@ export class ProbabilityBars {
       const value = document.createElement("span");
       value.className = "bar-value";
       row.append(name, track, value);
-      container.append(row);
+      this.container.append(row);
       return {row, fill, value};
     });
   }
@@ -51,6 +55,9 @@ export class ProbabilityBars {
 export const BARS_CSS = `
 .bar-row { display: grid; grid-template-columns: 4ch 1fr 6ch; align-items: center; gap: 0.4rem;
            font: 13px/1.6 system-ui, sans-serif; }
+.bar-grid { display: grid; grid-template-columns: minmax(2ch, max-content) 1fr 6ch; align-items: center;
+            gap: 0 0.5rem; }
+.bar-grid .bar-row { display: contents; }
 .bar-track { background: #eef0f3; border-radius: 3px; height: 0.8rem; overflow: hidden; }
 .bar-fill { display: block; height: 100%; background: #8aa4c8; }
 .bar-row.best .bar-fill { background: #1f6feb; }

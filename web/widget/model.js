@@ -52,7 +52,10 @@ function pythonMessage(error) {
   return `${error.pythonType}: ${text}`;
 }
 
-function base64FromFloats(values) {
+const INTEGER_DTYPES = new Set(["int64", "int32", "int16", "int8", "uint8"]);
+
+/** @param {Float32Array | Int32Array} values */
+function base64FromValues(values) {
   const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
   let text = "";
   for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
@@ -64,6 +67,13 @@ function floatsFromBase64(text) {
   return new Float32Array(bytes.buffer);
 }
 
+// Typed arrays of integers (Int32Array, BigInt64Array, ...) keep the model's integer input integral.
+function isIntegerArray(value) {
+  return value instanceof Int8Array || value instanceof Uint8Array || value instanceof Int16Array
+    || value instanceof Uint16Array || value instanceof Int32Array || value instanceof Uint32Array
+    || value instanceof BigInt64Array || value instanceof BigUint64Array;
+}
+
 function flatten(value, out, shape, depth) {
   if (Array.isArray(value) || ArrayBuffer.isView(value)) {
     const length = /** @type {any} */ (value).length;
@@ -73,6 +83,7 @@ function flatten(value, out, shape, depth) {
     for (let i = 0; i < length; i++) flatten(value[i], out, shape, depth + 1);
     return;
   }
+  if (typeof value === "bigint") value = Number(value);
   if (typeof value !== "number" || !Number.isFinite(value)) {
     throw new WidgetError("input", `inputs must be finite numbers, found ${JSON.stringify(value) ?? typeof value}`);
   }
@@ -96,8 +107,33 @@ export class Model {
     this.disposed = false;
   }
 
+  /**
+   * What the model's input is: the record webgrad.store.push wrote ({kind: "image" | "vector" |
+   * "points" | "tokens", ...}; see core/store.py), or, for a model pushed before there was one,
+   * the same guess from its input shape and dtype. null when nothing is known.
+   */
+  get input() {
+    if (this.info.input) return this.info.input;
+    const shape = this.info.input_shape;
+    if (this.takesIntegers()) return {kind: "tokens", vocab: null, vocab_size: null, context: null};
+    if (!shape) return null;
+    const layout = this.imageLayout();
+    if (layout && (shape.length > 2 || layout.height >= 8)) return {kind: "image", ...layout};
+    if (shape.length !== 2) return null;
+    if (shape[1] <= 2) return {kind: "points", dims: shape[1], x_range: [-1, 1], y_range: shape[1] === 2 ? [-1, 1] : null};
+    return {kind: "vector", size: shape[1], names: null};
+  }
+
+  /** True when the model takes integer ids (its recorded input dtype is an integer type). */
+  takesIntegers() {
+    return INTEGER_DTYPES.has(this.info.input_dtype);
+  }
+
   /** The image layout {channels, height, width} the model takes, or null if it takes no image. */
   imageLayout() {
+    const recorded = this.info.input;
+    if (recorded?.kind === "image") return {channels: recorded.channels || 1, height: recorded.height,
+      width: recorded.width};
     const given = this.info.metadata?.image;
     if (given && given.height && given.width) return {channels: 1, ...given};
     const shape = this.info.input_shape || [];
@@ -108,31 +144,44 @@ export class Model {
     return null;
   }
 
-  /** input -> {data: Float32Array, shape}: the batch the model gets (batch size 1 unless given). */
+  /**
+   * input -> {data: Float32Array | Int32Array, shape, dtype}: the batch the model gets (batch size
+   * 1 unless given). Token ids stay integers (an embedding refuses floats); any length goes.
+   */
   toBatch(input, fit) {
     const expected = this.info.input_shape;
+    const integers = this.takesIntegers();
     let values, given;
     if (isImageLike(input)) {
       const layout = this.imageLayout();
       if (!layout) throw new WidgetError("input", `this model takes input of shape [${expected}], not an image`);
+      if (integers) throw new WidgetError("input", `this model takes token ids (${this.info.input_dtype}), not an image`);
       values = toPixels(imageDataOf(input), {...layout, fit: fit || layout.fit || "full"});
       given = [values.length];
     } else if (input instanceof Float32Array || Array.isArray(input) || ArrayBuffer.isView(input)) {
       const flat = [];
       given = [];
       flatten(input, flat, given, 0);
+      if (integers) {
+        const bad = flat.find((v) => !Number.isInteger(v) || v < -(2 ** 31) || v >= 2 ** 31);
+        if (bad !== undefined) throw new WidgetError("input", `this model takes token ids `
+          + `(${this.info.input_dtype}): whole numbers, found ${bad}${isIntegerArray(input) ? "" : " (pass an "
+          + "Int32Array or arrays of integers)"}`);
+        values = new Int32Array(flat);
+        return {data: values, shape: given.length === 1 ? [1, given[0]] : given, dtype: "int32"};
+      }
       values = new Float32Array(flat);
     } else {
       throw new WidgetError("input", `predict() takes a Float32Array, (nested) arrays of numbers, ImageData, `
         + `a <canvas> or an <img>; got ${input === null ? "null" : input?.constructor?.name || typeof input}`);
     }
-    if (!expected) return {data: values, shape: given.length === 1 ? [1, given[0]] : given};
+    if (!expected) return {data: values, shape: given.length === 1 ? [1, given[0]] : given, dtype: "float32"};
     const perItem = expected.slice(1).reduce((a, b) => a * b, 1);
     if (values.length === 0 || values.length % perItem !== 0) {
       throw new WidgetError("input", `this model takes input of shape [${expected}] (${perItem} values per item); `
         + `got ${values.length} values${given.length > 1 ? ` of shape [${given}]` : ""}`);
     }
-    return {data: values, shape: [values.length / perItem, ...expected.slice(1)]};
+    return {data: values, shape: [values.length / perItem, ...expected.slice(1)], dtype: "float32"};
   }
 
   /**
@@ -143,8 +192,8 @@ export class Model {
   async predict(input, {fit = null} = {}) {
     if (this.disposed) throw new WidgetError("predict", "this model was disposed; load() it again");
     const batch = this.toBatch(input, fit);
-    const code = `_webgrad_widget.predict(${JSON.stringify(this.key)}, "${base64FromFloats(batch.data)}", `
-      + `${JSON.stringify(batch.shape)})`;
+    const code = `_webgrad_widget.predict(${JSON.stringify(this.key)}, "${base64FromValues(batch.data)}", `
+      + `${JSON.stringify(batch.shape)}, "${batch.dtype}")`;
     let answer;
     try {
       ({result: answer} = await withTimeout(this.runtime.run(code, {filename: "<widget>"}), this.options.timeoutMs,
@@ -166,6 +215,29 @@ export class Model {
       result.label = this.info.labels?.[index] !== undefined ? String(this.info.labels[index]) : String(index);
     }
     return result;
+  }
+
+  /**
+   * Continue `prompt` with a language model (input kind "tokens"): `length` tokens sampled one
+   * at a time from the last position's logits divided by `temperature` (in the worker, see
+   * core/web/widget.py). Resolves {text, tokens}: the new text only, and its token ids.
+   */
+  async generate(prompt, {length = 100, temperature = 0.8, seed = null} = {}) {
+    if (this.disposed) throw new WidgetError("predict", "this model was disposed; load() it again");
+    if (typeof prompt !== "string") throw new WidgetError("input", `generate() takes the prompt as a string, `
+      + `got ${prompt === null ? "null" : typeof prompt}`);
+    if (!Number.isInteger(length) || length < 1) throw new WidgetError("input", `length must be a whole number `
+      + `of tokens >= 1, got ${length}`);
+    if (!(temperature > 0)) throw new WidgetError("input", `temperature must be > 0, got ${temperature}`);
+    const args = [JSON.stringify(this.key), JSON.stringify(prompt), String(length), String(Number(temperature)),
+      Number.isInteger(seed) ? String(seed) : "None"];
+    try {
+      const {result} = await withTimeout(this.runtime.run(`_webgrad_widget.generate(${args.join(", ")})`,
+        {filename: "<widget>"}), this.options.timeoutMs, "generate()");
+      return result;
+    } catch (error) {
+      throw error instanceof WidgetError ? error : new WidgetError("predict", pythonMessage(error));
+    }
   }
 
   /** Free the model in the worker (the runtime stays up for other models). */
