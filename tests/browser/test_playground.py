@@ -425,3 +425,36 @@ def test_wide_output_scrolls_instead_of_wrapping_and_the_editor_keeps_long_lines
     assert visible["end"] <= visible["right"] + 1 and visible["height"] > visible["lineHeight"], visible
     page.shot("wide-output")
     assert page.errors == []
+
+
+def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server_url):
+    """bench.html: one task picked from the menu, a progress line per run, webgrad ÷ TF.js ratios,
+    the site's header and styles, and the button usable again afterwards."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        p = context.new_page()
+        errors: list[str] = []
+        p.on("pageerror", lambda error: errors.append(str(error)))
+        p.goto(server_url + "bench.html")
+        p.wait_for_selector("body[data-ready=true]")
+        assert p.locator("header.site nav a[aria-current=page]").inner_text() == "Bench"
+        assert p.evaluate("() => getComputedStyle(document.body).marginTop") == "0px"  # the site's stylesheet
+        p.select_option("#task-filter", "matmul 256")
+        assert p.inner_text("#go") == "Run"
+        p.click("#go")
+        p.wait_for_function("() => document.querySelectorAll('#log li').length >= 1")
+        assert p.is_disabled("#go")
+        p.wait_for_function("() => !document.getElementById('go').disabled", timeout=600_000)
+        lines = p.locator("#log li").all_inner_texts()
+        assert len(lines) == 5 and lines[0].startswith("1/5 matmul 256 · webgrad webgpu: "), lines  # 5 runners
+        assert all(line.endswith(" ms") or ": failed: " in line for line in lines), lines
+        assert p.inner_text("#status").startswith("done: 5 runs in ")
+        ratios = p.evaluate("""() => Object.fromEntries([...document.querySelectorAll('#results tbody tr')]
+            .map((tr) => [tr.dataset.runner, tr.querySelector('.ratio').textContent]))""")
+        assert float(ratios["webgrad cpu (wasm matmul)"]) > 0, ratios  # against tfjs wasm
+        assert ratios["tfjs wasm"] == "" and ratios["tfjs webgpu"] == "", ratios
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        p.screenshot(path=str(SHOTS / "bench-run-1280.png"), full_page=True)
+        assert errors == []
+    finally:
+        context.close()
