@@ -254,3 +254,42 @@ def test_host_csp_without_wasm_unsafe_eval_fires_error_quickly(host_page, embed_
     event = wait_event(page, timeout_ms=30_000)
     assert event["type"] == "error" and "wasm-unsafe-eval" in event["detail"], event
     assert time.monotonic() - started < 30
+
+
+ADD_WITH_INPUT = """async ([src, input]) => {
+    const element = document.createElement('webgrad-model');
+    element.setAttribute('src', src);
+    element.setAttribute('input', input);
+    const events = [];
+    element.addEventListener('error', (e) => events.push(`error: ${e.detail.message}`));
+    element.addEventListener('ready', () => events.push('ready'));
+    document.body.append(element);
+    await element.ready;
+    const box = element.shadowRoot.querySelector('.box');
+    const controls = box ? box.querySelectorAll('textarea, canvas, input').length : 0;
+    const result = {events, box: box ? box.className : null, controls};
+    element.remove();
+    return result;
+}"""
+
+
+def test_input_attribute_picks_the_ui_or_none(host_page, embed_url, server_url, trained):
+    """input="..." overrides the UI the model's record picks: "none" shows nothing (the element
+    is for JavaScript), "fields" takes the 64 pixel values as numbers; a UI the model cannot
+    use, or a name that is no UI, fires `error` saying which fit."""
+    webgrad = server_url.rstrip("/")
+    page, recorder = host_page(f"{embed_url}index.html?webgrad={webgrad}&model={MODEL}")
+    assert wait_event(page)["type"] == "ready"
+    assert page.locator("webgrad-model .pad canvas").count() == 1  # no input attribute: the image's pad
+    src = f"{webgrad}/api/models/{MODEL}"
+    none = page.evaluate(ADD_WITH_INPUT, [src, "none"])
+    assert none == {"events": ["ready"], "box": None, "controls": 0}
+    fields = page.evaluate(ADD_WITH_INPUT, [src, "fields"])
+    assert fields == {"events": ["ready"], "box": "box fields", "controls": 1}  # 64 numbers: one text box
+    text = page.evaluate(ADD_WITH_INPUT, [src, "text"])
+    assert text["events"] == ['error: webgrad widget: input="text" needs a model that takes token ids; this one '
+                              'takes image input: leave input out to get its own UI ("canvas")', "ready"]
+    bogus = page.evaluate(ADD_WITH_INPUT, [src, "slider"])
+    assert bogus["events"][0] == ('error: webgrad widget: input="slider" is not one of canvas, fields, plane, text, '
+                                  'none; leave it out to get the UI that fits the model')
+    assert [line for line in recorder.console if line.startswith("pageerror")] == []
