@@ -676,3 +676,42 @@ def test_boot_fetches_each_file_once_and_no_request_fails(browser, server_url):
     assert {url: count for url, count in requests.items() if count > 1} == {}
     for name in ("pyodide.asm.wasm", "pyodide.asm.js", "python_stdlib.zip", "pyodide-lock.json"):
         assert requests[server_url + "pyodide/" + name] == 1, name
+
+
+KEPT_FILE_TIME = """async (path) => {
+  let folder = await (await navigator.storage.getDirectory()).getDirectoryHandle("webgrad-files");
+  const parts = path.split("/");
+  for (const part of parts.slice(0, -1)) folder = await folder.getDirectoryHandle(part);
+  const file = await (await folder.getFileHandle(parts[parts.length - 1])).getFile();
+  return {size: file.size, modified: file.lastModified};
+}"""
+
+
+def test_kept_files_are_copied_when_they_change_not_after_every_run(browser, server_url):
+    """The working folder's copy in the origin private file system: a write through runtime.files
+    is kept before it resolves, a run that writes nothing copies nothing, a file the code changes
+    is copied once, a deleted one is dropped, and a restarted worker finds them all."""
+    context = browser.new_context()
+    try:
+        runtime = Runtime(context.new_page())
+        runtime.boot(server_url + "?device=cpu")
+        page = runtime.page
+        runtime.evaluate("() => window.webgradRuntime.files.write('data/big.bin', new Uint8Array(1 << 20).fill(7))")
+        first = page.evaluate(KEPT_FILE_TIME, "data/big.bin")
+        assert first["size"] == 1 << 20
+        time.sleep(0.05)  # file times have millisecond resolution
+        runtime.ok("x = sum(range(10))")  # writes nothing
+        assert page.evaluate(KEPT_FILE_TIME, "data/big.bin") == first
+        runtime.ok("open('data/big.bin', 'ab').write(b'more')\nopen('gone.txt', 'w').write('soon gone')")
+        changed = page.evaluate(KEPT_FILE_TIME, "data/big.bin")
+        assert changed["size"] == (1 << 20) + 4 and changed["modified"] > first["modified"]
+        assert page.evaluate(KEPT_FILE_TIME, "gone.txt")["size"] == 9
+        runtime.ok("import os\nos.remove('gone.txt')")
+        with pytest.raises(Exception, match="NotFoundError|could not be found"):
+            page.evaluate(KEPT_FILE_TIME, "gone.txt")
+        runtime.evaluate("() => window.webgradRuntime.restart()")
+        listed = runtime.evaluate("() => window.webgradRuntime.files.list()")
+        assert [(f["path"], f["size"]) for f in listed] == [("data/big.bin", (1 << 20) + 4)]
+        assert runtime.ok("open('data/big.bin', 'rb').read()[-6:]")["result"] == list(b"\x07\x07more")
+    finally:
+        context.close()
