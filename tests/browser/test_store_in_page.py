@@ -65,6 +65,25 @@ def test_store_push_pull_in_the_page(webgpu_runtime, server_url):
     assert "http://127.0.0.1:9" in unreachable and "make serve" in unreachable
 
 
+def test_push_in_the_page_records_token_input(webgpu_runtime, server_url):
+    """push_async with torchinfo's dtypes= in the page: the int64 input and what it is (tokens
+    with their vocabulary) are recorded, as natively."""
+    code = """
+import json
+import webgrad
+from webgrad import nn
+
+lm = nn.Sequential(nn.Embedding(4, 8), nn.Linear(8, 4))
+info = await webgrad.store.push_async(lm, "page-lm", {"labels": list("abcd"), "context": 16},
+                                      input_size=(1, 5), dtypes=[webgrad.int64])
+await webgrad.store.delete_async("page-lm")
+json.dumps({key: info[key] for key in ("input", "input_dtype", "input_shape", "output_shape")})
+"""
+    out = json.loads(webgpu_runtime.ok(code, timeout_s=120)["result"])
+    assert out == {"input": {"kind": "tokens", "vocab": list("abcd"), "vocab_size": 4, "context": 16},
+                   "input_dtype": "int64", "input_shape": [1, 5], "output_shape": [1, 5, 4]}
+
+
 def test_datasets_summary_and_display_in_the_page(webgpu_runtime):
     code = """
 import json
