@@ -73,7 +73,10 @@ class Classify2D:
         self.y = webgrad.tensor(labels, device=device)
         self.model = make_model(layers, width, activation).to(device)
         self.optimizer = webgrad.optim.Adam(self.model.parameters(), lr=lr)
-        axis = np.linspace(-EXTENT, EXTENT, side, dtype=np.float32)
+        # Cell centres: the page stretches the side x side grid over the plane, so grid value i
+        # is drawn over the i-th slice of [-EXTENT, EXTENT], centred in it.
+        half_cell = EXTENT / side
+        axis = np.linspace(-EXTENT + half_cell, EXTENT - half_cell, side, dtype=np.float32)
         gx, gy = np.meshgrid(axis, axis[::-1])  # row 0 is the top of the picture (y = +EXTENT)
         self.grid = webgrad.tensor(np.stack([gx.ravel(), gy.ravel()], 1), device=device)
         self.side = side

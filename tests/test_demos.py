@@ -66,9 +66,10 @@ def test_curve_fit_main_and_added_points(capsys):
 
 
 def test_char_lm_main_learns_and_samples(capsys):
-    loss = char_lm.main(["--steps", "40"])
-    assert loss < math.log(66) - 0.8  # well below a uniform guess over the text's characters
-    assert "a sample at temperature" in capsys.readouterr().out
+    loss = char_lm.main(["--steps", "40", "--sample-every", "20"])
+    assert loss < math.log(57) - 0.8  # well below a uniform guess over the four sonnets' 57 characters
+    out = capsys.readouterr().out
+    assert "a sample at temperature" in out and "step 20, loss" in out  # it writes samples as it trains
     demo = char_lm.CharLM(text="abcabcabc" * 20, context=8, width=16, layers=1)
     events = []
     demo.train(20, events.append, every=10, sample_every=10, sample_length=12)
@@ -76,6 +77,15 @@ def test_char_lm_main_learns_and_samples(capsys):
     assert set(demo.sample("ab", 30, temperature=0.5)) <= set("abc")
     with pytest.raises(ValueError, match="temperature must be > 0"):
         demo.sample(temperature=0)
+    with pytest.raises(ValueError, match="needs more than the context"):
+        char_lm.CharLM(text="too short", context=32)
+
+
+def test_char_lm_corpus_ends_on_a_whole_sonnet():
+    text = char_lm.corpus()
+    assert len(text) <= char_lm.CORPUS_CHARS and len(set(text)) == 57
+    assert text.endswith("Save breed, to brave him when he takes thee hence.\n")
+    assert char_lm.corpus(0) == char_lm.webgrad.datasets.tiny_text()
 
 
 def test_server_serves_the_demo_sources(tmp_path):

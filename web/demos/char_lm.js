@@ -1,8 +1,10 @@
-// The tiny-transformer page: train demos/char_lm.py's CharLM; every 50 steps the model writes
-// a sample (at the chosen temperature), shown newest first; Sample writes one more.
+// The tiny-transformer page: train demos/char_lm.py's CharLM; every few steps the model writes
+// a sample (at the chosen temperature), shown newest first; Sample writes one more. Train
+// continues the model for Steps more steps; Reset starts over.
 import {LineChart} from "./chart.js";
 import {$, Demo, py} from "./common.js";
 
+const SAMPLE_EVERY = 50;  // steps between samples while training (a sample costs a few steps' time)
 const demo = new Demo("char_lm");
 const chart = new LineChart($("chart"), ["loss"]);
 
@@ -17,32 +19,36 @@ function showSample(step, text) {
 const temperature = () => Number($("temperature").value) || 0.8;
 $("temperature").addEventListener("input", () => { $("temperature-value").textContent = temperature().toFixed(1); });
 
-$("train").addEventListener("click", async () => {
-  if (demo.fresh) {
-    chart.reset();
-    $("sample-text").textContent = "";
-    await demo.call("lm = char_lm.CharLM()");
-  }
+/** A new, untrained model (and no samples). */
+async function setup() {
+  await demo.call("lm = char_lm.CharLM()");
+  chart.reset();
+  $("sample-text").textContent = "";
+  demo.fresh = true;
+}
+
+$("train").addEventListener("click", () => {
   const steps = Number($("steps").value) || 300;
-  $("sample").disabled = true;
-  await demo.train(`lm.train(${py(steps)}, webgrad_progress, every=10, sample_every=50, `
-    + `temperature=${py(temperature())})`, (event) => {
-    chart.add(event);
-    if (event.sample) showSample(event.step, event.sample);
+  demo.train({
+    code: `lm.train(${py(steps)}, webgrad_progress, every=10, sample_every=${py(SAMPLE_EVERY)}, `
+      + `temperature=${py(temperature())})`,
+    steps,
+    onProgress: (event) => {
+      chart.add(event);
+      if (event.sample) showSample(event.step, event.sample);
+    },
   });
-  $("sample").disabled = demo.fresh;
 });
+
+$("reset").addEventListener("click", () => demo.task("building a new model…", setup, "ready: a new model"));
 
 $("sample").addEventListener("click", async () => {
-  $("sample").disabled = true;
-  try {
-    showSample(null, await demo.call(`lm.sample('\\n', 160, ${py(temperature())})`));
-  } catch (error) {
-    demo.setStatus(error.message, "error");
-  }
-  $("sample").disabled = false;
+  const text = await demo.task("writing a sample…", () => demo.call(`lm.sample('\\n', 160, ${py(temperature())})`));
+  if (typeof text === "string") showSample(null, text);
 });
 
+demo.controls = [$("reset")];
+demo.modelControls = [$("sample")];
 demo.wire({push: (name) => `lm.push(${py(name)})`});
-demo.start().catch(() => {});
+demo.start(setup);
 /** @type {any} */ (window).webgradDemo = demo;

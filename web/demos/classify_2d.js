@@ -1,9 +1,12 @@
 // The 2-D classification page: build demos/classify_2d.py's Classify2D from the controls,
 // train it, and paint the decision boundary (P(class 1) on a grid) with the points on top.
+// Train runs the Steps asked on the current model; Reset or a changed control builds a new one.
 import {LineChart} from "./chart.js";
-import {$, Demo, py} from "./common.js";
+import {$, Demo, plotScale, py} from "./common.js";
 
 const EXTENT = 1.2;  // classify_2d.EXTENT: the plane shown is [-1.2, 1.2]^2
+const RADIUS = 3.5;  // a point's radius in canvas pixels
+const CONTROLS = ["dataset", "layers", "width", "activation", "lr"];
 const demo = new Demo("classify_2d");
 const chart = new LineChart($("chart"), ["loss", "accuracy"]);
 let points = null;  // {xs: [[x, y], ...], labels: [0|1, ...]}
@@ -16,6 +19,7 @@ function shade(p) {
 
 function paint(boundary) {
   const canvas = $("plane"), c = canvas.getContext("2d"), size = canvas.width;
+  const s = plotScale(size, EXTENT, 0);  // the points lie within 1.1, so the plane's edge keeps them whole
   c.clearRect(0, 0, size, size);
   if (boundary) {
     const side = Math.round(Math.sqrt(boundary.length));
@@ -25,12 +29,12 @@ function paint(boundary) {
     small.width = small.height = side;
     small.getContext("2d").putImageData(image, 0, 0);
     c.imageSmoothingEnabled = true;
-    c.drawImage(small, 0, 0, size, size);
+    c.drawImage(small, 0, 0, size, size);  // grid cell i covers the plane's i-th slice (cell centres)
   }
   if (!points) return;
   points.xs.forEach(([x, y], i) => {
     c.beginPath();
-    c.arc(((x + EXTENT) / (2 * EXTENT)) * size, ((EXTENT - y) / (2 * EXTENT)) * size, 3.5, 0, 2 * Math.PI);
+    c.arc(s.x(x), s.y(y), RADIUS, 0, 2 * Math.PI);
     c.fillStyle = points.labels[i] ? "#d9480f" : "#1f6feb";
     c.strokeStyle = "#fff";
     c.fill();
@@ -43,6 +47,7 @@ function settings() {
           activation: $("activation").value, lr: Number($("lr").value) || 0.03};
 }
 
+/** A new, untrained model from the controls; paints its boundary and the points. */
 async function rebuild() {
   const s = settings();
   await demo.call(`plane = classify_2d.Classify2D(${py(s.dataset)}, ${py(s.layers)}, ${py(s.width)}, `
@@ -51,29 +56,24 @@ async function rebuild() {
   paint(await demo.call("plane.boundary()"));
   chart.reset();
   demo.fresh = true;
-  demo.buttons();
 }
 
-let changed = true;
-for (const id of ["dataset", "layers", "width", "activation", "lr"]) {
-  $(id).addEventListener("change", () => {
-    changed = true;
-    if (!demo.running && demo.loaded) rebuild().catch((error) => demo.setStatus(error.message, "error"));
-  });
+function startOver() {
+  demo.task("building a new model…", rebuild, "ready: a new model");
 }
 
-$("train").addEventListener("click", async () => {
-  if (changed || demo.fresh) {
-    await rebuild();
-    changed = false;
-  }
+for (const id of CONTROLS) $(id).addEventListener("change", startOver);
+$("reset").addEventListener("click", startOver);
+
+$("train").addEventListener("click", () => {
   const steps = Number($("steps").value) || 300;
-  await demo.train(`plane.train(${py(steps)}, webgrad_progress, every=10)`, (event) => {
+  demo.train({code: `plane.train(${py(steps)}, webgrad_progress, every=10)`, steps, onProgress: (event) => {
     chart.add(event);
     if (event.boundary) paint(event.boundary);
-  });
+  }});
 });
 
+demo.controls = [...CONTROLS, "reset"].map((id) => $(id));
 demo.wire({push: (name) => `plane.push(${py(name)})`});
-demo.start().then(() => rebuild()).then(() => { changed = false; }).catch(() => {});
+demo.start(rebuild);
 /** @type {any} */ (window).webgradDemo = demo;

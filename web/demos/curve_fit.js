@@ -1,19 +1,26 @@
-// The curve-fitting page: demos/curve_fit.py's CurveFit through the points; a click on the
-// plot adds a point (the model keeps training from where it is); the curve redraws live.
+// The curve-fitting page: demos/curve_fit.py's CurveFit through the points; the curve redraws
+// live. A click on the plot adds a point: while idle it starts a short refit at once; during a
+// run, the refit follows that run (the worker runs one call at a time).
 import {LineChart} from "./chart.js";
-import {$, Demo, py} from "./common.js";
+import {$, Demo, plotScale, py} from "./common.js";
 
+const REFIT_STEPS = 150;  // a click's refit: enough for the curve to reach a new point
+const RADIUS = 4.5;  // a point's radius in canvas pixels
 const demo = new Demo("curve_fit");
 const chart = new LineChart($("chart"), ["loss"]);
 let xs = [], ys = [], curve = null;
+let added = false;  // a point was added during a run: refit after it
+
+function scale() {
+  return plotScale($("plot").width, 1, RADIUS + 3);  // x and y in [-1, 1], points whole at the edges
+}
 
 function paint() {
-  const canvas = $("plot"), c = canvas.getContext("2d"), size = canvas.width;
-  const px = (x) => ((x + 1) / 2) * size, py_ = (y) => ((1 - y) / 2) * size;
-  c.clearRect(0, 0, size, size);
+  const canvas = $("plot"), c = canvas.getContext("2d"), s = scale();
+  c.clearRect(0, 0, canvas.width, canvas.height);
   c.strokeStyle = "#d5d9df";
   c.beginPath();
-  c.moveTo(0, size / 2); c.lineTo(size, size / 2); c.moveTo(size / 2, 0); c.lineTo(size / 2, size);
+  c.moveTo(s.x(-1), s.y(0)); c.lineTo(s.x(1), s.y(0)); c.moveTo(s.x(0), s.y(-1)); c.lineTo(s.x(0), s.y(1));
   c.stroke();
   if (curve) {
     c.strokeStyle = "#1f6feb";
@@ -21,47 +28,59 @@ function paint() {
     c.beginPath();
     curve.forEach((y, i) => {
       const x = -1 + (2 * i) / (curve.length - 1);
-      if (i) c.lineTo(px(x), py_(y)); else c.moveTo(px(x), py_(y));
+      if (i) c.lineTo(s.x(x), s.y(y)); else c.moveTo(s.x(x), s.y(y));
     });
     c.stroke();
     c.lineWidth = 1;
   }
   c.fillStyle = "#d9480f";
-  xs.forEach((x, i) => { c.beginPath(); c.arc(px(x), py_(ys[i]), 4.5, 0, 2 * Math.PI); c.fill(); });
+  xs.forEach((x, i) => { c.beginPath(); c.arc(s.x(x), s.y(ys[i]), RADIUS, 0, 2 * Math.PI); c.fill(); });
 }
 
-async function sendPoints() {
-  await demo.call(`fit.set_points(${py(xs)}, ${py(ys)})`);
-}
-
-$("plot").addEventListener("click", async (event) => {
-  const rect = $("plot").getBoundingClientRect();
-  xs.push(+((2 * (event.clientX - rect.left)) / rect.width - 1).toFixed(4));
-  ys.push(+(1 - (2 * (event.clientY - rect.top)) / rect.height).toFixed(4));
-  paint();
-  if (!demo.running && demo.loaded) await sendPoints();  // else sent before the next training run
-});
-
-async function reset() {
+/** A new model through the page's points (the demo's default points when there are none). */
+async function setup() {
   await demo.call("fit = curve_fit.CurveFit()");
-  [xs, ys] = await demo.call("curve_fit.default_points()");
+  if (!xs.length) [xs, ys] = await demo.call("curve_fit.default_points()");
+  await demo.call(`fit.set_points(${py(xs)}, ${py(ys)})`);
   curve = await demo.call("fit.curve()");
   chart.reset();
   demo.fresh = true;
-  demo.buttons();
   paint();
 }
 
-$("reset").addEventListener("click", () => { if (!demo.running) reset(); });
-$("train").addEventListener("click", async () => {
-  await sendPoints();
-  await demo.train(`fit.train(${py(Number($("steps").value) || 500)}, webgrad_progress, every=10)`, (event) => {
-    chart.add(event);
-    if (event.curve) { curve = event.curve; paint(); }
+async function train(steps, label) {
+  added = false;
+  const finished = await demo.train({
+    code: `fit.train(${py(steps)}, webgrad_progress, every=10)`, steps, label,
+    before: () => demo.call(`fit.set_points(${py(xs)}, ${py(ys)})`),
+    onProgress: (event) => {
+      chart.add(event);
+      if (event.curve) { curve = event.curve; paint(); }
+    },
   });
+  if (finished && added) await train(REFIT_STEPS, "refitting");  // points clicked during the run
+}
+
+$("plot").addEventListener("click", (event) => {
+  if (!demo.idle && !demo.running) return;  // starting or resetting: the points are being replaced
+  const rect = $("plot").getBoundingClientRect(), s = scale(), ratio = $("plot").width / rect.width;
+  const clamp = (v) => +Math.max(-1, Math.min(1, v)).toFixed(4);  // the curve is fitted on [-1, 1]
+  xs.push(clamp(s.fromX((event.clientX - rect.left) * ratio)));
+  ys.push(clamp(s.fromY((event.clientY - rect.top) * ratio)));
+  paint();
+  if (demo.running) added = true;
+  else train(REFIT_STEPS, "refitting");
 });
 
+$("reset").addEventListener("click", () => {
+  if (!demo.idle) return;
+  xs = []; ys = [];
+  demo.task("resetting…", setup, "ready: the default points and a new model");
+});
+$("train").addEventListener("click", () => train(Number($("steps").value) || 500, "training"));
+
+demo.controls = [$("reset")];
 demo.wire({push: (name) => `fit.push(${py(name)})`});
 paint();
-demo.start().then(reset).catch(() => {});
+demo.start(setup);
 /** @type {any} */ (window).webgradDemo = demo;

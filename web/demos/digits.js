@@ -52,20 +52,20 @@ $("clear").addEventListener("click", () => {
   showPreview(new Float32Array(64));
 });
 
-$("kind").addEventListener("change", () => {
-  $("model-name").value = `digits-${$("kind").value}`;
-  // The CNN is a class of demos/digits.py: the widget runs its source only when told to trust it.
-  $("embed").dataset.attrs = `input="canvas"${$("kind").value === "cnn" ? " trust-code" : ""}`;
-});
+// The Embed snippet comes from the stored record (the CNN is a class of demos/digits.py, so its
+// snippet carries trust-code); the name follows the model kind.
+$("kind").addEventListener("change", () => { $("model-name").value = `digits-${$("kind").value}`; });
 
 $("train").addEventListener("click", async () => {
+  if (!demo.idle) return;
   chart.reset();
   const kind = $("kind").value, steps = Number($("steps").value) || 300, lr = Number($("lr").value) || 0.01;
-  await demo.train(`digits_demo = digits.DigitsDemo(${py(kind)}, lr=${py(lr)})\n`
-    + `digits_demo.train(${py(steps)}, webgrad_progress, every=10)`, (event) => chart.add(event));
+  await demo.train({code: `digits_demo = digits.DigitsDemo(${py(kind)}, lr=${py(lr)})\n`
+    + `digits_demo.train(${py(steps)}, webgrad_progress, every=10)`, steps, onProgress: (event) => chart.add(event)});
   classify(pad);
 });
 
+demo.controls = [$("kind"), $("lr")];
 demo.wire({push: (name) => `digits_demo.push(${py(name)})`});
-demo.start().catch(() => {});  // the status line shows why
+demo.start();  // the status line shows why if it fails
 /** @type {any} */ (window).webgradDemo = demo;  // for tests and the console
