@@ -292,4 +292,10 @@ def test_input_attribute_picks_the_ui_or_none(host_page, embed_url, server_url, 
     bogus = page.evaluate(ADD_WITH_INPUT, [src, "slider"])
     assert bogus["events"][0] == ('error: webgrad widget: input="slider" is not one of canvas, fields, plane, text, '
                                   'none; leave it out to get the UI that fits the model')
+    # Changing the attribute swaps the UI of the loaded model (no reload: no second ready event).
+    page.evaluate("() => document.querySelector('webgrad-model').setAttribute('input', 'none')")
+    page.wait_for_function("() => !document.querySelector('webgrad-model').shadowRoot.querySelector('.box')")
+    page.evaluate("() => document.querySelector('webgrad-model').removeAttribute('input')")
+    page.locator("webgrad-model .pad canvas").wait_for()
+    assert [e["type"] for e in page.evaluate("() => window.embedEvents")] == ["ready"]
     assert [line for line in recorder.console if line.startswith("pageerror")] == []

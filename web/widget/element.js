@@ -49,7 +49,7 @@ function styles() {
 }
 
 export class WebgradModelElement extends HTMLElement {
-  static get observedAttributes() { return ["src"]; }
+  static get observedAttributes() { return ["src", "input", "trust-code", "device"]; }
 
   constructor() {
     super();
@@ -70,7 +70,14 @@ export class WebgradModelElement extends HTMLElement {
   }
 
   attributeChangedCallback(name, before, after) {
-    if (this.isConnected && before !== after && this.ready) this.start();
+    if (!this.isConnected || before === after || !this.ready) return;
+    if (name !== "input") {
+      this.start();
+    } else if (this.model) {  // the same model, another UI: no reload
+      this.shadow.querySelector(".box")?.remove();
+      this.setStatus("");
+      this.buildUI(this.model);
+    }
   }
 
   disconnectedCallback() {
@@ -120,6 +127,7 @@ export class WebgradModelElement extends HTMLElement {
     const model = await this.ready;
     try {
       const result = await model.predict(input, options);
+      if (this.status.classList.contains("error")) this.setStatus("");  // an earlier failure is over
       this.dispatchEvent(new CustomEvent("prediction", {detail: result}));
       return result;
     } catch (error) {
@@ -133,6 +141,7 @@ export class WebgradModelElement extends HTMLElement {
     const model = await this.ready;
     try {
       const result = await model.generate(prompt, options);
+      if (this.status.classList.contains("error")) this.setStatus("");  // an earlier failure is over
       this.dispatchEvent(new CustomEvent("prediction", {detail: result}));
       return result;
     } catch (error) {
