@@ -180,10 +180,18 @@ def use_image(page, name):
     page.mouse.down()
     page.mouse.move(box["x"] + width / 2, box["y"] + 0.85 * height, steps=12)
     page.mouse.up()
-    label = page.locator("webgrad-model [part=label]")
-    label.filter(has_text=re.compile(r"^\d$")).wait_for(timeout=60_000)
+    drawn = answered(page, "[part=label]")
+    assert re.fullmatch(r"\d", drawn), drawn
     assert page.locator("webgrad-model .bar-row").count() == 10
-    return label.inner_text()
+    # By keyboard: Clear, then from the middle Shift+Up moves the pen up, Down draws a stroke.
+    page.locator("webgrad-model .pad button", has_text="Clear").press("Enter")
+    assert page.locator("webgrad-model [part=label]").inner_text() == ""
+    pad.focus()
+    for key in ["Shift+ArrowUp"] * 4 + ["ArrowDown"] * 8:
+        page.keyboard.press(key)
+    typed = answered(page, "[part=label]")
+    assert re.fullmatch(r"\d", typed), typed
+    return typed
 
 
 def use_plane(page, name, labels):

@@ -203,7 +203,8 @@ export class WebgradModelElement extends HTMLElement {
     const canvas = document.createElement("canvas");
     canvas.width = canvas.height = 280;
     canvas.setAttribute("part", "pad");
-    canvas.setAttribute("aria-label", "drawing pad");
+    canvas.setAttribute("aria-label", "drawing pad: draw with the mouse, a finger, or the arrow keys "
+      + "(Shift+arrow moves the pen without drawing)");
     const clear = document.createElement("button");
     clear.type = "button";
     clear.textContent = "Clear";

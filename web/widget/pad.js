@@ -1,5 +1,7 @@
 // pad.js: a drawing pad (white ink on black, like the digits dataset) for mouse, pen and
-// finger, through pointer events; `onchange` fires at most once per frame while drawing.
+// finger, through pointer events, and the keyboard (focus it: the arrow keys draw from the
+// pen's place, which starts in the middle; Shift+arrow moves the pen without drawing);
+// `onchange` fires at most once per frame while drawing.
 
 export class DrawingPad {
   /**
@@ -17,6 +19,8 @@ export class DrawingPad {
     canvas.style.touchAction = "none";  // a finger draws instead of scrolling the page
     canvas.addEventListener("pointerdown", (event) => this.down(event));
     canvas.addEventListener("pointermove", (event) => this.move(event));
+    if (canvas.tabIndex < 0) canvas.tabIndex = 0;
+    canvas.addEventListener("keydown", (event) => this.key(event));
     for (const name of ["pointerup", "pointercancel", "pointerleave"]) {
       canvas.addEventListener(name, () => { this.last = null; });
     }
@@ -42,6 +46,18 @@ export class DrawingPad {
     const next = this.point(event);
     this.line(this.last, next);
     this.last = next;
+  }
+
+  key(event) {
+    const step = this.canvas.width / 12;
+    const moves = {ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, -step], ArrowDown: [0, step]};
+    if (!moves[event.key]) return;
+    event.preventDefault();
+    const from = this.pen;
+    const [dx, dy] = moves[event.key];
+    const inside = (v, size) => Math.min(size - this.lineWidth / 2, Math.max(this.lineWidth / 2, v));
+    this.pen = {x: inside(from.x + dx, this.canvas.width), y: inside(from.y + dy, this.canvas.height)};
+    if (!event.shiftKey) this.line(from, this.pen);
   }
 
   line(from, to) {
@@ -72,5 +88,6 @@ export class DrawingPad {
     this.context.fillRect(0, 0, this.canvas.width, this.canvas.height);
     this.drawn = false;
     this.last = null;
+    this.pen = {x: this.canvas.width / 2, y: this.canvas.height / 2};  // where the arrow keys draw from
   }
 }
