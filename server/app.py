@@ -221,8 +221,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     def web_page(request: Request):
         response = static.serve_from(roots["web"], request, request.path_params["path"])
-        path = getattr(response, "path", None)  # a FileResponse
-        if path is not None and response.media_type.startswith("text/html"):
+        path = getattr(response, "served_path", None)  # a file (maybe sent compressed), not an error
+        if path is not None and (response.media_type or "").startswith("text/html"):  # a 304 has none
             page = Path(os.path.relpath(path, os.path.realpath(settings.web_root))).as_posix()
             response.headers["Content-Security-Policy"] = csp_header(static.inline_script_hashes(path),
                                                                      PAGE_POLICY_EXTRAS.get(page))

@@ -10,6 +10,10 @@ inside the root's own ``realpath`` (compared as paths with ``commonpath``, not
 as strings, so a sibling ``web-private/`` is outside ``web/``): that refuses
 symlinks that point outside, while links that stay inside keep working.
 
+Compressible files are sent brotli- or gzip-encoded when the request's Accept-Encoding
+allows, from the sidecars the asset step wrote or compressed on demand when small (see
+``server.compress``), with ``Vary: Accept-Encoding`` and an ETag per encoding.
+
 ``inline_script_hashes`` gives the CSP hashes of an HTML page's inline scripts.
 """
 from __future__ import annotations
@@ -27,6 +31,8 @@ from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
+
+from . import compress
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
@@ -130,9 +136,11 @@ class Root:
         return real, info
 
 
-def etag_for(info: os.stat_result) -> str:
+def etag_for(info: os.stat_result, encoding: str | None = None) -> str:
+    """A strong ETag for a file's version, and for each encoding of it a different one."""
     token = f"{info.st_mtime_ns}-{info.st_size}-{info.st_ino}".encode()
-    return '"' + hashlib.md5(token, usedforsecurity=False).hexdigest() + '"'
+    digest = hashlib.md5(token, usedforsecurity=False).hexdigest()
+    return f'"{digest}-{encoding}"' if encoding else f'"{digest}"'
 
 
 def not_modified(request: Request, etag: str) -> bool:
@@ -145,22 +153,38 @@ def not_modified(request: Request, etag: str) -> bool:
 
 # Gzipped images the page reads whole (Python's memory snapshot, numpy's and webgrad's files):
 # sent as what they hold, gzip-encoded, so that the browser inflates them off the page's thread.
-GZIP_ENCODED = (".bin.gz", ".img.gz")
+GZIP_ENCODED = compress.GZIP_IMAGES
 
 
 def serve_file(request: Request, real: str, info: os.stat_result, cache_control: str,
                media_type: str | None = None) -> Response:
-    """A file response with ETag/Last-Modified, answering 304 to a matching If-None-Match."""
-    etag = etag_for(info)
+    """A file response with ETag/Last-Modified, answering 304 to a matching If-None-Match.
+
+    The response's ``served_path`` is ``real`` (whatever encoding was sent).
+    """
+    choice = compress.choose(real, info, request.headers.get("accept-encoding"), "range" in request.headers)
+    etag = etag_for(choice.info, choice.encoding)
     headers = {"Cache-Control": cache_control, "ETag": etag,
                "Last-Modified": formatdate(info.st_mtime, usegmt=True)}
+    if compress.is_compressible(real):
+        headers["Vary"] = "Accept-Encoding"  # caches must keep one answer per encoding
     if real.endswith(GZIP_ENCODED):
-        headers["Content-Encoding"] = "gzip"
         media_type = "application/octet-stream"
+        headers["Content-Encoding"] = "gzip"  # the file itself, unless a br sidecar was chosen
+    if choice.encoding is not None:
+        headers["Content-Encoding"] = choice.encoding
+    media_type = media_type or media_type_for(real)
     if not_modified(request, etag):
-        return Response(status_code=304, headers=headers)
-    return FileResponse(real, stat_result=info, headers=headers,
-                        media_type=media_type or media_type_for(real))
+        response = Response(status_code=304, headers=headers)
+    elif choice.body is not None:
+        response = Response(choice.body, headers=headers, media_type=media_type)
+    else:
+        response = FileResponse(choice.path, stat_result=choice.info, headers=headers, media_type=media_type)
+        if choice.encoding is not None:
+            # Range requests get the file as it is (compress.choose): do not offer ranges of this body.
+            del response.headers["accept-ranges"]
+    response.served_path = real  # type: ignore[attr-defined]
+    return response
 
 
 def serve_from(root: Root, request: Request, relative: str) -> Response:

@@ -135,10 +135,12 @@ def test_wheel_media_type_and_content(client, site):
     assert client.get(f"/wheels/{'0' * 16}/{latest['file']}").status_code == 404
     assert client.get("/wheels/webgrad-9.9.9-py3-none-any.whl").status_code == 404
     # the same files as the image the page installs, pinned and immutable too
-    image = client.get(latest["image"]["url"])  # gzip-encoded: httpx inflates it, as browsers do
-    assert image.status_code == 200 and "immutable" in image.headers["cache-control"]
-    assert image.headers["content-encoding"] == "gzip"
-    assert hashlib.sha256(image.content).hexdigest() == latest["image"]["sha256"]
+    # br- or gzip-encoded (the build writes a .br next to the .img.gz): httpx inflates it, as browsers do
+    for accept in ("br", "gzip"):
+        image = client.get(latest["image"]["url"], headers={"Accept-Encoding": accept})
+        assert image.status_code == 200 and "immutable" in image.headers["cache-control"]
+        assert image.headers["content-encoding"] == accept
+        assert hashlib.sha256(image.content).hexdigest() == latest["image"]["sha256"]
     header, files = _read_image(image.content)
     assert header["wheel"] == latest["file"]
     with zipfile.ZipFile(wheel_path) as archive:
@@ -674,14 +676,35 @@ def test_asset_step_is_idempotent(real_assets, monkeypatch):
     assert _snapshot(real_assets, REPO / "node_modules" / "pyodide") == before
 
 
-def test_snapshot_and_numpy_image_are_sent_gzip_encoded(real_base, real_assets):
+def test_snapshot_and_numpy_image_are_sent_brotli_or_gzip_encoded(real_base, real_assets):
     folder = real_assets / "pyodide"
     with httpx.Client(base_url=real_base, timeout=60) as http:
         for manifest in ("snapshot.json", "numpy-image.json"):
             file = http.get(f"/pyodide/{manifest}").json()["file"]
-            response = http.get(f"/pyodide/{file}")
-            assert response.headers["content-encoding"] == "gzip" and "immutable" in response.headers["cache-control"]
-            assert response.content == gzip.decompress((folder / file).read_bytes())
+            for accept in ("br", "gzip"):
+                response = http.get(f"/pyodide/{file}", headers={"Accept-Encoding": accept})
+                assert response.headers["content-encoding"] == accept, (file, accept)
+                assert "immutable" in response.headers["cache-control"]
+                assert response.content == gzip.decompress((folder / file).read_bytes())
+
+
+def test_real_runtime_is_sent_compressed(real_base, real_assets):
+    """What a first visit fetches, brotli- and gzip-encoded, decodes to the very files."""
+    import brotli
+
+    decode = {"br": brotli.decompress, "gzip": gzip.decompress}
+    with httpx.Client(base_url=real_base, timeout=60) as http:
+        for name in ("pyodide.asm.wasm", "pyodide.asm.js", "pyodide-lock.json"):
+            raw = (real_assets / "pyodide" / name).read_bytes()
+            for accept in ("br", "gzip"):
+                with http.stream("GET", f"/pyodide/{name}", headers={"Accept-Encoding": accept}) as response:
+                    body = b"".join(response.iter_raw())
+                assert response.headers["content-encoding"] == accept, (name, accept)
+                assert response.headers["vary"] == "Accept-Encoding"
+                assert int(response.headers["content-length"]) == len(body) < 0.9 * len(raw)
+                assert decode[accept](body) == raw, (name, accept)
+            if name.endswith(".wasm"):  # WebAssembly.instantiateStreaming needs this type, encoded or not
+                assert response.headers["content-type"] == "application/wasm"
 
 
 def test_real_pyodide_runtime_is_served(real_base, real_assets):
