@@ -3,7 +3,8 @@
     python bench/widget_bench.py                 # starts the site on a free port
     python bench/widget_bench.py --url http://127.0.0.1:8000/
 
-Trains the digits MLP (64 -> 128 -> 10) natively, pushes it to the store, and writes the
+Trains the digits MLP (64 -> 128 -> 10) natively, pushes it to the store (under a name of its
+own, deleted again at the end, so a --url site's store is left as it was), and writes the
 same weights as a TF.js Layers model. A host page served from ANOTHER port (no COOP/COEP,
 a fresh browser context each time, so nothing is cached) then measures, in one headless
 Chromium:
@@ -22,6 +23,8 @@ import functools
 import http.server
 import json
 import os
+import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -35,7 +38,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.browser_bench import CHROMIUM, CHROMIUM_ARGS, start_server  # noqa: E402
 
-MODEL = "bench-digits-mlp"
+# Unique per run: never replaces (and then deletes) a model of the user's.
+MODEL = f"bench-digits-mlp-{secrets.token_hex(4)}"
 
 PAGE = """<!doctype html><meta charset="utf-8"><title>widget bench host</title>
 <script type="module" src="bench.js"></script><p id="state">running</p>"""
@@ -143,9 +147,11 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
+    from webgrad import store as model_store
     from demos import digits
 
-    process = None
+    process = host = folder = None
+    pushed = False
     if args.url:
         webgrad = args.url.rstrip("/")
     else:
@@ -154,6 +160,7 @@ def main() -> None:
     try:
         demo = digits.DigitsDemo("mlp")
         demo.train(200)
+        pushed = True  # before the call: a push that fails late may still have stored it
         demo.push(MODEL, url=webgrad)
         images = demo.x_test[:20].tolist()
         python_labels = [max(range(10), key=p.__getitem__) for p in map(demo.predict, images)]
@@ -175,8 +182,18 @@ def main() -> None:
                     results.setdefault(which, []).append(page.evaluate("() => window.benchResult"))
                     context.close()
             browser.close()
-        host.shutdown()
     finally:
+        if host is not None:
+            host.shutdown()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        if pushed:
+            try:
+                model_store.delete(MODEL, url=webgrad)
+            except model_store.ModelNotFoundError:
+                pass
+            except model_store.StoreError as error:
+                print(f"could not delete the bench's model {MODEL!r} from {webgrad}: {error}", file=sys.stderr)
         if process is not None:
             process.terminate()
     n = len(python_labels)
