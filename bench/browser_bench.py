@@ -17,6 +17,11 @@ with ratios against the TF.js backend of the same kind. The page is web/bench.ht
 (open it in a browser to run the same thing by hand). Compare ratios, not absolute
 times: here both WebGPU adapters are CPU emulations. ``--no-webgpu`` leaves the
 WebGPU runners out; ``--task NAME`` runs only the tasks whose name contains NAME.
+
+``--boot-only --load N`` times the boots twice: on a quiet machine, then with N background
+processes that each burn a CPU core (started and stopped here, and each ends by itself after
+``--load-limit`` seconds should the bench die), as on a machine busy with other work; it prints
+both and the loaded / quiet ratios.
 """
 from __future__ import annotations
 
@@ -135,6 +140,28 @@ def measure_tfjs_boot(browser, url, backend):
     return result, fetched
 
 
+# A background process that keeps one CPU core busy until its deadline (argv[1], time.time()).
+BURNER = "import sys, time\ndeadline = float(sys.argv[1])\nwhile time.time() < deadline:\n    sum(range(10_000))\n"
+
+
+class Load:
+    """``count`` CPU burners for the duration of a ``with`` block (each stops by itself after ``limit_s``)."""
+
+    def __init__(self, count: int, limit_s: float):
+        self.count, self.limit_s, self.processes = count, limit_s, []
+
+    def __enter__(self):
+        deadline = time.time() + self.limit_s
+        self.processes = [subprocess.Popen([sys.executable, "-c", BURNER, str(deadline)]) for _ in range(self.count)]
+        return self
+
+    def __exit__(self, *exc):
+        for process in self.processes:
+            process.kill()
+        for process in self.processes:
+            process.wait(10)
+
+
 def print_boots(label, boots):
     ms = [b[0]["ms"] for b in boots]
     info, fetched, largest, count = boots[-1]
@@ -159,9 +186,17 @@ def main() -> None:
     parser.add_argument("--boots", type=int, default=3, help="cold (and warm) boots to time")
     parser.add_argument("--no-webgpu", action="store_true", help="leave out the WebGPU runners")
     parser.add_argument("--boot-only", action="store_true", help="time the boots only, no tasks")
+    parser.add_argument("--load", type=int, default=0, metavar="N",
+                        help="with --boot-only: time the boots quiet, then with N CPU-burning background processes")
+    parser.add_argument("--load-limit", type=float, default=600, metavar="S",
+                        help="the burners stop by themselves after this many seconds (default 600)")
     parser.add_argument("--task", action="append", default=[],
                         help="run only tasks whose name contains this (repeatable), e.g. --task 'cnn step'")
     args = parser.parse_args()
+    if args.load and not args.boot_only:
+        parser.error("--load goes with --boot-only (tasks under load would time the burners)")
+    if args.load < 0:
+        parser.error("--load must be 0 or more")
     from playwright.sync_api import sync_playwright
 
     process = None
@@ -174,6 +209,14 @@ def main() -> None:
             cold, warm = measure_boot(playwright, url, args.boots)
             print_boots("cold", cold)
             print_boots("warm (second visit)", warm)
+            if args.load:
+                with Load(args.load, args.load_limit):
+                    busy_cold, busy_warm = measure_boot(playwright, url, args.boots)
+                print_boots(f"cold, {args.load} burners", busy_cold)
+                print_boots(f"warm, {args.load} burners", busy_warm)
+                for label, quiet, busy in (("cold", cold, busy_cold), ("warm", warm, busy_warm)):
+                    q, b = (statistics.median(boot[0]["ms"] for boot in boots) for boots in (quiet, busy))
+                    print(f"{label} boot median: quiet {q:.0f} ms, with {args.load} burners {b:.0f} ms: x{b / q:.2f}")
             for backend in ("wasm",) if args.no_webgpu else ("wasm", "webgpu"):
                 tfjs, fetched = measure_tfjs_boot(browser, url, backend)
                 print(f"TF.js {backend} start, cold: scripts loaded at {tfjs['scriptsMs']:.0f} ms, then "

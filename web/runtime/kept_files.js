@@ -21,24 +21,49 @@ export async function openKept(name) {
   }
 }
 
-// Every kept file as [path, File], depth first.
+// Every kept file as [path, its handle, File], depth first.
 async function* walk(folder, prefix = "") {
   for await (const [name, handle] of folder.entries()) {
     if (name.endsWith(".crswap")) continue;  // Chromium's swap file of a write that did not finish
     if (handle.kind === "directory") {
       yield* walk(/** @type {FileSystemDirectoryHandle} */ (handle), `${prefix}${name}/`);
     } else {
-      yield [`${prefix}${name}`, await /** @type {FileSystemFileHandle} */ (handle).getFile()];
+      const file = /** @type {FileSystemFileHandle} */ (handle);
+      yield [`${prefix}${name}`, file, await file.getFile()];
     }
   }
+}
+
+/** A file of the origin private file system, read whole. In a worker through a sync access
+ * handle: a File's arrayBuffer() streams the bytes from the browser's process, which a busy
+ * machine slows much more than reading them here. A file another tab holds open is read as a File. */
+export async function readKeptFile(handle) {
+  if ("createSyncAccessHandle" in handle) {
+    let access = null;
+    try {
+      access = await handle.createSyncAccessHandle();
+      const bytes = new Uint8Array(access.getSize());
+      for (let at = 0; at < bytes.length;) {
+        const read = access.read(bytes.subarray(at), {at});
+        if (read <= 0) throw new Error(`read ${at} of ${bytes.length} bytes`);
+        at += read;
+      }
+      return bytes;
+    } catch (err) {
+      if (err && err.name === "NotFoundError") throw err;
+    } finally {
+      if (access) access.close();
+    }
+  }
+  return new Uint8Array(await (await handle.getFile()).arrayBuffer());
 }
 
 /** The kept files' bytes, read while Python starts: [{path, bytes, mtime}]. */
 export async function readKept(kept) {
   const found = [];
   if (!kept) return found;
-  for await (const [path, file] of walk(kept.root)) {
-    found.push({path, bytes: new Uint8Array(await file.arrayBuffer()), mtime: file.lastModified});
+  for await (const [path, handle, file] of walk(kept.root)) {
+    found.push({path, bytes: await readKeptFile(handle), mtime: file.lastModified});
   }
   return found;
 }

@@ -8,7 +8,7 @@
 // Interrupts: the page writes the run id into control[TARGET], then SIGINT into
 // control[SIGNAL] (Pyodide's interrupt buffer); a signal aimed at a run that already
 // ended is dropped, and a run whose signal came before it started never starts.
-import {forgetFile, keepFile, openKept, readKept, restore, sync} from "./kept_files.js";
+import {forgetFile, keepFile, openKept, readKept, readKeptFile, restore, sync} from "./kept_files.js";
 import {BOOT_CAUSES, CONTROL, INPUT, MSG, jspiKind} from "./protocol.js";
 
 let pyodide = null;
@@ -235,9 +235,8 @@ async function fetchImage(url, name, get = fetch) {
   const folder = await imageFolder();
   if (folder) {
     try {
-      const file = await (await folder.getFileHandle(imageFile(url))).getFile();
-      if (file.size) {  // empty: made by a keepImages that did not finish (the page closed)
-        const bytes = new Uint8Array(await file.arrayBuffer());
+      const bytes = await readKeptFile(await folder.getFileHandle(imageFile(url)));
+      if (bytes.length) {  // empty: made by a keepImages that did not finish (the page closed)
         images.from[name] = "cache";
         return bytes;
       }
@@ -479,10 +478,10 @@ async function boot({baseUrl, device, control: controlBlock, input, keepFiles = 
   stage("numpy", "loading numpy", 0.6);
   // site is imported already; sysconfig would cost an import (~20 ms).
   const sitePackages = pyodide.runPython("import site\nsite.getsitepackages()[0]");
-  const numpyFrom = await Promise.race([loadNumpy(pyodide, await numpyImage, sitePackages), watch.failed]);
-  watch.stop();
-  mark("numpy");
-  stage("webgrad", "installing webgrad", 0.8);
+  // numpy's shared libraries compile off this thread: webgrad's files and the kept working folder
+  // go in meanwhile, rather than after (on a busy machine this thread waits its turn for a core).
+  const numpyLoaded = Promise.race([loadNumpy(pyodide, await numpyImage, sitePackages), watch.failed]);
+  numpyLoaded.catch(() => {});  // awaited below
   const {name, bytes, image} = await wheel;
   if (image) {
     installImage(pyodide, image, sitePackages);
@@ -490,6 +489,18 @@ async function boot({baseUrl, device, control: controlBlock, input, keepFiles = 
     pyodide.unpackArchive(bytes, "wheel", {extractDir: sitePackages});
   }
   mark("unpack");
+  filesRoot = pyodide.FS.cwd();
+  kept = await keptFolder;
+  try {
+    if (kept) restore(kept, pyodide.FS, filesRoot, await keptFiles);
+  } catch (err) {  // a damaged kept folder costs its files, not the boot
+    console.warn(`webgrad: the kept working folder could not be restored (${err.message || err})`);
+  }
+  mark("files");
+  const numpyFrom = await numpyLoaded;
+  watch.stop();
+  mark("numpy");
+  stage("webgrad", "importing webgrad", 0.8);
   pyodide.runPython("import numpy");
   mark("import numpy");
   python = pyodide.pyimport("webgrad.web.worker");
@@ -510,14 +521,6 @@ async function boot({baseUrl, device, control: controlBlock, input, keepFiles = 
                           "report this as a bug, with the message");
   }
   mark("device");
-  filesRoot = pyodide.FS.cwd();
-  kept = await keptFolder;
-  try {
-    if (kept) restore(kept, pyodide.FS, filesRoot, await keptFiles);
-  } catch (err) {  // a damaged kept folder costs its files, not the boot
-    console.warn(`webgrad: the kept working folder could not be restored (${err.message || err})`);
-  }
-  mark("files");
   for (const [step, ms] of Object.entries(chosen.timings || {})) timings[`device.${step}`] = timings.webgrad + ms;
   stage("ready", `ready (${chosen.device})`, 1);
   return {
