@@ -12,11 +12,13 @@ new tensors on the runtime's device. Output streams to this terminal as it is pr
 
 Exit status: the script's own (an uncaught exception: 1, with its traceback), pytest's
 for ``pytest``, 124 when ``--timeout`` ran out (the run is interrupted first), and 2
-when the browser side could not be set up (no Chromium, no site, no WebGPU).
+when a file given does not exist (said before Chromium starts) or the browser side could
+not be set up (no Chromium, no site, no WebGPU).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import posixpath
 import sys
 from pathlib import Path
@@ -25,7 +27,7 @@ from .session import WORKDIR, BrowserError, BrowserSession, Site, collect
 
 TIMED_OUT = 124
 SETUP_FAILED = 2
-JUNIT_IN_PAGE = "/home/pyodide/.webgrad-junit.xml"
+JUNIT_IN_PAGE = "/home/pyodide/.webgrad-junit.xml"  # where the report goes when the path cannot be mirrored
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -65,8 +67,29 @@ def _page_path(path: str) -> str:
     return posixpath.join(WORKDIR, relative.as_posix())
 
 
-def _run_script(session: BrowserSession, args, extra: list[str]) -> int:
-    session.put_files(collect([args.script, *args.files]))
+def _files_for(args) -> dict[str, bytes]:
+    """The files to copy into the page, read before Chromium starts (11 s), so that a missing
+    one is said at once; raises ``BrowserError`` naming it."""
+    if args.command == "run":
+        if os.path.isdir(args.script):
+            raise BrowserError(f"{args.script}: is a folder; `run` takes a Python script (copy folders "
+                               "in with --files)")
+        return collect([args.script, *args.files])
+    config = [name for name in PYTEST_CONFIG if Path(name).is_file()]
+    return collect([*args.paths, *args.files, *config])
+
+
+def _junit_in_page(junitxml: str | None) -> str | None:
+    """Where pytest in the page writes its JUnit report: the absolute path the user's file
+    has here, in the page's own file system, so that pytest's "generated xml file: ..."
+    line names the user's file (as a native run's does); copied back from there."""
+    if junitxml is None:
+        return None
+    return Path(junitxml).resolve().as_posix() if os.name == "posix" else JUNIT_IN_PAGE
+
+
+def _run_script(session: BrowserSession, args, extra: list[str], files: dict[str, bytes]) -> int:
+    session.put_files(files)
     session.ok(f"_webgrad_enter({WORKDIR!r}, {session.device!r})")
     session.snapshot()
     out = session.run(f"_webgrad_run_script({_page_path(args.script)!r}, {extra!r})", args.timeout)
@@ -88,25 +111,25 @@ def _run_script(session: BrowserSession, args, extra: list[str]) -> int:
 PYTEST_CONFIG = ("conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
 
 
-def _run_pytest(session: BrowserSession, args, extra: list[str]) -> int:
-    # The current folder's conftest.py and pytest configuration come along, as pytest reads them.
-    config = [name for name in PYTEST_CONFIG if Path(name).is_file()]
-    session.put_files(collect([*args.paths, *args.files, *config]))
+def _run_pytest(session: BrowserSession, args, extra: list[str], files: dict[str, bytes]) -> int:
+    # The current folder's conftest.py and pytest configuration come along (_files_for), as pytest reads them.
+    session.put_files(files)
     session.ok(f"_webgrad_enter({WORKDIR!r}, {session.device!r})")
     session.ok("await _webgrad_install_pytest()")
     pytest_args = [_page_path(p) for p in args.paths] + ["-v"]
     if args.keyword:
         pytest_args += ["-k", args.keyword]
     pytest_args += extra
-    out = session.run(f"_webgrad_pytest({pytest_args!r}, {JUNIT_IN_PAGE!r})", args.timeout)
+    junit = _junit_in_page(args.junitxml)
+    out = session.run(f"_webgrad_pytest({pytest_args!r}, {junit!r})", args.timeout)
     if out.get("timed_out"):
         print(f"webgrad.browser: pytest ran past --timeout {args.timeout:g} s and was interrupted", file=sys.stderr)
         return TIMED_OUT
     if "error" in out:
         print(out["error"]["traceback"] or out["error"]["message"], file=sys.stderr)
         return 1
-    if args.junitxml:
-        report = session.ok(f"open({JUNIT_IN_PAGE!r}).read()")
+    if junit is not None:
+        report = session.ok(f"open({junit!r}).read()")
         Path(args.junitxml).parent.mkdir(parents=True, exist_ok=True)
         Path(args.junitxml).write_text(report)
     return int(out["result"])
@@ -117,10 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = build_parser().parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     try:
+        files = _files_for(args)
         with Site(args.url) as site, BrowserSession(str(site.url), args.device, args.chromium,
                                                     args.headed) as session:
             print(f"webgrad.browser: runtime ready on {session.device} ({session.device_reason})", file=sys.stderr)
-            return (_run_script if args.command == "run" else _run_pytest)(session, args, extra)
+            return (_run_script if args.command == "run" else _run_pytest)(session, args, extra, files)
     except BrowserError as err:
         print(f"webgrad.browser: {err}", file=sys.stderr)
         return SETUP_FAILED

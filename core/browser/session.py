@@ -263,13 +263,14 @@ async def _webgrad_install_pytest():
 '''
 
 _PAGE_HELPERS += INSTALL_PYTEST_SOURCE + r'''
-def _webgrad_pytest(args, junit):
+def _webgrad_pytest(args, junit=None):
     import pytest
     for name in [m for m in sys.modules if m == "conftest" or m.startswith(("test_", "conftest."))]:
         del sys.modules[name]  # a second session in the same page collects afresh
     # webgrad is imported before pytest starts (the runtime did), so pytest cannot rewrite its asserts: say nothing.
     quiet = ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
-    code = pytest.main(list(args) + ["--junitxml", junit, "-p", "no:cacheprovider", "-p", "no:faulthandler"] + quiet)
+    report = ["--junitxml", junit] if junit else []  # only when asked for: pytest then names it
+    code = pytest.main(list(args) + report + ["-p", "no:cacheprovider", "-p", "no:faulthandler"] + quiet)
     sys.stdout.flush()
     sys.stderr.flush()
     return int(code)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 
+import pytest
+
 from .conftest import REPO
 
 PROJECT = REPO / "demos" / "browser_project"
@@ -77,6 +79,8 @@ def test_pytest_in_the_page_on_webgpu_reports_each_test_and_junit(server_url, tm
     assert "test_fails_on_purpose.py::test_wrong_parameter_count_fails_on_purpose FAILED" in done.stdout
     assert "test_model.py::test_runs_on_the_default_device PASSED" in done.stdout
     assert "1 failed, 4 passed" in done.stdout
+    # pytest names the report where it lands here, not where the page wrote it first.
+    assert f"generated xml file: {junit}" in done.stdout and "/home/pyodide/.webgrad" not in done.stdout
     cases = {case.get("name"): case for case in ElementTree.parse(junit).getroot().iter("testcase")}
     assert set(cases) == {"test_parameter_count", "test_wrong_parameter_count_fails_on_purpose",
                           "test_output_shape", "test_training_lowers_the_loss", "test_runs_on_the_default_device"}
@@ -89,6 +93,28 @@ def test_pytest_k_selects_and_passes(server_url):
                            "-k", "output_shape or parameter_count and not wrong")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+def test_pytest_without_junitxml_writes_no_report(server_url):
+    done = webgrad_browser("pytest", "tests/test_model.py", "--files", "model.py", "--device", "cpu", "--url",
+                           server_url, "-k", "output_shape")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "generated xml file" not in done.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "nonexistent.py"], "nonexistent.py: no such file or folder"),
+    (["run", "train.py", "--files", "model.py", "missing/"], "missing/: no such file or folder"),
+    (["run", "tests"], "tests: is a folder; `run` takes a Python script"),
+    (["pytest", "tests", "missing_test.py"], "missing_test.py: no such file or folder"),
+    (["pytest", "tests", "--files", "nope.py"], "nope.py: no such file or folder"),
+])
+def test_missing_files_are_named_before_chromium_starts(args, message):
+    """No browser needed: a Chromium that does not exist is never looked for."""
+    done = webgrad_browser(*args, "--chromium", "/nonexistent/chrome", "--url", "http://127.0.0.1:9/", timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr, done.stderr
+    assert "Chromium" not in done.stderr and "runtime ready" not in done.stderr
 
 
 def test_missing_chromium_says_what_to_install(server_url):
