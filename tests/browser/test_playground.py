@@ -390,6 +390,10 @@ def test_status_names_the_error_class_without_its_module_and_summary_displays_on
     assert page.wait_idle().startswith("done")
     assert p.locator("#output table.webgrad-summary").count() == 1
     assert page.output().count("Total params") == 1  # the table's own row; no text table printed
+    # Called from a script's code (as `python -m webgrad.browser run train.py` runs it), it prints.
+    script = "webgrad.summary(model, input_size=(1, 64))\n"
+    out = page.runtime.ok(f"exec(compile({script!r}, 'train.py', 'exec'))")
+    assert out["stdout"].count("Total params: 2,410") == 1, out["stdout"]
     page.shot("summary")
     assert page.errors == []
 
