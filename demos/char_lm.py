@@ -8,10 +8,12 @@ The page /demos/char_lm.html runs this same file in the browser worker (fetched 
 /demos/py/char_lm.py and imported as a module): ``train`` sends the loss and, every few
 steps, a sampled continuation through ``webgrad_progress``; ``sample`` takes a temperature.
 
-Why four sonnets: a visitor should watch the model learn within a minute of the page's
-CPU time (300 steps of 32 windows). On 2.6 KB of text the samples turn into the sonnets'
-own words and phrases by then ("all of thy beauty lies", training loss about 0.6); on the
-whole 23 KB text the same 300 steps still write mostly gibberish (loss about 2).
+Why four sonnets and a short context: a visitor should watch the model learn within a
+minute of the page's CPU time, about 300 steps. On 2.6 KB of text, with 64 windows of 16
+characters a step (as costly in the page as 16 windows of 32: there the time goes to
+Python, not arithmetic), the samples turn into the sonnets' words and phrases by step
+200-300 ("Proving his beauty", training loss about 0.6). On the whole 23 KB text, or
+with 16 windows of 32, 300 steps still write mostly gibberish (loss about 2 to 2.5).
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ class TinyGPT(nn.Module):
 
 
 class CharLM:
-    def __init__(self, text=None, context=32, width=48, layers=2, lr=1e-2, batch_size=32, seed=0, device=None):
+    def __init__(self, text=None, context=16, width=48, layers=2, lr=1e-2, batch_size=64, seed=0, device=None):
         webgrad.manual_seed(seed)
         self.text = corpus() if text is None else text
         if len(self.text) < context + 2:

@@ -18,7 +18,7 @@ from .conftest import BOOT_TIMEOUT_MS, REPO, Runtime
 SHOTS = REPO / "tests" / "browser" / "screenshots"
 sys.path.insert(0, str(REPO))  # `demos` is not installed
 PAGES = ["digits", "classify_2d", "char_lm", "curve_fit"]
-LEARNED_LOSS = 1.6  # char_lm: below this its samples are mostly real words (measured natively and in the page)
+LEARNED_LOSS = 1.0  # char_lm: its training loss at the end of the page's default run (about 0.6 natively)
 DEVICES = [d.strip() for d in os.environ.get("WEBGRAD_TEST_DEVICES", "cpu,webgpu").split(",") if d.strip()]
 
 
@@ -237,7 +237,9 @@ def test_transformer_demo_writes_corpus_words_within_its_default_steps(demo_page
     page.wait_ready()
     steps = int(page.page.input_value("#steps"))  # the budget a visitor gets by pressing Train
     page.record_progress()
+    started = time.monotonic()
     assert page.train(steps, timeout_ms=900_000) == f"done at step {steps} of {steps}"
+    print(f"char_lm: {steps} steps in the page: {time.monotonic() - started:.0f} s")  # with -s; never asserted
     events = page.page.evaluate("() => window.seen")
     losses = [e["loss"] for e in events]
     assert losses[-1] < LEARNED_LOSS, losses
@@ -245,12 +247,15 @@ def test_transformer_demo_writes_corpus_words_within_its_default_steps(demo_page
     assert len(samples) >= 3  # it writes as it trains
     shown = page.page.inner_text("#sample-text")
     assert shown.startswith(f"step {steps}:") and samples[-1].strip()[:20] in shown
-    words = re.findall(r"[a-z]+", samples[-1].lower())
-    known = [w for w in words if w in corpus_words()]
-    assert len(words) >= 8 and len(known) >= 0.7 * len(words), samples[-1]
     page.page.click("#sample")
     page.page.wait_for_function("() => document.getElementById('sample-text').textContent.startsWith('sample:')",
                                 timeout=60_000)
+    # Mostly the sonnets' own words now (gibberish at loss 2.4 scores about 0.2-0.35 here).
+    written = page.page.evaluate("() => document.querySelector('#sample-text > div').textContent")
+    text = samples[-1] + " " + written.removeprefix("sample:")
+    words = [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 3]
+    known = [w for w in words if w in corpus_words()]
+    assert len(words) >= 20 and len(known) >= 0.5 * len(words), text
     page.shot("char_lm-trained")
     page.page.click("#reset")
     page.page.wait_for_function("() => document.getElementById('status').textContent === 'ready: a new model'",
