@@ -113,8 +113,10 @@ class CharLM:
         return "".join(self.chars[t] for t in tokens[start:])
 
     def push(self, name: str, url=None) -> dict:
-        return webgrad.store.push(self.model, name, {"labels": self.chars, "demo": "char_lm",
-                                                     "context": self.context}, url=url)
+        """Save the model to the store: its input is token ids (the vocabulary is the characters)."""
+        metadata = {"labels": self.chars, "vocab": self.chars, "context": self.context, "demo": "char_lm"}
+        return webgrad.store.push(self.model, name, metadata, url=url, input_size=(1, self.context),
+                                  dtypes=[webgrad.int64])
 
 
 def main(argv=None) -> float:

@@ -109,8 +109,10 @@ class Classify2D:
             return (self.model(self.x).argmax(dim=1) == self.y).float().mean().item()
 
     def push(self, name: str, url=None) -> dict:
-        return webgrad.store.push(self.model, name, {"labels": ["class 0", "class 1"], "demo": "classify_2d"},
-                                  url=url, input_size=(1, 2))
+        """Save the model to the store: its input is a point on the plane shown."""
+        metadata = {"labels": ["class 0", "class 1"], "demo": "classify_2d",
+                    "x_range": [-EXTENT, EXTENT], "y_range": [-EXTENT, EXTENT]}
+        return webgrad.store.push(self.model, name, metadata, url=url, input_size=(1, 2))
 
 
 def ascii_boundary(values: list[float], side: int, cells: int = 24) -> str:

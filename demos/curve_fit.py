@@ -71,7 +71,9 @@ class CurveFit:
         return float("nan") if loss is None else loss.item()
 
     def push(self, name: str, url=None) -> dict:
-        return webgrad.store.push(self.model, name, {"demo": "curve_fit"}, url=url, input_size=(1, 1))
+        """Save the model to the store: its input is x in [-1, 1] (a curve y = f(x))."""
+        metadata = {"demo": "curve_fit", "x_range": [-1, 1], "y_range": [-1, 1]}
+        return webgrad.store.push(self.model, name, metadata, url=url, input_size=(1, 1))
 
 
 def main(argv=None) -> float:

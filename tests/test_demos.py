@@ -135,3 +135,21 @@ def test_widget_python_half_pulls_and_predicts_like_the_model(tmp_path):
         widget.dispose("k")
         with pytest.raises(widget.WidgetError, match="no model loaded"):
             widget.predict("k", base64.b64encode(image[:1].tobytes()).decode(), [1, 64])
+
+
+def test_demos_push_records_their_input_for_the_widget(tmp_path):
+    """Each demo's push tells the store (and so <webgrad-model>) what its input is."""
+    import webgrad
+    from server.app import Settings, create_app
+    from server.testing import running_server
+
+    lm = char_lm.CharLM(text="abcabcabc" * 20, context=8, width=16, layers=1)
+    with running_server(create_app(Settings(data_dir=tmp_path))) as base:
+        lm.push("lm", url=base)
+        classify_2d.Classify2D("xor", side=4).push("plane", url=base)
+        curve_fit.CurveFit().push("curve", url=base)
+        inputs = {name: webgrad.store.info(name, url=base)["input"] for name in ("lm", "plane", "curve")}
+    assert inputs["lm"]["kind"] == "tokens" and inputs["lm"]["vocab"] == ["a", "b", "c"]
+    assert inputs["lm"]["context"] == 8
+    assert inputs["plane"] == {"kind": "points", "dims": 2, "x_range": [-1.2, 1.2], "y_range": [-1.2, 1.2]}
+    assert inputs["curve"] == {"kind": "points", "dims": 1, "x_range": [-1, 1], "y_range": [-1, 1]}
