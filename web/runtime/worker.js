@@ -8,7 +8,8 @@
 // Interrupts: the page writes the run id into control[TARGET], then SIGINT into
 // control[SIGNAL] (Pyodide's interrupt buffer); a signal aimed at a run that already
 // ended is dropped, and a run whose signal came before it started never starts.
-import {forgetFile, keepFile, openKept, readKept, readKeptFile, restore, sync} from "./kept_files.js";
+import {fetchImage, forgetImage, imageFolder, imagesFrom, keepImages} from "./images.js";
+import {forgetFile, keepFile, openKept, readKept, restore, sync} from "./kept_files.js";
 import {BOOT_CAUSES, CONTROL, INPUT, MSG, jspiKind} from "./protocol.js";
 
 let pyodide = null;
@@ -205,91 +206,6 @@ async function fetchNumpyImage(indexURL) {
   }
 }
 
-// Images (the snapshot, numpy's, webgrad's) are kept decoded in the origin private file
-// system, named by their immutable URLs. The HTTP cache keeps them gzipped and inflates them
-// on every visit (about 150 ms for the snapshot's 25 MB here), and the Cache API hands big
-// bodies over slowly (the snapshot alone 50 ms; it and numpy's 16 MB at boot 300 ms); a kept
-// file's bytes take 20 ms. keepImages writes them once boot is done; where there is no such
-// storage (plain http, not localhost) or it fails, the HTTP cache alone serves.
-const IMAGE_FOLDER = "webgrad-images";
-const images = {used: new Set(), fetched: new Map(), from: {}};
-const imageFile = (url) => encodeURIComponent(url);
-
-let imageFolderOpened = null;
-
-// The folder, opened once (boot opens it first thing, while the thread is still free).
-function imageFolder() {
-  imageFolderOpened = imageFolderOpened || (async () => {
-    try {
-      return await (await self.navigator.storage.getDirectory()).getDirectoryHandle(IMAGE_FOLDER, {create: true});
-    } catch {
-      return null;
-    }
-  })();
-  return imageFolderOpened;
-}
-
-// An image's bytes, kept by an earlier visit or else fetched (``get``: how); null when not found.
-async function fetchImage(url, name, get = fetch) {
-  images.used.add(url);
-  const folder = await imageFolder();
-  if (folder) {
-    try {
-      const bytes = await readKeptFile(await folder.getFileHandle(imageFile(url)));
-      if (bytes.length) {  // empty: made by a keepImages that did not finish (the page closed)
-        images.from[name] = "cache";
-        return bytes;
-      }
-    } catch {
-      // not kept yet
-    }
-  }
-  const response = await get(url);
-  if (!response.ok) return null;
-  const bytes = await imageBytes(response);
-  images.from[name] = "network";
-  images.fetched.set(url, bytes);
-  return bytes;
-}
-
-// A kept image that did not install: fetched again next time.
-function forgetImage(url) {
-  images.fetched.delete(url);
-  return imageFolder().then((folder) => folder && folder.removeEntry(imageFile(url))).catch(() => {});
-}
-
-// After boot: keep the images fetched, and drop the ones of this site that it no longer uses.
-// A file's bytes land whole or not at all (a writable's close() swaps them in), but the file
-// itself exists, empty, from getFileHandle on: fetchImage takes an empty one for none.
-async function keepImages(baseUrl) {
-  const folder = await imageFolder();
-  if (!folder) return;
-  const site = imageFile(new URL(baseUrl).href);
-  const used = new Set(Array.from(images.used, imageFile));
-  for await (const name of folder.keys()) {
-    if (name.startsWith(site) && !used.has(name)) await folder.removeEntry(name);
-  }
-  for (const [url, bytes] of images.fetched) {
-    const writable = await (await folder.getFileHandle(imageFile(url), {create: true})).createWritable();
-    await writable.write(bytes);
-    await writable.close();
-    images.fetched.delete(url);
-  }
-}
-
-// A gzipped image's bytes. webgrad's server sends them gzip-encoded, so the browser has
-// inflated them already, off this thread (a quarter of a second of it for the snapshot);
-// from a host that sends the .gz as it is, they are inflated here. Told apart by gzip's magic
-// (1f 8b 08), not by the Content-Encoding header, which a cross-origin page cannot read: no
-// image starts so (a snapshot starts with memory's zero page; an image with its header's
-// length, which would have to exceed 550 KB).
-async function imageBytes(response) {
-  const bytes = new Uint8Array(await response.arrayBuffer());
-  if (!(bytes[0] === 0x1f && bytes[1] === 0x8b && bytes[2] === 0x08)) return bytes;
-  const inflated = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
-  return new Uint8Array(await new Response(inflated).arrayBuffer());
-}
-
 // An image's files into site-packages; returns its header. Layout (server/numpy_image.mjs,
 // server/wheel.py): a 4-byte little-endian header length, the header (JSON: {files: [[path,
 // size], ...], ...}, paths relative to site-packages), then the files' bytes in order.
@@ -431,8 +347,8 @@ async function startPython(loadPyodide, indexURL, found) {
 // DecompressionStream per file (slower than Python's: hence the image); the Cache API for the
 // kept images (slower than files). A second visit sends no body over the network
 // (tests/browser/test_runtime.py): Pyodide's files come from the HTTP cache (immutable), the
-// images from the kept files, and only latest.json, snapshot.json, numpy-image.json, worker.js
-// and protocol.js revalidate. What is left is mostly Pyodide's module (~200 ms, compiled code
+// images from the kept files (read through sync access handles), and only latest.json,
+// snapshot.json, numpy-image.json and the runtime's modules revalidate. What is left is mostly Pyodide's module (~200 ms, compiled code
 // from Chromium's wasm code cache once an earlier visit has written it), numpy's shared
 // libraries (~100 ms) and `import numpy` and webgrad (~250 ms; Pyodide 0.27 cannot put loaded
 // shared libraries, numpy's, in a snapshot).
@@ -526,7 +442,7 @@ async function boot({baseUrl, device, control: controlBlock, input, keepFiles = 
   return {
     device: chosen.device, deviceReason: chosen.reason, adapter: chosen.adapter,
     versions: {...chosen.versions, pyodide: pyodide.version, wheel: name},
-    pythonStart: interpreter.start, numpyFrom, imagesFrom: images.from, timings,
+    pythonStart: interpreter.start, numpyFrom, imagesFrom, timings,
     interrupt: control ? "sharedarraybuffer" : "restart", input: inputBuffer ? "prompt" : "none",
   };
 }
