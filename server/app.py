@@ -5,7 +5,8 @@ URL map (``create_app`` builds it; ``python -m server`` runs it):
     /                     web/ (index.html for /), revalidated on every load (no-cache)
     /pyodide/             Pyodide 0.27.7 + numpy/micropip wheels (server/assets/pyodide/), immutable,
                           Python's memory snapshot and numpy's image (immutable; snapshot.json and
-                          numpy-image.json, which name them, revalidated)
+                          numpy-image.json, which name them, revalidated; python_stdlib.zip, which
+                          the snapshot must match, revalidated)
     /pyodide-extra/       pytest & co. wheels for micropip, index.json (immutable; index no-cache)
     /wheels/latest.json   names the current webgrad wheel (rebuilt when core/ or wgsl_kernels/ change)
     /wheels/<file>        that wheel, revalidated; /wheels/<sha16>/<file> the same bytes, immutable,
@@ -270,7 +271,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return static.serve_from(static.Root(wheels_dir, static.IMMUTABLE), request, file)
 
     routes = model_routes(store, settings.max_upload, settings.max_tensors) + [
-        Route("/pyodide/{path:path}", with_manifest("pyodide", "snapshot.json", "numpy-image.json")),
+        # python_stdlib.zip is revalidated too: the memory snapshot holds zipimport's table of its
+        # entries' offsets, so a browser must never pair a new snapshot with a copy cached before
+        # the asset step remade the zip (server/assets.py ensure_stored_stdlib). A 304 costs no bytes.
+        Route("/pyodide/{path:path}", with_manifest("pyodide", "snapshot.json", "numpy-image.json",
+                                                    "python_stdlib.zip")),
         Route("/pyodide-extra/{path:path}", with_manifest("pyodide-extra", "index.json")),
         Route("/wheels/latest.json", wheels_latest),
         Route("/wheels/{digest}/{file}", wheel_pinned),

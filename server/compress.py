@@ -29,9 +29,11 @@ try:
 except ImportError:  # webgrad[server] installs it; without it the site is served with gzip only
     brotli = None
 
-# File types that compress well. Not .zip/.whl (already deflated: Pyodide's python_stdlib.zip
-# shrinks by 2%) nor images; .map files are fetched only by developer tools.
-COMPRESSIBLE = (".wasm", ".js", ".mjs", ".json", ".html", ".css", ".wgsl", ".py", ".txt", ".md", ".svg", ".data")
+# File types that compress well; .map files are fetched only by developer tools. Of the zip
+# files, only Pyodide's standard library: the asset step stores its entries uncompressed for
+# this (server/assets.py ensure_stored_stdlib); wheels are deflated and gain nothing.
+COMPRESSIBLE = (".wasm", ".js", ".mjs", ".json", ".html", ".css", ".wgsl", ".py", ".txt", ".md", ".svg", ".data",
+                "python_stdlib.zip")
 # Images the server sends gzip-encoded as what they hold (see server/static.py).
 GZIP_IMAGES = (".bin.gz", ".img.gz")
 SUFFIX = {"br": ".br", "gzip": ".gz"}

@@ -215,6 +215,7 @@ def test_preflight_allows_reads_only(client):
     ("/pyodide/pyodide.asm.wasm", "immutable"), ("/vendor/tfjs/tf.min.js", "immutable"),
     ("/pyodide-extra/demo-1.0-py3-none-any.whl", "immutable"), ("/pyodide-extra/index.json", "no-cache"),
     ("/pyodide/snapshot.json", "no-cache"), ("/pyodide/numpy-image.json", "no-cache"),
+    ("/pyodide/python_stdlib.zip", "no-cache"),  # the snapshot must match it: never a stale copy
     ("/wheels/latest.json", "no-cache"), ("/api/models", "no-cache"),
 ])
 def test_cache_headers(client, path, cache):
@@ -562,6 +563,27 @@ def test_asset_step_refuses_a_wrong_sha256(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_stdlib_is_stored_uncompressed_so_that_it_compresses_on_the_wire(tmp_path):
+    source = tmp_path / "npm" / "python_stdlib.zip"
+    source.parent.mkdir()
+    module = b"".join(b"def f%d(x):\n    return x + %d\n" % (i, i) for i in range(2000))
+    with zipfile.ZipFile(source, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("asyncio/", b"")
+        archive.writestr("asyncio/base.py", module)
+        archive.writestr("json/__init__.pyc", bytes(range(256)) * 8)
+    target = tmp_path / "python_stdlib.zip"
+    assert asset_step.ensure_stored_stdlib(source, target) == 1
+    with zipfile.ZipFile(source) as original, zipfile.ZipFile(target) as stored:
+        assert [e.filename for e in stored.infolist()] == [e.filename for e in original.infolist()]
+        assert all(e.compress_type == zipfile.ZIP_STORED for e in stored.infolist())
+        assert all(stored.read(e.filename) == original.read(e) for e in original.infolist())
+    assert asset_step.compress.write_sidecars(target) == 2  # stored, it compresses; deflated it would not
+    made = target.stat().st_mtime_ns
+    assert asset_step.ensure_stored_stdlib(source, target) == 0 and target.stat().st_mtime_ns == made
+    os.utime(source, ns=(made + 10**9, made + 10**9))  # a new Pyodide: made again
+    assert asset_step.ensure_stored_stdlib(source, target) == 1
+
+
 def test_asset_step_refuses_a_wrong_extra_wheel(tmp_path, monkeypatch):
     def fake_run(command, what, cwd=None):
         Path(command[command.index("-d") + 1], "demo-1.0-py3-none-any.whl").write_bytes(b"evil")
@@ -694,7 +716,7 @@ def test_real_runtime_is_sent_compressed(real_base, real_assets):
 
     decode = {"br": brotli.decompress, "gzip": gzip.decompress}
     with httpx.Client(base_url=real_base, timeout=60) as http:
-        for name in ("pyodide.asm.wasm", "pyodide.asm.js", "pyodide-lock.json"):
+        for name in ("pyodide.asm.wasm", "pyodide.asm.js", "pyodide-lock.json", "python_stdlib.zip"):
             raw = (real_assets / "pyodide" / name).read_bytes()
             for accept in ("br", "gzip"):
                 with http.stream("GET", f"/pyodide/{name}", headers={"Accept-Encoding": accept}) as response:

@@ -111,6 +111,10 @@ def test_head_gives_the_length_of_the_encoded_body(client, site):
         expected = (site["pyodide"] / f"pyodide.asm.wasm{suffix}").stat().st_size
         assert int(response.headers["content-length"]) == expected
         assert response.headers["vary"] == "Accept-Encoding"
+    full, body = get(client, "/big.js", "br")  # compressed on demand
+    head, nothing = get(client, "/big.js", "br", method="HEAD")
+    assert head.headers["content-encoding"] == "br" and nothing == b""
+    assert head.headers["content-length"] == full.headers["content-length"] == str(len(body))
 
 
 def test_range_requests_get_the_file_as_it_is(client):
@@ -149,7 +153,7 @@ def test_what_does_not_compress_is_sent_as_it_is(client, site):
     response, body = get(client, "/webgrad.js", "br, gzip")  # 24 bytes: not worth it
     assert "content-encoding" not in response.headers and body == b"export const hello = 1;\n"
     assert response.headers["vary"] == "Accept-Encoding"
-    response, _ = get(client, "/pyodide/python_stdlib.zip", "br, gzip")
+    response, _ = get(client, "/pyodide-extra/demo-1.0-py3-none-any.whl", "br, gzip")  # a zip: not compressible
     assert "content-encoding" not in response.headers and "vary" not in response.headers
 
 
