@@ -123,24 +123,20 @@ export class WebgradModelElement extends HTMLElement {
   }
 
   /** model.predict(input) once ready; fires `prediction`, or `error` (and rejects) on failure. */
-  async predict(input, options = {}) {
-    const model = await this.ready;
-    try {
-      const result = await model.predict(input, options);
-      if (this.status.classList.contains("error")) this.setStatus("");  // an earlier failure is over
-      this.dispatchEvent(new CustomEvent("prediction", {detail: result}));
-      return result;
-    } catch (error) {
-      this.fail(error);
-      throw error;
-    }
+  predict(input, options = {}) {
+    return this.answer((model) => model.predict(input, options));
   }
 
   /** A language model's continuation of `prompt` (see Model.generate); fires `prediction`. */
-  async generate(prompt, options = {}) {
+  generate(prompt, options = {}) {
+    return this.answer((model) => model.generate(prompt, options));
+  }
+
+  /** Ask the model once ready: a result fires `prediction`, a failure `error` (and rejects). */
+  async answer(ask) {
     const model = await this.ready;
     try {
-      const result = await model.generate(prompt, options);
+      const result = await ask(model);
       if (this.status.classList.contains("error")) this.setStatus("");  // an earlier failure is over
       this.dispatchEvent(new CustomEvent("prediction", {detail: result}));
       return result;
