@@ -264,6 +264,9 @@ def test_transformer_demo_writes_corpus_words_within_its_default_steps(demo_page
     assert page.errors == []
 
 
+SAVED_STARTS = "(prefix) => document.getElementById('saved').textContent.startsWith(prefix)"
+
+
 def test_curve_fit_ready_click_refits_reset_save_asks_embed(demo_page, server_url):
     page = demo_page("curve_fit")
     # The points are drawn before Train is enabled (a Train click used to land before the page had
@@ -296,12 +299,12 @@ def test_curve_fit_ready_click_refits_reset_save_asks_embed(demo_page, server_ur
     asked = []
     page.page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
     page.page.click("#save")
-    page.page.wait_for_function("() => document.getElementById('saved').textContent.startsWith('not saved')")
-    assert len(asked) == 1 and f"replace revision 1 saved {time.gmtime().tm_year}-" in asked[0], asked
+    page.page.wait_for_function(SAVED_STARTS, arg="not saved", timeout=60_000)
+    assert len(asked) == 1 and re.search(r"replace revision 1 saved \d{4}-\d\d-\d\d \d\d:\d\d UTC\?$", asked[0]), asked
     assert httpx.get(f"{server_url}api/models/{name}").json()["metadata"]["by"] == "another page"
     page.page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.page.click("#save")
-    page.page.wait_for_function("() => document.getElementById('saved').textContent.startsWith('saved as')")
+    page.page.wait_for_function(SAVED_STARTS, arg="saved as", timeout=60_000)
     assert page.page.inner_text("#saved").startswith(f"saved as {name}, revision 2")
     # Embed: the snippet the widget module writes for this record.
     page.page.click("#embed")
