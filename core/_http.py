@@ -24,6 +24,7 @@ class Request:
     url: str
     body: bytes | None = None
     content_type: str | None = None
+    extra_headers: dict | None = None  # e.g. If-None-Match on a PUT that must not replace
 
 
 @dataclass
@@ -51,6 +52,7 @@ def headers(request: Request) -> dict:
         result.update(WRITE_HEADERS)
     if request.content_type:
         result["Content-Type"] = request.content_type
+    result.update(request.extra_headers or {})
     return result
 
 

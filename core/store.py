@@ -162,14 +162,28 @@ def _json(response: http.Response, call: str, url: str):
 
 # ----------------------------------------------------------------------------- plans
 
-def _push_plan(model, name, metadata, url, input_size, input_data, dtypes, architecture):
+def _push_plan(model, name, metadata, url, input_size, input_data, dtypes, architecture, overwrite):
     base, name = _locate(name, url, "push")
     weights, record = _prepare(model, metadata, input_size, input_data, dtypes, architecture)
     body, content_type = http.multipart([("weights", "model.safetensors", weights),
                                          ("metadata", None, _metadata_json(record))])
     target = _model_url(base, name)
-    response = _check((yield http.Request("PUT", target, body, content_type)), "push", None, target)
-    return info_from_record(_json(response, "push", target), base)
+    # If-None-Match: * makes the server refuse (412) instead of replacing, atomically.
+    guard = None if overwrite else {"If-None-Match": "*"}
+    response = yield http.Request("PUT", target, body, content_type, guard)
+    if response.status == 412 and not overwrite:
+        current = _json(response, "push", target).get("current") or {}
+        raise StoreError(f"webgrad.store.push: the server at {base} already has a model named {name!r} "
+                         f"(revision {current.get('revision')}, saved {current.get('updated')}); nothing was "
+                         "changed. Choose another name, or push(..., overwrite=True) to replace it")
+    answer = _json(_check(response, "push", None, target), "push", target)
+    info = info_from_record(answer, base)
+    info["replaced"] = answer.get("replaced")
+    if info["replaced"]:
+        # Say so: a push that silently replaced someone's model is how work gets lost.
+        print(f"webgrad.store.push: replaced {name!r} revision {info['replaced'].get('revision')} "
+              f"(saved {info['replaced'].get('updated')}) with revision {info['revision']}", file=sys.stderr)
+    return info
 
 
 def _pull_plan(name, url, trust_code, weights_only, device):
@@ -480,8 +494,9 @@ def info_from_record(stored: dict, base: str) -> dict:
 # ----------------------------------------------------------------------------- public calls
 
 def push(model_or_state_dict, name: str, metadata: dict | None = None, url: str | None = None, *,
-         input_size=None, input_data=None, dtypes=None, architecture="auto") -> dict:
-    """Store a model (or a state dict) on the server under ``name``, replacing any older version.
+         input_size=None, input_data=None, dtypes=None, architecture="auto", overwrite: bool = True) -> dict:
+    """Store a model (or a state dict) on the server under ``name``, replacing any older version
+    (which it says on stderr) unless ``overwrite=False``.
 
     Args:
         model_or_state_dict: an ``nn.Module`` (its architecture is recorded so ``pull`` can
@@ -498,16 +513,19 @@ def push(model_or_state_dict, name: str, metadata: dict | None = None, url: str 
             for token ids): recorded so the widget sends the model what it takes.
         architecture: ``"auto"`` (record it, or warn and push the weights only if it cannot be),
             ``True`` (raise if it cannot be recorded) or ``False`` (weights only).
+        overwrite: ``False`` raises ``StoreError`` (and changes nothing) when ``name`` is taken.
 
     Returns:
-        the stored model's ``info`` dict.
+        the stored model's ``info`` dict, with ``"replaced"``: None for a new model, else the
+        replaced version's ``{"revision", "updated", "size", "sha256"}``.
 
     Example:
         >>> webgrad.store.push(model, "digits-mlp", {"labels": list("0123456789")}, input_size=(1, 64))
         >>> webgrad.store.push(lm, "char-lm", {"vocab": chars, "context": 32}, input_size=(1, 32),
         ...                    dtypes=[webgrad.int64])
     """
-    return _run(_push_plan(model_or_state_dict, name, metadata, url, input_size, input_data, dtypes, architecture))
+    return _run(_push_plan(model_or_state_dict, name, metadata, url, input_size, input_data, dtypes, architecture,
+                           overwrite))
 
 
 def pull(name: str, url: str | None = None, *, trust_code: bool = False, weights_only: bool = False, device=None):
@@ -544,10 +562,11 @@ def list(url: str | None = None) -> builtins.list[dict]:  # noqa: A001 (the name
 
 
 async def push_async(model_or_state_dict, name: str, metadata: dict | None = None, url: str | None = None, *,
-                     input_size=None, input_data=None, dtypes=None, architecture="auto") -> dict:
+                     input_size=None, input_data=None, dtypes=None, architecture="auto",
+                     overwrite: bool = True) -> dict:
     """``push`` for ``await`` (in a page where blocking calls are not possible)."""
     return await _run_async(_push_plan(model_or_state_dict, name, metadata, url, input_size, input_data, dtypes,
-                                       architecture))
+                                       architecture, overwrite))
 
 
 async def pull_async(name: str, url: str | None = None, *, trust_code: bool = False, weights_only: bool = False,

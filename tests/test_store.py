@@ -512,3 +512,18 @@ def test_builtin_layers_rebuild_from_their_record(build):
     assert repr(rebuilt) == repr(model)
     assert {k: (tuple(v.shape), v.dtype) for k, v in rebuilt.state_dict().items()} == \
         {k: (tuple(v.shape), v.dtype) for k, v in model.state_dict().items()}
+
+
+def test_push_says_what_it_replaced_and_overwrite_false_refuses(fresh, capsys):
+    model = nn.Sequential(nn.Linear(4, 2))
+    first = store.push(model, "kept", url=fresh)
+    assert first["replaced"] is None and capsys.readouterr().err == ""
+
+    second = store.push(model, "kept", url=fresh)
+    assert second["revision"] == 2 and second["replaced"]["revision"] == 1
+    assert "replaced 'kept' revision 1" in capsys.readouterr().err
+
+    with pytest.raises(store.StoreError, match=r"already has a model named 'kept' \(revision 2.*overwrite=True"):
+        store.push(nn.Sequential(nn.Linear(4, 3)), "kept", url=fresh, overwrite=False)
+    assert store.info("kept", url=fresh)["revision"] == 2  # nothing changed
+    assert store.push(model, "new-one", url=fresh, overwrite=False)["replaced"] is None
