@@ -84,12 +84,17 @@ function stamp(FS, full) {
   return {size: stat.size, mtime: stat.mtime.getTime()};
 }
 
+/** Whether the working folder's file `path` is one that is kept (the Files panel lists it). */
+export function isKept(path) {
+  return !path.split("/").some((part) => part.startsWith(".") || part === "__pycache__");
+}
+
 // The files under `root` now: path -> {size, mtime}. Symbolic links are not followed.
 function listing(FS, root) {
   const found = new Map();
   const visit = (folder, prefix) => {
     for (const name of FS.readdir(folder)) {
-      if (name.startsWith(".") || name === "__pycache__") continue;  // "." and ".." too
+      if (!isKept(name)) continue;  // "." and ".." too
       const full = `${folder}/${name}`;
       const stat = FS.lstat(full);
       if (FS.isDir(stat.mode)) visit(full, `${prefix}${name}/`);

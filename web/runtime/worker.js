@@ -9,7 +9,7 @@
 // control[SIGNAL] (Pyodide's interrupt buffer); a signal aimed at a run that already
 // ended is dropped, and a run whose signal came before it started never starts.
 import {fetchImage, forgetImage, imageFolder, imagesFrom, keepImages} from "./images.js";
-import {forgetFile, keepFile, openKept, readKept, restore, sync} from "./kept_files.js";
+import {forgetFile, isKept, keepFile, openKept, readKept, restore, sync} from "./kept_files.js";
 import {BOOT_CAUSES, CONTROL, INPUT, MSG, jspiKind} from "./protocol.js";
 
 let pyodide = null;
@@ -348,10 +348,11 @@ async function startPython(loadPyodide, indexURL, found) {
 // kept images (slower than files). A second visit sends no body over the network
 // (tests/browser/test_runtime.py): Pyodide's files come from the HTTP cache (immutable), the
 // images from the kept files (read through sync access handles), and only latest.json,
-// snapshot.json, numpy-image.json and the runtime's modules revalidate. What is left is mostly Pyodide's module (~200 ms, compiled code
-// from Chromium's wasm code cache once an earlier visit has written it), numpy's shared
-// libraries (~100 ms) and `import numpy` and webgrad (~250 ms; Pyodide 0.27 cannot put loaded
-// shared libraries, numpy's, in a snapshot).
+// snapshot.json, numpy-image.json and the runtime's modules revalidate. What is left is mostly
+// Pyodide's module (~200 ms, compiled code from Chromium's wasm code cache once an earlier visit
+// has written it), numpy's shared libraries (~100 ms; webgrad's files and the kept working
+// folder go in while they compile) and `import numpy` and webgrad (~250 ms; Pyodide 0.27 cannot
+// put loaded shared libraries, numpy's, in a snapshot).
 async function boot({baseUrl, device, control: controlBlock, input, keepFiles = true}) {
   const started = performance.now();
   // Milliseconds from the start of boot at which each step ended (they overlap: the wheel,
@@ -532,7 +533,7 @@ function filePath(path) {
 
 async function files({id, op, path, data}) {
   try {
-    if (!pyodide) throw new Error("files: the runtime did not boot");
+    if (!pyodide || !filesRoot) throw new Error("files: the runtime did not boot");
     let value = null;
     if (op === "list") {
       value = JSON.parse(python.list_files(filesRoot));
@@ -543,7 +544,7 @@ async function files({id, op, path, data}) {
       pyodide.FS.mkdirTree(full.slice(0, full.lastIndexOf("/")));
       pyodide.FS.writeFile(full, new Uint8Array(data));
       const name = full.slice(filesRoot.length + 1);
-      if (kept) {
+      if (kept && isKept(name)) {
         await keepInOrder(() => keepFile(kept, pyodide.FS, filesRoot, name))
           .catch((err) => notKept(`${name} (${err && err.name || err})`));
       }
