@@ -50,6 +50,16 @@ class DemoPage:
     def status(self) -> str:
         return self.page.inner_text("#status")
 
+    def wait_for(self, expression: str, arg=None, timeout_ms: int = 60_000):
+        """page.wait_for_function, failing with what the page shows and its console."""
+        try:
+            return self.page.wait_for_function(expression, arg=arg, timeout=timeout_ms)
+        except Exception as err:
+            shown = self.page.evaluate("() => ['status', 'saved', 'snippet'].map((id) => "
+                                       "`${id}: ${document.getElementById(id)?.textContent}`).join('\\n')")
+            raise AssertionError(f"waited for {expression}: {err}\n{shown}\nconsole:\n"
+                                 + "\n".join(self.recorder.console[-30:])) from err
+
     @property
     def errors(self) -> list[str]:
         return [line for line in self.recorder.console if line.startswith(("error", "pageerror"))]
@@ -285,8 +295,7 @@ def test_curve_fit_ready_click_refits_reset_save_asks_embed(demo_page, server_ur
     page.shot("curve_fit-refit")
     # Reset points: a new model, and a status that says so (it kept "done at step 1000").
     page.page.click("#reset")
-    page.page.wait_for_function("() => document.getElementById('status').textContent === "
-                                "'ready: the default points and a new model'", timeout=60_000)
+    page.wait_for("() => document.getElementById('status').textContent === 'ready: the default points and a new model'")
     assert page.page.is_disabled("#save")
     assert page.train(100) == "done at step 100 of 100"
     # Save over a model someone else stored under that name: asked first, with its revision.
@@ -299,18 +308,23 @@ def test_curve_fit_ready_click_refits_reset_save_asks_embed(demo_page, server_ur
     asked = []
     page.page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
     page.page.click("#save")
-    page.page.wait_for_function(SAVED_STARTS, arg="not saved", timeout=60_000)
+    page.wait_for(SAVED_STARTS, "not saved")
     assert len(asked) == 1 and re.search(r"replace revision 1 saved \d{4}-\d\d-\d\d \d\d:\d\d UTC\?$", asked[0]), asked
     assert httpx.get(f"{server_url}api/models/{name}").json()["metadata"]["by"] == "another page"
     page.page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.page.click("#save")
-    page.page.wait_for_function(SAVED_STARTS, arg="saved as", timeout=60_000)
+    page.wait_for(SAVED_STARTS, "saved as")
     assert page.page.inner_text("#saved").startswith(f"saved as {name}, revision 2")
     # Embed: the snippet the widget module writes for this record.
     page.page.click("#embed")
-    page.page.wait_for_function("() => !document.getElementById('snippet').hidden", timeout=60_000)
+    page.wait_for("() => !document.getElementById('snippet').hidden")
     snippet = page.page.inner_text("#snippet")
     assert f'<webgrad-model src="{server_url}api/models/{name}"' in snippet and "input=" not in snippet
     assert len(asked) == 2  # the page saved this name itself: no second question
     page.shot("curve_fit-trained")
+    # A new worker (what a Stop that Python does not obey leads to): the page loads the demo again.
+    page.page.evaluate("() => window.webgradDemo.runtime.restart()")
+    page.page.wait_for_function("() => document.getElementById('status').textContent.endsWith("
+                                "'(Python restarted: the model starts over)')", timeout=BOOT_TIMEOUT_MS)
+    assert page.train(50) == "done at step 50 of 50"
     assert page.errors == []

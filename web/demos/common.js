@@ -51,7 +51,7 @@ export class Demo {
     this.lost = false;  // the worker restarted (a Stop it did not obey): its Python state is gone
     this.fresh = true;  // true: no trained model in the worker (never trained, or the worker restarted)
     this.saved = null;
-    this.runs = 0;  // training runs ended (finished, stopped or failed)
+    this.stopping = null;  // the Stop in progress (runtime.interrupt()'s promise)
     this.controls = [];  // the page's own inputs, enabled only while idle
     this.modelControls = [];  // and those that also need a trained model (Save, Embed, Sample)
   }
@@ -83,7 +83,7 @@ export class Demo {
       this.runtime = await boot({device, onBoot: ({message}) => this.setStatus(message || "starting…")});
       $("device").textContent = this.runtime.device;
       $("device").title = this.runtime.deviceReason || "";
-      this.runtime.on("restart", () => { this.lost = true; this.fresh = true; });
+      this.runtime.on("restart", () => this.restarted());
       this.setStatus(`loading demos/${this.module}.py…`);
       await this.prepare();
     } catch (error) {
@@ -94,6 +94,30 @@ export class Demo {
     }
     this.setStatus("ready");
     this.setState("idle");
+  }
+
+  /**
+   * The worker was replaced (a Stop that Python did not obey in time): its variables are gone.
+   * The stopped run loads the demo again before the page goes idle (see train); were the page
+   * idle, load it now.
+   */
+  restarted() {
+    this.lost = true;
+    this.fresh = true;
+    const after = `${$("status").textContent} (Python restarted: the model starts over)`;
+    if (this.idle) this.task("Python restarted: loading the demo again…", async () => {}, after);  // task loads it
+  }
+
+  /** Import the demo and run its setup again in the new worker, keeping what the status said. */
+  async reload() {
+    const said = $("status").textContent;
+    this.setStatus("Python restarted: loading the demo again…");
+    try {
+      await this.prepare();
+      this.setStatus(`${said} (Python restarted: the model starts over)`, "stopped");
+    } catch (error) {
+      this.setStatus(`Python restarted and the demo could not load again: ${error.message}`, "error");
+    }
   }
 
   /** Write the demo's file into the worker, import it and run the page's setup. */
@@ -127,6 +151,7 @@ export class Demo {
     const before = {text: $("status").textContent, kind: $("status").className.replace(/^status ?/, "")};
     this.setStatus(label);
     try {
+      if (this.lost) await this.prepare();
       const value = await fn();
       if (after === null) this.setStatus(before.text, before.kind);
       else this.setStatus(after);
@@ -136,7 +161,6 @@ export class Demo {
       console.warn(error.traceback || error);
       return undefined;
     } finally {
-      await this.recover();
       this.setState("idle");
     }
   }
@@ -165,6 +189,7 @@ export class Demo {
     });
     const inAll = () => (total > done ? ` (${total} steps in all)` : "");
     try {
+      if (this.lost) await this.prepare();
       if (before) await before();
       await this.call(code);
       this.fresh = false;
@@ -181,26 +206,20 @@ export class Demo {
       return false;
     } finally {
       off();
-      await this.recover();
-      this.runs += 1;
+      await this.stopping;  // a Stop that had to restart the worker: wait until the new one is up
+      if (this.lost) await this.reload();
       this.setState("idle");
     }
   }
 
-  /** After the worker restarted (a Stop that Python did not obey in time): import and set up again. */
-  async recover() {
-    if (!this.lost) return;
-    const said = $("status").textContent;
-    try {
-      await this.prepare();
-      this.setStatus(`${said} (Python restarted: the model starts over)`, "stopped");
-    } catch (error) {
-      this.setStatus(`Python restarted and the demo could not load again: ${error.message}`, "error");
-    }
-  }
-
   async stop() {
-    if (this.running) await this.runtime.interrupt();
+    if (!this.running || this.stopping) return;
+    this.stopping = this.runtime.interrupt();
+    try {
+      await this.stopping;
+    } finally {
+      this.stopping = null;
+    }
   }
 
   buttons() {
