@@ -245,6 +245,14 @@ def test_repr_suffixes():
     assert str(webgrad.tensor([1.0])) == "tensor([1.])"
 
 
+def test_repr_rows_wrap_at_80_columns_as_torch_does():
+    """A wide tensor's rows continue on indented lines of at most 80 columns (torch's linewidth);
+    the playground's output pane keeps these lines whole and scrolls sideways."""
+    lines = repr(webgrad.arange(40.0).reshape(2, 20) * 1000.5).splitlines()
+    assert len(lines) == 8 and max(len(line) for line in lines) <= 80, lines
+    assert lines[0].startswith("tensor([[    0.0000,  1000.5000,") and lines[1].startswith(" " * 9)
+
+
 def test_repr_matches_torch(torch_ref):
     rng = np.random.default_rng(0)
     samples = [
