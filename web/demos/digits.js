@@ -24,9 +24,10 @@ async function classify(pad) {
   if (!pad.drawn) return;
   const pixels = toPixels(pad.canvas, {height: 8, width: 8, fit: "ink"});
   showPreview(pixels);
+  // The hint has its own line: the status line belongs to training ("stopped at step N" stays).
+  $("draw-hint").textContent = demo.running ? "predictions after training stops" : demo.fresh ? "train a model first" : "";
   if (demo.fresh || demo.running) {
     $("prediction").textContent = "";
-    $("status").textContent = demo.running ? "training… (predictions after it stops)" : "train a model first";
     return;
   }
   if (busy) { again = true; return; }
