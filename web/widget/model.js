@@ -33,7 +33,9 @@ function withTimeout(promise, ms, what) {
 function runtimeFor(device, baseUrl) {
   const key = `${baseUrl} ${device}`;
   if (!runtimes.has(key)) {
-    const started = boot({baseUrl, device, onInput: () => null}).then(async (runtime) => {
+    // keepFiles: false: a widget has no working folder of its own to keep, and must not restore
+    // (or overwrite) the files a playground on the same origin kept.
+    const started = boot({baseUrl, device, onInput: () => null, keepFiles: false}).then(async (runtime) => {
       await runtime.run("from webgrad.web import widget as _webgrad_widget", {filename: "<widget>"});
       return runtime;
     }, (error) => {
