@@ -231,8 +231,9 @@ def test_digits_demo_train_then_draw_a_prediction_appears(demo_page, device):
     page.page.wait_for_function("() => /step [1-9]/.test(document.getElementById('status').textContent)",
                                 timeout=120_000)
     page.page.click("#stop")
-    page.page.wait_for_function("() => document.getElementById('stop').disabled", timeout=60_000)
-    assert page.page.inner_text("#status").startswith("stopped")
+    page.wait_for("() => document.getElementById('stop').disabled")
+    status = page.status()
+    assert status.startswith("stopped"), f"{status}\nconsole:\n" + "\n".join(page.recorder.console[-30:])
     assert page.errors == []
 
 
