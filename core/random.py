@@ -141,8 +141,10 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):  # no
         cdf = ops.cumsum(weights, -1)
         picked = ops.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp(max=n - 1)
     else:
+        # The race's keys log(u) / w, ordered the same as log(w) - log(-log(u)), which stays
+        # finite for tiny weights (a low sampling temperature) where the quotient overflows.
         # Zero weights get -inf keys: never chosen while any positive weight is left.
         positive = weights > 0
-        keys = ops.where(positive, ops.log(u) / ops.where(positive, weights, 1.0), float("-inf"))
+        keys = ops.where(positive, ops.log(ops.where(positive, weights, 1.0)) - ops.log(-ops.log(u)), float("-inf"))
         picked = ops.topk(keys, int(num_samples), dim=-1).indices
     return picked if input.ndim == 2 else picked.squeeze(0)

@@ -3,6 +3,8 @@ derivatives, multinomial's statistics, the errors, and agreement with torch wher
 semantics are subtle (NaN order, ties, unique's outputs)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -110,6 +112,18 @@ def test_multinomial_without_replacement_draws_distinct_categories_in_proportion
     assert np.all(np.abs(first - [0.5, 0.25, 0.25, 0.0]) <= 5 * np.sqrt(0.25 / 3000))
     all_three = webgrad.multinomial(webgrad.tensor([0.2, 0.3, 0.5], device=device), 3)
     assert sorted(all_three.tolist()) == [0, 1, 2]
+
+
+def test_multinomial_of_a_sharp_distribution_warns_of_nothing(device):
+    # A low sampling temperature gives weights like 1e-30 next to 1: the race's keys must not
+    # overflow (numpy said "overflow encountered in divide" to every sampling script).
+    webgrad.manual_seed(4)
+    weights = webgrad.tensor([[1.0, 1e-30, 1e-35, 0.0]] * 200, device=device)  # all normal floats
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        samples = webgrad.multinomial(weights, 3).numpy()
+    assert np.all(samples[:, 0] == 0) and not np.any(samples == 3)
+    assert np.all(samples[:, 1] == 1) and np.all(samples[:, 2] == 2)
 
 
 def test_multinomial_is_reproducible_with_a_seed_or_generator(device):
