@@ -92,7 +92,9 @@ def test_lbfgs_matches_torch(device, history_size, torch_ref):
             return loss
         losses = [float(opt.step(closure)) for _ in range(4)]
         return losses, x.detach().cpu().numpy()
-    t_losses, t_x = torch_ref(run)
+    # The recording may differ from live torch as much as webgrad may: 100 curvature pairs
+    # amplify float32 rounding, and torch's own sums change with the CPU (AVX2 vs AVX-512).
+    t_losses, t_x = torch_ref(run, rtol=1e-3, atol=1e-3)
     w_losses, w_x = run(webgrad, device)
     assert np.allclose(w_losses, t_losses, rtol=1e-4, atol=1e-5)
     # float32 rounding differs between backends and L-BFGS's curvature pairs amplify it a little
