@@ -71,7 +71,7 @@ def pushed(server_url):
     tabular = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     webgrad.store.push(tabular, "four-features", {"labels": ["small", "medium", "large"]}, url=base,
                        input_size=(1, 4))
-    return {"chars": lm.chars}
+    return {"chars": lm.chars, "context": lm.context}
 
 
 class PasteHandler(http.server.BaseHTTPRequestHandler):
@@ -213,15 +213,23 @@ def use_plane(page, name, labels):
     point = re.fullmatch(r"\((-?[\d.]+), (-?[\d.]+)\): (class 0|class 1) \(\d+\.\d%\)", clicked)
     assert point, clicked
     x, y = float(point[1]), float(point[2])
-    assert abs(x - 0.6) < 0.02 and abs(y - 0.4) < 0.02, clicked  # the point clicked, within a pixel or two
-    # By keyboard: Tab to the plane, arrows move the cross (2/24 of the range a step), Enter asks.
+    # The point clicked (0.8 across, 0.3 down) in the plane the model recorded, within a pixel or two.
+    (x_low, x_high), (y_low, y_high) = page.evaluate(
+        "() => { const {input} = document.querySelector('webgrad-model').info; "
+        "return [input.x_range, input.y_range]; }")
+    expected_x, expected_y = x_low + 0.8 * (x_high - x_low), y_high - 0.3 * (y_high - y_low)
+    tolerance = 0.01 * (x_high - x_low)
+    assert abs(x - expected_x) < tolerance and abs(y - expected_y) < tolerance, (clicked, expected_x, expected_y)
+    # By keyboard: Tab to the plane, arrows move the cross (1/24 of the range a step), Enter asks.
     canvas.focus()
     for key in ("ArrowLeft", "ArrowLeft", "ArrowDown", "Enter"):
         page.keyboard.press(key)
     moved = answered(page, ".plane output", clicked)
     after = re.fullmatch(r"\((-?[\d.]+), (-?[\d.]+)\): class [01] \(\d+\.\d%\)", moved)
     assert after, moved
-    assert abs(float(after[1]) - (x - 4 / 24)) < 0.011 and abs(float(after[2]) - (y - 2 / 24)) < 0.011, moved
+    step_x, step_y = (x_high - x_low) / 24, (y_high - y_low) / 24
+    assert abs(float(after[1]) - (x - 2 * step_x)) < tolerance, moved
+    assert abs(float(after[2]) - (y - step_y)) < tolerance, moved
     return clicked
 
 
@@ -324,7 +332,8 @@ def test_language_model_predicts_from_token_ids(browser, server_url, paste_site,
         assert out["direct"] == [2, 2, vocab]
         assert "takes token ids (int64): whole numbers, found 1.5" in out["fractional"]
         assert len(out["written"]) == 12 and set(out["written"]) <= set(pushed["chars"])
-        assert out["info"] == {"kind": "tokens", "vocab": pushed["chars"], "vocab_size": vocab, "context": 32}
+        assert out["info"] == {"kind": "tokens", "vocab": pushed["chars"], "vocab_size": vocab,
+                               "context": pushed["context"]}
     finally:
         context.close()
 
