@@ -32,16 +32,19 @@ async def load(key: str, url: str, trust_code: bool = False) -> dict:
     """Pull the model stored at ``url`` (rebuilt from its architecture record) under ``key``."""
     from .. import store
 
+    info = await store.info_async(url)
+    if info["code"] and not trust_code:
+        # Said in the page's terms (an attribute, a load() option), not pull()'s trust_code=True.
+        raise WidgetError(f"{url} is built by its author's own Python classes ({', '.join(info['code'])}), which "
+                          "the widget runs only when asked to: add the trust-code attribute to <webgrad-model> "
+                          "(or load(url, {trustCode: true})) if you trust the model's author")
     try:
         model = await store.pull_async(url, trust_code=bool(trust_code))
     except store.arch.ArchitectureError as exc:
-        hint = ("; if you trust its author, load it with trust-code (the element's `trust-code` attribute, "
-                "or load(url, {trustCode: true}))") if "trust_code" in str(exc) and not trust_code else ""
-        raise WidgetError(f"{exc}{hint}") from None
+        raise WidgetError(str(exc)) from None
     if not hasattr(model, "forward"):
         raise WidgetError(f"{url} holds weights only (no architecture record), so the widget cannot rebuild "
                           "the model; push the nn.Module itself: webgrad.store.push(model, name, input_size=...)")
-    info = await store.info_async(url)
     info["device"] = str(next((p.device for p in model.parameters()), "cpu"))  # where predict() runs
     _models[key] = (model, info)
     return info

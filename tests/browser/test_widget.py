@@ -242,7 +242,8 @@ def test_missing_and_malformed_models_fire_error(host_page, embed_url, server_ur
     digits.DigitsDemo("cnn").push("digits-cnn-widget", url=webgrad)
     untrusted = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/digits-cnn-widget", 60_000])
     assert untrusted["type"] == "error" and "DigitsCNN" in untrusted["message"]
-    assert "trust-code" in untrusted["message"]
+    assert "add the trust-code attribute" in untrusted["message"]
+    assert "trust_code=True" not in untrusted["message"]  # the page's terms, not pull()'s
     trusted = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/digits-cnn-widget", 60_000, True])
     assert trusted["type"] == "ready" and trusted["rejected"] is None
     assert [line for line in recorder.console if line.startswith("pageerror")] == []
