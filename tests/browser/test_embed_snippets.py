@@ -370,3 +370,35 @@ def test_models_panel_asks_before_loading_own_code_and_downloads_a_named_file(br
         assert len(asked) == 1
     finally:
         context.close()
+
+
+def test_char_lm_demo_save_embed_snippet_pasted_writes_text(browser, server_url, paste_site):
+    """The transformer demo's own Save -> Embed (the snippet a visitor copies from the demo page,
+    trust-code included) pasted on another origin: the text box generates."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    recorder = Runtime(page)
+    try:
+        page.goto(server_url + "demos/char_lm.html?device=cpu")
+        page.wait_for_function("() => !document.getElementById('train').disabled", timeout=BOOT_TIMEOUT_MS)
+        page.fill("#steps", "10")
+        page.click("#train")
+        page.wait_for_function("() => document.getElementById('status').textContent.startsWith('done')",
+                               timeout=BOOT_TIMEOUT_MS)
+        page.fill("#model-name", "char-lm-from-demo")
+        page.wait_for_function("() => !document.getElementById('embed').disabled")
+        page.click("#embed")
+        page.wait_for_function("() => !document.getElementById('snippet').hidden", timeout=60_000)
+        snippet = page.inner_text("#snippet")
+        assert [line for line in recorder.console if line.startswith("pageerror")] == []
+    finally:
+        context.close()
+    assert "trust-code" in snippet and "/api/models/char-lm-from-demo" in snippet
+    import webgrad
+
+    chars = set(webgrad.datasets.tiny_text())  # the demo's corpus is a part of it
+    pasted, page, _ = open_pasted(browser, paste_site, server_url, "char-lm-from-demo", snippet)
+    try:
+        use_text(page, "char-lm-from-demo", chars)
+    finally:
+        pasted.close()
