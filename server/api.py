@@ -223,7 +223,13 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
             raise HTTPException(400, str(exc)) from None
 
     def list_models(request: Request):
-        return JSONResponse({"models": [public(r) for r in store.list()]}, headers=NO_CACHE)
+        # The listing changes only when a model does: its ETag lets a revisit answer 304, no body.
+        body = json.dumps({"models": [public(r) for r in store.list()]}).encode()
+        etag = f'"{hashlib.sha256(body).hexdigest()}"'
+        headers = {**NO_CACHE, "ETag": etag}
+        if not_modified(request, etag):
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)
 
     def get_model(request: Request):
         name = name_or_error(request)

@@ -292,6 +292,18 @@ def test_symlink_inside_the_root_still_works(client):
 
 # ----------------------------------------------------------------------------- model store
 
+def test_model_list_revalidates_to_304_until_a_model_changes(client):
+    """The playground asks for the listing on every visit: unchanged, it costs a 304 and no body."""
+    first = client.get("/api/models")
+    etag = first.headers["etag"]
+    again = client.get("/api/models", headers={"If-None-Match": etag})
+    assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == etag
+    put_model(client, "listed-once", safetensors_bytes(seed=3))
+    changed = client.get("/api/models", headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+    assert "listed-once" in [m["name"] for m in changed.json()["models"]]
+
+
 def test_model_roundtrip(client):
     weights = safetensors_bytes(seed=1)
     created = put_model(client, "digits-mlp", weights)

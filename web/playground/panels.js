@@ -100,7 +100,8 @@ export class ModelsPanel {
   async refresh() {
     let models;
     try {
-      const response = await fetch("/api/models", {cache: "no-store"});
+      // Revalidated, not refetched: the server answers 304 while no model changed.
+      const response = await fetch("/api/models", {cache: "no-cache"});
       if (!response.ok) throw new Error(`GET /api/models answered ${response.status}`);
       models = (await response.json()).models;
     } catch (err) {
