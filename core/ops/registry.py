@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import autograd
-from ..kernels import View
+from ..kernels import Elementwise, Epilogue, Fused, Reduction, View
 
 OPS: dict[str, "Op"] = {}
+
+# What an op does to memory, for passes and backends to classify it without reading its
+# kernels (tinygrad's op groups): set by ``defop`` (given, or derived from the kernels).
+KINDS = ("elementwise", "view", "reduce", "index", "matmul", "inplace", "other")
 
 
 @dataclass(eq=False)
@@ -32,24 +36,44 @@ class Op:
     # Whether the vjp takes ``needs``: one bool per input, True where a gradient is wanted
     # (PyTorch's output_mask). Such a vjp computes nothing for the others (returns None).
     vjp_takes_needs: bool = False
+    kind: str = "other"  # one of KINDS
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
 
 
 def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
-          inplace: bool = False, mutates: int = 1, reads_inputs: bool | None = None, **impls) -> Op:
+          inplace: bool = False, mutates: int = 1, reads_inputs: bool | None = None,
+          kind: str | None = None, **impls) -> Op:
     """Declare a primitive. ``impls`` maps a backend name to its kernel, e.g.
     ``numpy=np.add``. Backends added later attach theirs with ``bind``.
-    ``reads_inputs`` defaults to True, and to False for views."""
+    ``reads_inputs`` defaults to True, and to False for views. ``kind`` (one of ``KINDS``)
+    defaults to what the kernels say: a view, an elementwise expression, a reduction..."""
     if name in OPS:
         raise ValueError(f"op {name!r} declared twice")
     if reads_inputs is None:
         reads_inputs = not isinstance(impls.get("wgsl"), View)
     takes_needs = vjp is not None and "needs" in inspect.signature(vjp).parameters
-    op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs, takes_needs)
+    kind = kind or _derived_kind(name, inplace, impls.get("wgsl"))
+    if kind not in KINDS:
+        raise ValueError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
+    op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs, takes_needs, kind)
     OPS[name] = op
     return op
+
+
+def _derived_kind(name: str, inplace: bool, wgsl) -> str:
+    if inplace:
+        return "inplace"
+    if isinstance(wgsl, View):
+        return "view"
+    if isinstance(wgsl, (Elementwise, Fused)):
+        return "elementwise"
+    if isinstance(wgsl, Epilogue) or name == "matmul":
+        return "matmul"
+    if isinstance(wgsl, Reduction):
+        return "reduce"
+    return "other"
 
 
 def bind(backend: str, **kernels) -> None:
