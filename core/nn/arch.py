@@ -25,7 +25,6 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
-import functools
 import importlib
 import inspect
 import json
@@ -36,6 +35,8 @@ import textwrap
 import types
 from typing import Any
 
+from .modules.module import class_functions
+
 FORMAT = "webgrad.arch"
 VERSION = 1
 CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
@@ -43,30 +44,6 @@ CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
 
 class ArchitectureError(ValueError):
     """A model whose architecture cannot be recorded or rebuilt; the message says why."""
-
-
-def record_init_args(init):
-    """Wrap a Module subclass's ``__init__`` so the outermost call stores its arguments."""
-    @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        if "_init_args" not in self.__dict__:  # super().__init__(...) calls must not overwrite it
-            object.__setattr__(self, "_init_args", (args, kwargs))
-        init(self, *args, **kwargs)
-    __init__._records_init_args = True  # type: ignore[attr-defined]
-    return __init__
-
-
-def on_subclass(cls) -> None:
-    """Called by ``Module.__init_subclass__``: record constructor arguments, and keep the lines of a
-    class defined from a string (the playground) while they are still in ``linecache`` (the next
-    run of the playground replaces them)."""
-    if "__init__" in cls.__dict__:
-        cls.__init__ = record_init_args(cls.__dict__["__init__"])
-    for function in _functions(cls):
-        filename = function.__code__.co_filename
-        if filename.startswith("<") and filename in linecache.cache:
-            cls._webgrad_source_lines = linecache.getlines(filename)
-        break
 
 
 # ----------------------------------------------------------------------------- describe
@@ -154,7 +131,7 @@ def class_source(cls) -> str:
         return textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):
         pass
-    for function in _functions(cls):
+    for function in class_functions(cls):
         code = function.__code__
         lines = cls.__dict__.get("_webgrad_source_lines") or linecache.getlines(code.co_filename)
         pattern = re.compile(rf"\s*class\s+{re.escape(cls.__name__)}\b")
@@ -177,7 +154,7 @@ def _add_code(obj, code: dict, imports: dict) -> None:
     code[name] = {"name": name, "kind": "pending"}
     if isinstance(obj, type):
         source = class_source(obj)
-        namespace = next((f.__globals__ for f in _functions(obj)), None)
+        namespace = next((f.__globals__ for f in class_functions(obj)), None)
     else:
         try:
             source = textwrap.dedent(inspect.getsource(obj))
@@ -206,14 +183,6 @@ def _add_code(obj, code: dict, imports: dict) -> None:
     code.pop(name)  # re-insert after its dependencies, so definitions run in order
     code[name] = {"name": name, "kind": "class" if isinstance(obj, type) else "function",
                   "source": source, "object": obj}
-
-
-def _functions(cls):
-    """The plain functions defined in ``cls`` (unwrapped: ``__init__`` is wrapped by ``record_init_args``)."""
-    for value in vars(cls).values():
-        function = inspect.unwrap(getattr(value, "__func__", value))
-        if isinstance(function, types.FunctionType):
-            yield function
 
 
 def _free_names(source: str) -> set[str]:

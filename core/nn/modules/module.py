@@ -6,7 +6,11 @@ tensor as an attribute registers it, so ``parameters()``, ``state_dict()``,
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
+import linecache
+import types
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable
 from typing import Any
@@ -16,11 +20,44 @@ import numpy as np
 from ... import dtypes
 from ...autograd import no_grad
 from ...tensor import Tensor
-from ..arch import on_subclass
 from ..parameter import Parameter
 
 # Named as torch's reprs it, IncompatibleKeys(missing_keys=..., unexpected_keys=...); mypy wants the names equal.
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])  # type: ignore[name-match]
+
+
+# Architecture records (nn/arch.py) rebuild a model from its constructors' arguments: every
+# subclass records them here, at class creation.
+def record_init_args(init):
+    """Wrap a Module subclass's ``__init__`` so the outermost call stores its arguments."""
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        if "_init_args" not in self.__dict__:  # super().__init__(...) calls must not overwrite it
+            object.__setattr__(self, "_init_args", (args, kwargs))
+        init(self, *args, **kwargs)
+    __init__._records_init_args = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def on_subclass(cls) -> None:
+    """Called by ``Module.__init_subclass__``: record constructor arguments, and keep the lines of a
+    class defined from a string (the playground) while they are still in ``linecache`` (the next
+    run of the playground replaces them)."""
+    if "__init__" in cls.__dict__:
+        cls.__init__ = record_init_args(cls.__dict__["__init__"])
+    for function in class_functions(cls):
+        filename = function.__code__.co_filename
+        if filename.startswith("<") and filename in linecache.cache:
+            cls._webgrad_source_lines = linecache.getlines(filename)
+        break
+
+
+def class_functions(cls):
+    """The plain functions defined in ``cls`` (unwrapped: ``__init__`` is wrapped by ``record_init_args``)."""
+    for value in vars(cls).values():
+        function = inspect.unwrap(getattr(value, "__func__", value))
+        if isinstance(function, types.FunctionType):
+            yield function
 
 
 class RemovableHandle:
