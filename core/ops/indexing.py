@@ -47,9 +47,9 @@ def _index_add_kernel(base, index, src):
     return out
 
 
-TAKE = defop("take", infer=_take_infer, numpy=_take_kernel, wgsl=Kernel("index.wgsl", "gather", "take"),
+TAKE = defop("take", kind="index", infer=_take_infer, numpy=_take_kernel, wgsl=Kernel("index.wgsl", "gather", "take"),
              vjp=lambda g, x, index, *, out: (index_add(_zeros_like(x), index, g), None))
-INDEX_ADD = defop("index_add", infer=lambda base, index, src: (base.shape, base.dtype),
+INDEX_ADD = defop("index_add", kind="index", infer=lambda base, index, src: (base.shape, base.dtype),
                   wgsl=Kernel("index.wgsl", "scatter_add", "index_add"),
                   numpy=_index_add_kernel,
                   vjp=lambda g, base, index, src, *, out: (g, None, take(g, index)))
@@ -137,8 +137,8 @@ def _scatter_add_vjp(g, x, index, src, *, out, dim):
 
 
 GATHER = defop("gather", infer=_gather_infer, numpy=_gather_kernel, wgsl=Kernel("index.wgsl", "gather", "gather"),
-               vjp=lambda g, x, index, *, out, dim: (scatter_add(_zeros_like(x), dim, index, g), None))
-SCATTER_ADD = defop("scatter_add", infer=_scatter_add_infer, numpy=_scatter_add_kernel,
+               kind="index", vjp=lambda g, x, index, *, out, dim: (scatter_add(_zeros_like(x), dim, index, g), None))
+SCATTER_ADD = defop("scatter_add", kind="index", infer=_scatter_add_infer, numpy=_scatter_add_kernel,
                     wgsl=Kernel("index.wgsl", "scatter_add", "scatter_add"),
                     vjp=_scatter_add_vjp)
 
@@ -393,7 +393,7 @@ SETITEM = defop("setitem", wgsl=Kernel("index.wgsl", "put", "setitem"),
                 infer=_assign_infer, inplace=True, numpy=_setitem_kernel)
 COPY_INTO = defop("copy_into", wgsl=Kernel("unary.wgsl", "unary", "copy_into"),
                   infer=_assign_infer, inplace=True, numpy=_copy_kernel)
-INDEX_PUT = defop("index_put", wgsl=Kernel("index.wgsl", "put", "index_put"),
+INDEX_PUT = defop("index_put", kind="index", wgsl=Kernel("index.wgsl", "put", "index_put"),
                   infer=_assign_infer, numpy=_index_put_kernel, vjp=_index_put_vjp, reads_inputs=False)
 
 

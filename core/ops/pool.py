@@ -92,10 +92,10 @@ def _backward_vjp(u, g, x, *, out, needs, **geometry):
     return (max_pool2d_select(x, u, **geometry) if needs[0] else None), None
 
 
-MAX_POOL2D_SELECT = defop("max_pool2d_select", infer=_select_infer, vjp=_select_vjp, numpy=_select_numpy,
+MAX_POOL2D_SELECT = defop("max_pool2d_select", kind="reduce", infer=_select_infer, vjp=_select_vjp, numpy=_select_numpy,
                           wgsl=Kernel("pool.wgsl", "max_pool2d_select", "max_pool2d"))
 MAX_POOL2D_BACKWARD = defop("max_pool2d_backward", infer=_backward_infer, vjp=_backward_vjp, numpy=_backward_numpy,
-                            wgsl=Kernel("pool.wgsl", "max_pool2d_backward", "max_pool2d"))
+                            kind="index", wgsl=Kernel("pool.wgsl", "max_pool2d_backward", "max_pool2d"))
 
 
 def max_pool2d_select(x, source, *, kernel, stride, padding, dilation, out_hw):

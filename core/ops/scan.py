@@ -45,10 +45,10 @@ def _along_last(np_fn):
     return lambda x: np_fn(x, axis=-1) if x.ndim else x.copy()
 
 
-CUMSUM = defop("cumsum", infer=_scan_infer, numpy=_along_last(np.cumsum),
+CUMSUM = defop("cumsum", kind="reduce", infer=_scan_infer, numpy=_along_last(np.cumsum),
                wgsl=Kernel("scan.wgsl", "cumsum", "scan"), vjp=lambda g, x, *, out: _reverse_cumsum(g),
                reads_inputs=False)
-CUMPROD = defop("cumprod", infer=_scan_infer, numpy=_along_last(np.cumprod),
+CUMPROD = defop("cumprod", kind="reduce", infer=_scan_infer, numpy=_along_last(np.cumprod),
                 wgsl=Kernel("scan.wgsl", "cumprod", "scan"), vjp=_cumprod_vjp)
 
 

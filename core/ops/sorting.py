@@ -30,7 +30,7 @@ def _argsort_numpy(x, *, descending):
     return np.flip(n - 1 - np.argsort(np.flip(x, -1), axis=-1, kind="stable"), -1)
 
 
-ARGSORT = defop("argsort", infer=lambda x, *, descending: (x.shape, dtypes.int64), numpy=_argsort_numpy,
+ARGSORT = defop("argsort", kind="other", infer=lambda x, *, descending: (x.shape, dtypes.int64), numpy=_argsort_numpy,
                 wgsl=Kernel("sort.wgsl", "argsort", "argsort"))
 
 
