@@ -1,4 +1,4 @@
-"""More learning-rate schedules, re-exported by ``webgrad.optim.lr_scheduler`` under PyTorch's names.
+"""More learning-rate schedules (public as ``webgrad.optim.lr_scheduler``, under PyTorch's names).
 
 Each gives the same lr sequence as its ``torch.optim.lr_scheduler`` namesake
 (the recursive forms included), so a training script's schedule ports unchanged.
@@ -9,7 +9,7 @@ import bisect
 import math
 from typing import Any
 
-from .lr_scheduler import LRScheduler
+from .schedulers import LRScheduler
 from .optimizer import Optimizer
 
 __all__ = ["MultiplicativeLR", "ConstantLR", "LinearLR", "PolynomialLR", "SequentialLR", "ChainedScheduler",
