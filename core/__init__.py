@@ -40,7 +40,7 @@ from .ops import isfinite, isinf, isnan, nan_to_num  # noqa: F401
 from .ops import (  # noqa: F401
     argsort, bucketize, cumprod, cumsum, einsum, ger, outer, searchsorted, sort, topk, tril, triu, unique,
 )
-from .random import multinomial  # noqa: F401
+from .ops import multinomial  # noqa: F401
 from .determinism import (  # noqa: F401
     are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms,
 )
@@ -49,6 +49,7 @@ from .autograd import is_grad_enabled  # noqa: F401
 from .autograd import inference_mode, is_inference_mode_enabled  # noqa: F401
 from .random import Generator, initial_seed, manual_seed, seed  # noqa: F401
 from . import autograd, dtypes, random  # noqa: F401
+from .autograd import functional as _autograd_functional  # noqa: F401,E402  (webgrad.autograd.functional, as torch's)
 # Eager (it is light): importing the submodule later would shadow the function of the same name.
 from .summary import summary  # noqa: F401
 

@@ -523,8 +523,7 @@ class Tensor:
     def triu(self, diagonal=0): return ops.triu(self, diagonal)
     def outer(self, other): return ops.outer(self, other)
     def multinomial(self, num_samples, replacement=False, *, generator=None):
-        from .random import multinomial
-        return multinomial(self, num_samples, replacement, generator=generator)
+        return ops.multinomial(self, num_samples, replacement, generator=generator)
 
     # -- new tensors like this one (same dtype and device unless given) -----------------
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):

@@ -457,9 +457,6 @@ def functional_grad(fn, argnums=0):
     return wrapped
 
 
-from . import functional  # noqa: E402,F401  (webgrad.autograd.functional.jacobian)
-
-
 class _VariableMeta(type):
     def __instancecheck__(cls, obj) -> bool:
         from ..tensor import Tensor

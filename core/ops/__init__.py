@@ -31,3 +31,4 @@ from .scan import cumprod, cumsum  # noqa: F401,E402
 from .sorting import argsort, bucketize, searchsorted, sort, topk, unique  # noqa: F401,E402
 from .linalg import ger, outer, tril, triu  # noqa: F401,E402
 from .einsum import einsum  # noqa: F401,E402
+from .sampling import multinomial  # noqa: F401,E402
