@@ -10,36 +10,20 @@
 """
 from __future__ import annotations
 
-from ...kernels import Elementwise, View
 from ...ops.registry import OPS
+from ..analysis import analyze
 from ..ir import Node
 
 
-def _uses(graph) -> dict:
-    uses: dict[int, int] = {}
-    for node in graph.nodes:
-        for v in node.inputs:
-            uses[v.id] = uses.get(v.id, 0) + 1
-    for v in graph.outputs:
-        uses[v.id] = uses.get(v.id, 0) + 1
-    for _, g in graph.grads:
-        uses[g.id] = uses.get(g.id, 0) + 1
-    for node in graph.nodes:
-        if node.inplace:  # a written value is pinned: count it as used elsewhere
-            for v in node.inputs:
-                uses[v.id] = uses.get(v.id, 0) + 2
-    return uses
-
-
 def transpose_matmuls(graph) -> int:
-    uses = _uses(graph)
-    made = {n.output.id: n for n in graph.nodes if not n.inplace}
-    permute, changed = OPS["permute"], 0
+    df = analyze(graph)
+    made = df.producer
+    permute, matmul, changed = OPS["permute"], OPS["matmul"], 0
     nodes = []
     for node in graph.nodes:
         src = made.get(node.inputs[0].id) if node.op is permute and node.inputs else None
-        if (src is not None and src.op.name == "matmul" and node.attrs.get("dims") == (1, 0)
-                and len(src.output.shape) == 2 and uses.get(src.output.id) == 1 and src in nodes):
+        if (src is not None and src.op is matmul and node.attrs.get("dims") == (1, 0)
+                and len(src.output.shape) == 2 and df.single_use(src.output.id) and src in nodes):
             a, b = src.inputs
             if len(a.shape) != 2 or len(b.shape) != 2:
                 nodes.append(node)
@@ -60,23 +44,26 @@ def transpose_matmuls(graph) -> int:
 def _fresh(node) -> bool:
     """Whether ``node`` always writes a new contiguous buffer on every backend (some numpy
     kernels may hand back their input, e.g. a cast to the same dtype: those are left alone)."""
-    name = node.op.name
-    elementwise = isinstance(node.op.impls.get("wgsl"), Elementwise) and name not in ("cast", "copy")
-    return name in ("matmul", "sum", "index_put") or name.startswith("fused_") or elementwise
+    op = node.op
+    if node.fused is not None:  # an elementwise chain (passes/fuse.py) writes a new buffer
+        return all(n.op.kind == "elementwise" for n in node.fused)
+    if op.kind == "elementwise":
+        return op not in (OPS["cast"], OPS["copy"])
+    return op in (OPS["matmul"], OPS["sum"], OPS["index_put"])
 
 
 def elide_copies(graph) -> int:
-    uses = _uses(graph)
-    made = {n.output.id: n for n in graph.nodes if not n.inplace}
+    df = analyze(graph)
+    made, copy, reshape = df.producer, OPS["copy"], OPS["reshape"]
     replace: dict = {}
     nodes, removed = [], 0
     for node in graph.nodes:
         node.inputs = [replace.get(v.id, v) for v in node.inputs]
-        if node.op.name == "copy" and not node.attrs and uses.get(node.inputs[0].id) == 1:
+        if node.op is copy and not node.attrs and df.single_use(node.inputs[0].id):
             src = made.get(node.inputs[0].id)
             base = src
-            if src is not None and isinstance(src.op.impls.get("wgsl"), View) and src.op.name == "reshape":
-                base = made.get(src.inputs[0].id) if uses.get(src.inputs[0].id) == 1 else None
+            if src is not None and src.op is reshape:
+                base = made.get(src.inputs[0].id) if df.single_use(src.inputs[0].id) else None
             if base is not None and _fresh(base) and node.output.dtype is node.inputs[0].dtype:
                 replace[node.output.id] = node.inputs[0]
                 removed += 1

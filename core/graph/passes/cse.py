@@ -14,7 +14,7 @@ def _key(node, epoch):
         hash(attrs)
     except TypeError:
         return None
-    return (node.op.name, tuple(v.id for v in node.inputs), attrs, epoch)
+    return (node.op, tuple(v.id for v in node.inputs), attrs, epoch)
 
 
 def eliminate_common_subexpressions(graph) -> int:

@@ -7,6 +7,8 @@ change between calls.
 """
 from __future__ import annotations
 
+from ..analysis import analyze
+
 
 class _Slot:
     __slots__ = ("_data",)
@@ -19,7 +21,7 @@ def fold_constants(graph) -> int:
     from ...backend import get_backend
 
     backend = get_backend(graph.device)
-    written = {v.id for node in graph.nodes if node.inplace for v in node.inputs[:node.op.mutates]}
+    written = analyze(graph).written
     kept, folded = [], 0
     for node in graph.nodes:
         if (not node.inplace and node.output.id not in written and node.inputs

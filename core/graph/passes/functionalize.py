@@ -19,21 +19,17 @@ must not be written in place itself anywhere (readers of ``h`` would see that wr
 """
 from __future__ import annotations
 
-from ...kernels import View
 from ...ops.registry import OPS
+from ..analysis import analyze, is_view
 from ..ir import Node
-
-
-def is_view(node) -> bool:
-    return not node.inplace and isinstance(node.op.impls.get("wgsl"), View)
 
 
 def functionalize(graph) -> int:
     """Turn eligible ``copy_into`` and ``setitem`` writes into new values, in place; returns how many."""
-    views = {node.output.id for node in graph.nodes if is_view(node)}
-    written = {v.id for node in graph.nodes if node.inplace for v in node.inputs[:node.op.mutates]}
-    owned = {node.output.id for node in graph.nodes if not node.inplace}
-    owned |= {v.id for v in graph.values if v.source == "const"}
+    copy_into, setitem = OPS["copy_into"], OPS["setitem"]
+    df = analyze(graph)
+    views, written = df.views, df.written
+    owned = set(df.producer) | {v.id for v in graph.values if v.source == "const"}
     viewed: set = set()  # values a view has been taken of so far (it would see a later write)
     latest: dict = {}  # id of a written value -> the value its later readers read
     nodes, rewritten = [], 0
@@ -45,14 +41,14 @@ def functionalize(graph) -> int:
         target = original[0] if node.inplace and node.inputs else None
         if target is not None and (target.id not in owned or target.id in views or target.id in viewed):
             target = None
-        if target is not None and node.op.name == "copy_into" and not node.attrs:
+        if target is not None and node.op is copy_into and not node.attrs:
             value = node.inputs[1]
             if (value.id not in views and value.id not in written and value.shape == target.shape
                     and value.dtype is target.dtype):
                 latest[target.id] = value
                 rewritten += 1
                 continue
-        if target is not None and node.op.name == "setitem":
+        if target is not None and node.op is setitem:
             new = graph.new_value(target.shape, target.dtype, "node")
             nodes.append(Node(OPS["index_put"], node.inputs, node.attrs, new, source=node.source))
             latest[target.id] = new

@@ -37,7 +37,7 @@ def grouped_node(members: list) -> Node:
     first = members[0]
     member, arity = first.op, len(first.inputs)
     record = Grouped(member.name, len(members), arity)
-    op = Op(f"{member.name}[{len(members)} params]", infer=lambda *a, **k: None, inplace=True,
+    op = Op(f"{member.name}[{len(members)} params]", infer=lambda *a, **k: None, inplace=True, kind="inplace",
             mutates=member.mutates, impls={"wgsl": record, "numpy": _numpy_group(member, len(members), arity)})
     inputs = [v for n in members for v in n.inputs]
     return Node(op, inputs, dict(first.attrs), None, source=first.source, members=list(members))

@@ -7,31 +7,16 @@ from __future__ import annotations
 
 import math
 
-from ...kernels import View
-
-
-def last_uses(graph) -> dict:
-    """value id -> the position of the last node reading it; len(graph.nodes) for the values
-    that leave the call (outputs, gradients)."""
-    last = {}
-    for i, node in enumerate(graph.nodes):
-        for v in node.inputs:
-            last[v.id] = i
-    end = len(graph.nodes)
-    for v in graph.outputs:
-        last[v.id] = end
-    for _, g in graph.grads:
-        last[g.id] = end
-    return last
+from ..analysis import analyze, is_view
 
 
 def plan_memory(graph) -> dict:
-    last = last_uses(graph)
+    last = analyze(graph).last_use
     live, peak, total, allocating = 0, 0, 0, []
     dying: dict[int, int] = {}
     for i, node in enumerate(graph.nodes):
         out = node.output
-        if out is not None and not isinstance(node.op.impls.get("wgsl"), View):
+        if out is not None and not is_view(node):
             size = math.prod(out.shape) * out.dtype.itemsize
             live += size
             total += size

@@ -22,7 +22,7 @@ from ..ir import Node
 
 
 def _float_division(node) -> bool:
-    return (node.op.name == "div" and not node.inplace and not node.attrs
+    return (node.op is OPS["div"] and not node.inplace and not node.attrs
             and all(v.dtype.name == "float32" for v in (*node.inputs, node.output)))
 
 

@@ -14,37 +14,28 @@ readers of ``h2`` at ``h``, when the old ``h`` is dead there:
 from __future__ import annotations
 
 from ...ops.registry import OPS
+from ..analysis import analyze, is_view
 from ..ir import Node
-from .functionalize import is_view
-from .memory import last_uses
 
 
 def reinplace(graph) -> int:
     """Turn eligible ``index_put`` nodes into in-place ``setitem`` writes; returns how many."""
-    made = {node.output.id: node for node in graph.nodes if not node.inplace}
-    written = {v.id for node in graph.nodes if node.inplace for v in node.inputs[:node.op.mutates]}
-    aliases: dict[int, set] = {}  # value id -> the ids of it and every view taken of it, transitively
-    for node in graph.nodes:
-        if is_view(node):
-            for v in node.inputs[:1]:
-                for members in aliases.values():
-                    if v.id in members:
-                        members.add(node.output.id)
-                aliases.setdefault(v.id, {v.id}).add(node.output.id)
-    last = last_uses(graph)
+    index_put, setitem = OPS["index_put"], OPS["setitem"]
+    df = analyze(graph)  # last_use and aliases are kept up to date below as writes move in place
+    made, written, aliases, last = df.producer, df.written, df.aliases, df.last_use
 
     rename: dict = {}
     nodes, changed = [], 0
     for i, node in enumerate(graph.nodes):
         node.inputs = [rename.get(v.id, v) for v in node.inputs]
-        if node.op.name == "index_put" and not node.inplace:
+        if node.op is index_put and not node.inplace:
             old, *rest = node.inputs
             shared = aliases.get(old.id, {old.id})
             producer = made.get(old.id)
             if (producer is not None and not is_view(producer) and old.id not in written
                     and all(last.get(a, -1) < i for a in shared - {old.id}) and last.get(old.id, -1) == i
                     and not any(v.id in shared for v in rest)):
-                nodes.append(Node(OPS["setitem"], node.inputs, node.attrs, None, source=node.source))
+                nodes.append(Node(setitem, node.inputs, node.attrs, None, source=node.source))
                 rename[node.output.id] = old
                 last[old.id] = last.get(node.output.id, i)
                 aliases[old.id] = shared | aliases.get(node.output.id, set())
