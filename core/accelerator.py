@@ -9,12 +9,11 @@ Example:
 from __future__ import annotations
 
 from .device_api import device
+from . import webgpu
 
 
 def is_available() -> bool:
     """True when a WebGPU adapter and device can be made here."""
-    from . import webgpu
-
     return webgpu.is_available()
 
 
@@ -47,23 +46,17 @@ set_device_idx = set_device_index
 def synchronize(device=None) -> None:
     """Wait for (submit) all recorded GPU work."""
     _require("synchronize")
-    from . import webgpu
-
     webgpu.synchronize()
 
 
 def empty_cache() -> None:
     """Release pooled GPU buffers (nothing to do without an accelerator)."""
     if is_available():
-        from . import webgpu
-
         webgpu.empty_cache()
 
 
 def memory_allocated(device=None) -> int:
     _require("memory_allocated")
-    from . import webgpu
-
     return int(webgpu.memory_stats()["bytes_in_use"])
 
 

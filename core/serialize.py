@@ -24,6 +24,7 @@ import zlib
 import numpy as np
 
 from . import _safetensors as fmt
+from .tensor import Tensor
 
 TREE_KEY = "webgrad"
 TREE_VERSION = 2  # 2 added numpy arrays and the saved device of each tensor
@@ -111,8 +112,6 @@ def _write(file, header: bytes, arrays) -> None:
 
 def _encode(obj, metadata) -> tuple[bytes, list[np.ndarray]]:
     """Return the length-prefixed header and the arrays in file order."""
-    from . import Tensor
-
     entries: dict[str, tuple] = {}
     tree = _encode_node(obj, "", entries, Tensor)
     # A flat state dict of cpu tensors needs no record: it is a plain safetensors file.
@@ -329,8 +328,6 @@ def load_bytes(data, source: str = "<bytes>", *, map_location=None, weights_only
 
 
 def _make_tensor(array, file_dtype: str, saved_device: str, place):
-    from .tensor import Tensor
-
     values = fmt.tensor_values(array, file_dtype)
     tensor = Tensor._make(values, values.shape, fmt.FILE_DTYPES[file_dtype][1], "cpu")
     return place(tensor, saved_device)

@@ -54,6 +54,11 @@ import urllib.parse
 from . import _http as http
 from . import serialize
 from .nn import arch
+from .autograd import no_grad
+from .backend import default_device
+from .dtypes import from_name, to_dtype
+from .summary import _example_input, _shapes
+from .tensor import Tensor
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 RECORD_KEY = "webgrad"
@@ -242,8 +247,6 @@ def _metadata_json(metadata: dict) -> bytes:
 def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> tuple[bytes, dict]:
     """The safetensors bytes and the metadata object (with the ``"webgrad"`` record) for a push."""
     from .nn import Module
-    from .tensor import Tensor
-
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
         raise TypeError(f"webgrad.store.push: metadata must be a dict with str keys, got {type(metadata).__name__}")
@@ -272,8 +275,6 @@ def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> t
                 warnings.warn(f"webgrad.store.push: pushing the weights only; pull() will return a state dict. "
                               f"The architecture cannot be recorded: {exc}", stacklevel=6)  # the caller of push()
         if input_size is not None or input_data is not None:
-            from .summary import _example_input, _shapes
-
             example = _example_input(model, input_size, input_data, dtypes, None, "webgrad.store.push")
             output = _forward_eval(model, example)
             inputs = example if isinstance(example, (tuple, builtins.list)) else [example]
@@ -290,8 +291,6 @@ def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> t
         if input_size is not None:
             record["input_shape"] = builtins.list(input_size)
         if dtypes is not None:
-            from .dtypes import to_dtype
-
             record["input_dtype"] = to_dtype(builtins.list(dtypes)[0]).name
     else:
         raise TypeError(f"webgrad.store.push: expected an nn.Module or a state dict, got {type(model).__name__}")
@@ -302,8 +301,6 @@ def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> t
 
 
 def _forward_eval(model, example):
-    from .autograd import no_grad
-
     modes = [(m, m.training) for m in model.modules()]
     model.eval()
     try:
@@ -399,8 +396,6 @@ def _check_input_record(record: dict) -> None:
 
 def _guess_input_record(shape, dtype, metadata, output_shape, model) -> dict | None:
     """The input record the shape, dtype and metadata hints point to (None when nothing does)."""
-    from .dtypes import from_name
-
     image = metadata.get("image")
     if isinstance(image, dict) and image.get("height") and image.get("width"):
         return {"kind": "image", "height": int(image["height"]), "width": int(image["width"]),
@@ -442,8 +437,6 @@ def _guess_input_record(shape, dtype, metadata, output_shape, model) -> dict | N
 
 
 def _rebuild(architecture, state, name, trust_code, device):
-    from .backend import default_device
-
     try:
         with arch.quiet_construction():
             model = arch.build(architecture, trust_code=trust_code)

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .tensor import Tensor
+from . import dtypes as dtypes_module
+from .autograd import no_grad
+from .creation import from_numpy
 
 
 @dataclass
@@ -124,9 +127,6 @@ def _shapes(output):
 
 def _example_input(model, input_size, input_data, dtypes, device, caller: str):
     """A tensor (or a tuple of tensors) to run the model on."""
-    from . import dtypes as dtypes_module
-    from .creation import from_numpy
-
     if device is None:
         first = next(iter(model.parameters()), None)
         device = first.device if first is not None else None
@@ -260,8 +260,6 @@ def summary(model, input_size=None, input_data=None, dtypes=None, device=None, d
 
 
 def _summarize(model, input_size, input_data, dtypes, device, depth, kwargs) -> ModelSummary:
-    from .autograd import no_grad
-
     names = {id(m): name for name, m in model.named_modules()}
     counts = {id(m): (sum(p.numel() for p in m.parameters()),
                       sum(p.numel() for p in m.parameters() if p.requires_grad)) for m in model.modules()}

@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+from . import creation
 
 
 def _backend():
@@ -52,7 +53,6 @@ def reset() -> None:
 
     Tensors made on the old device cannot be used afterwards (move what you need to the
     cpu first). In the browser, restarting the runtime does the same and more."""
-    from . import creation
     from .backend.webgpu import reset as reset_backend
 
     reset_backend()

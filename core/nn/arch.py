@@ -36,6 +36,10 @@ import types
 from typing import Any
 
 from .modules.module import class_functions
+from .. import dtypes
+from .. import nn
+from .. import random
+from ..backend import default_device, set_default_device
 
 FORMAT = "webgrad.arch"
 VERSION = 1
@@ -58,8 +62,6 @@ def describe(model) -> dict:
 
 
 def _class_name(cls: type, code: dict, imports: dict) -> str:
-    from .. import nn
-
     if getattr(nn, cls.__name__, None) is cls:
         return "nn." + cls.__name__
     if cls.__module__ == "webgrad" or cls.__module__.startswith("webgrad."):
@@ -87,7 +89,6 @@ def _describe_module(module, where: str, code: dict, imports: dict) -> dict:
 
 
 def _encode(value, where: str, code: dict, imports: dict):
-    from .. import dtypes
     from .modules.module import Module
 
     if value is None or isinstance(value, (bool, int, str)):
@@ -230,9 +231,6 @@ def _compare(model, rebuilt) -> None:
 @contextlib.contextmanager
 def quiet_construction():
     """Build throw-away models on the CPU without moving the user's random stream."""
-    from .. import random
-    from ..backend import default_device, set_default_device
-
     generator = random.numpy_generator()
     saved_state, saved_device = generator.bit_generator.state, default_device()
     set_default_device("cpu")
@@ -275,7 +273,6 @@ def build(record: dict, trust_code: bool = False, classes: dict | None = None):
 def _run_code(record: dict) -> dict:
     import numpy
 
-    from .. import nn
     from . import functional
 
     webgrad = importlib.import_module("webgrad")
@@ -305,7 +302,6 @@ def _run_code(record: dict) -> dict:
 
 def _resolve_class(name: str, namespace: dict, where: str):
     if name.startswith("nn."):
-        from .. import nn
         cls = getattr(nn, name[3:], None)
     elif name.startswith("code:"):
         cls = namespace.get(name[5:])
@@ -370,7 +366,6 @@ def _decode(value, namespace: dict, where: str):
     if tag == "float":
         return float(inner)
     if tag == "dtype":
-        from .. import dtypes
         return dtypes.from_name(inner)
     if tag == "function":
         module_name, _, attribute = inner.rpartition(".")
