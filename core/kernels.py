@@ -10,13 +10,18 @@ cache key is ever written by hand. Nothing here imports wgpu.
   (``"f32"``, ``"i32"``, ``"u32"``, ``"<in>-><out>"`` or ``"*"``). This is also
   what a later fusion pass composes.
 - ``Kernel(file, entry, launch)``: a hand-written entry point in ``file``;
-  ``launch`` names the Python launcher in the WebGPU backend that sizes the
-  grid and packs the ``Params`` uniform. Besides that entry a launcher may run
+  ``launch`` is the import path (``"module.function"`` under
+  ``webgrad.backend.webgpu``) of the Python launcher that sizes the grid and
+  packs the ``Params`` uniform. Besides that entry a launcher may run
   strided copies (``unary.wgsl``) to lay out operands or outputs; a write with
   a basic key (``setitem``, ``index_put``) runs only such a copy.
 - ``View(kind)``: no kernel at all; the backend returns a strided view.
 - ``Fused``, ``Epilogue``, ``Reduction``, ``Grouped``: the records of nodes the graph passes make
-  (``webgrad.graph.passes``); the backend runs them by their type.
+  (``webgrad.graph.passes``).
+
+Every record names its launcher the same way, in a ``launch`` import path (a field of
+``Kernel``, a class attribute of the others): the backend imports it directly
+(``webgpu.backend.launcher_of``), so no registry is filled by side-effect imports.
 - ``Program``: what one compiled pipeline is made of (file, entry, types, spliced
   expression, override constants, and the record of a generated source). The
   pipeline cache is keyed by this record; ``Program.of`` is the one place it is made.
@@ -24,12 +29,13 @@ cache key is ever written by hand. Nothing here imports wgpu.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
 class Elementwise:
     expr: str | dict[str, str]  # an expression, or one per kind
+    launch: ClassVar[str] = "elementwise.run"
 
     def __post_init__(self):
         # Records key caches (a fused chain's source), so a per-kind dict is kept as sorted pairs.
@@ -50,13 +56,14 @@ class Elementwise:
 class Kernel:
     file: str
     entry: str
-    launch: str = ""
+    launch: str  # "module.function" under webgrad.backend.webgpu
     constants: tuple = field(default=())  # ((name, value), ...) pipeline-override constants
 
 
 @dataclass(frozen=True)
 class View:
     kind: str  # "reshape", "permute", "expand", "slice"
+    launch: ClassVar[str] = "views.run"
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,7 @@ class Fused:
     steps: tuple
     inputs: int
     kernels: tuple = ()
+    launch: ClassVar[str] = "fused.launch_fused"
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,7 @@ class Epilogue:
     """A matmul whose stored values run through ``chain`` (graph.passes.epilogue); chain input 0
     is the product."""
     chain: Fused
+    launch: ClassVar[str] = "matmul.matmul_epilogue"
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,7 @@ class Reduction:
     entry: str
     prologue: Fused | None
     epilogue: Fused | None
+    launch: ClassVar[str] = "reduce.fused_reduction"
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,7 @@ class Grouped:
     op: str
     count: int
     arity: int
+    launch: ClassVar[str] = "optim_group.optim_group"
 
 
 @dataclass(frozen=True)

@@ -147,13 +147,13 @@ def _backward_weight_vjp(v, g, x, *, out, needs, kernel_hw, **geometry):
 
 
 CONV2D = defop("conv2d", kind="matmul", infer=_conv2d_infer, vjp=_conv2d_vjp, numpy=_conv2d_numpy,
-               wgsl=Kernel("conv.wgsl", "conv2d_forward", "conv2d"))
+               wgsl=Kernel("conv.wgsl", "conv2d_forward", "conv.conv2d"))
 CONV2D_BACKWARD_INPUT = defop("conv2d_backward_input", infer=_backward_input_infer, vjp=_backward_input_vjp,
                               kind="matmul", numpy=_backward_input_numpy,
-                              wgsl=Kernel("conv.wgsl", "conv2d_backward_input", "conv2d"))
+                              wgsl=Kernel("conv.wgsl", "conv2d_backward_input", "conv.conv2d"))
 CONV2D_BACKWARD_WEIGHT = defop("conv2d_backward_weight", infer=_backward_weight_infer, vjp=_backward_weight_vjp,
                                kind="matmul", numpy=_backward_weight_numpy,
-                               wgsl=Kernel("conv.wgsl", "conv2d_backward_weight", "conv2d"))
+                               wgsl=Kernel("conv.wgsl", "conv2d_backward_weight", "conv.conv2d"))
 
 
 def conv2d(x, w, *, stride, padding, dilation, groups):

@@ -17,7 +17,7 @@ from .. import autograd, dtypes
 from ..kernels import Kernel
 from ._helpers import broadcast_shapes, describe, normalize_dim
 from ..backend import get_backend
-from .registry import OpError, apply, apply_inplace, defop
+from .registry import OpError, apply, apply_inplace, defop, input_check
 
 _INDEX_DTYPES = ("int64", "int32")
 
@@ -47,10 +47,11 @@ def _index_add_kernel(base, index, src):
     return out
 
 
-TAKE = defop("take", kind="index", infer=_take_infer, numpy=_take_kernel, wgsl=Kernel("index.wgsl", "gather", "take"),
+TAKE = defop("take", kind="index", infer=_take_infer, numpy=_take_kernel,
+             wgsl=Kernel("index.wgsl", "gather", "index.take"),
              vjp=lambda g, x, index, *, out: (index_add(_zeros_like(x), index, g), None))
 INDEX_ADD = defop("index_add", kind="index", infer=lambda base, index, src: (base.shape, base.dtype),
-                  wgsl=Kernel("index.wgsl", "scatter_add", "index_add"),
+                  wgsl=Kernel("index.wgsl", "scatter_add", "index.index_add"),
                   numpy=_index_add_kernel,
                   vjp=lambda g, base, index, src, *, out: (g, None, take(g, index)))
 
@@ -136,10 +137,10 @@ def _scatter_add_vjp(g, x, index, src, *, out, dim):
     return g, None, gs
 
 
-GATHER = defop("gather", infer=_gather_infer, numpy=_gather_kernel, wgsl=Kernel("index.wgsl", "gather", "gather"),
+GATHER = defop("gather", infer=_gather_infer, numpy=_gather_kernel, wgsl=Kernel("index.wgsl", "gather", "index.gather"),
                kind="index", vjp=lambda g, x, index, *, out, dim: (scatter_add(_zeros_like(x), dim, index, g), None))
 SCATTER_ADD = defop("scatter_add", kind="index", infer=_scatter_add_infer, numpy=_scatter_add_kernel,
-                    wgsl=Kernel("index.wgsl", "scatter_add", "scatter_add"),
+                    wgsl=Kernel("index.wgsl", "scatter_add", "index.scatter_add"),
                     vjp=_scatter_add_vjp)
 
 
@@ -293,6 +294,7 @@ def getitem(x, key):
     return out
 
 
+@input_check
 def _check_bounds(index, n, dim):
     """Index tensors are checked per dim before they are wrapped (-1 -> n - 1) and
     combined into one flat index, where a bad value could land in range."""
@@ -389,11 +391,11 @@ def _index_put_vjp(g, x, value, *positions, out, **where):
 # through; any other key as ``positions``, an extra int32 input shaped like x[key]
 # holding 1 + the logical (row-major) position in x of each element it selects, 0
 # where an index was out of range (the backend writes nothing then).
-SETITEM = defop("setitem", wgsl=Kernel("index.wgsl", "put", "setitem"),
+SETITEM = defop("setitem", wgsl=Kernel("index.wgsl", "put", "movement.setitem"),
                 infer=_assign_infer, inplace=True, numpy=_setitem_kernel)
-COPY_INTO = defop("copy_into", wgsl=Kernel("unary.wgsl", "unary", "copy_into"),
+COPY_INTO = defop("copy_into", wgsl=Kernel("unary.wgsl", "unary", "movement.copy_into"),
                   infer=_assign_infer, inplace=True, numpy=_copy_kernel)
-INDEX_PUT = defop("index_put", kind="index", wgsl=Kernel("index.wgsl", "put", "index_put"),
+INDEX_PUT = defop("index_put", kind="index", wgsl=Kernel("index.wgsl", "put", "movement.index_put"),
                   infer=_assign_infer, numpy=_index_put_kernel, vjp=_index_put_vjp, reads_inputs=False)
 
 

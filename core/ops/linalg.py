@@ -33,7 +33,7 @@ def _matmul_vjp(g, x, y, *, out, needs):
 
 
 MATMUL = defop("matmul", infer=_matmul_infer, vjp=_matmul_vjp, numpy=np.matmul,
-               wgsl=Kernel("matmul.wgsl", "matmul", "matmul"))
+               wgsl=Kernel("matmul.wgsl", "matmul", "matmul.matmul"))
 
 
 def matmul(x, y):

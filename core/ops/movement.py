@@ -204,7 +204,7 @@ def _unslice_kernel(g, *, shape, slices):
 SLICE = defop("slice", wgsl=View("slice"), infer=lambda x, *, slices: (_slice_shape(x.shape, slices), x.dtype),
               vjp=lambda g, x, *, out, slices: unslice(g, tuple(x.shape), slices),
               numpy=lambda x, *, slices: x[_numpy_slices(slices)])
-UNSLICE = defop("unslice", kind="index", wgsl=Kernel("unary.wgsl", "unary", "unslice"),
+UNSLICE = defop("unslice", kind="index", wgsl=Kernel("unary.wgsl", "unary", "movement.unslice"),
                 infer=lambda g, *, shape, slices: (shape, g.dtype),
                 vjp=lambda gg, g, *, out, shape, slices: apply(SLICE, gg, slices=slices),
                 numpy=_unslice_kernel)
@@ -258,7 +258,8 @@ def _cat_vjp(g, *xs, out, dim):
     return tuple(grads)
 
 
-CAT = defop("cat", wgsl=Kernel("unary.wgsl", "unary", "cat"), infer=_cat_infer, vjp=_cat_vjp, reads_inputs=False,
+CAT = defop("cat", wgsl=Kernel("unary.wgsl", "unary", "movement.cat"), infer=_cat_infer, vjp=_cat_vjp,
+            reads_inputs=False,
             kind="index", numpy=lambda *xs, dim: np.concatenate(xs, axis=dim))
 
 
@@ -362,7 +363,8 @@ def pad(x, pad, mode="constant", value=0.0):
 
 # torch.flip copies, so an in-place change of the result must not reach x: on the
 # device a reversed-stride view, copied (the "flip" launcher). Typed (Op) as its vjp names FLIP itself.
-FLIP: Op = defop("flip", wgsl=Kernel("unary.wgsl", "unary", "flip"), infer=lambda x, *, dims: (x.shape, x.dtype),
+FLIP: Op = defop("flip", wgsl=Kernel("unary.wgsl", "unary", "movement.flip"),
+                 infer=lambda x, *, dims: (x.shape, x.dtype),
                  kind="index", reads_inputs=False,
                  vjp=lambda g, x, *, out, dims: apply(FLIP, g, dims=dims),
                  numpy=lambda x, *, dims: np.flip(x, dims).copy())  # np.flip is a view; torch.flip copies

@@ -49,7 +49,7 @@ def _layer_norm_vjp(g, x, *, out, ndims, eps):
 # Fused: one kernel reads each row three times (sum, squared deviations, write)
 # instead of the six or so composed ops that each write a full-size temporary.
 LAYER_NORM_CORE = defop("layer_norm_core", kind="reduce", infer=_layer_norm_infer, numpy=_layer_norm_numpy,
-                        wgsl=Kernel("layer_norm.wgsl", "layer_norm", "layer_norm"),
+                        wgsl=Kernel("layer_norm.wgsl", "layer_norm", "layer_norm.layer_norm"),
                         vjp=_layer_norm_vjp)
 
 

@@ -93,9 +93,9 @@ def _backward_vjp(u, g, x, *, out, needs, **geometry):
 
 
 MAX_POOL2D_SELECT = defop("max_pool2d_select", kind="reduce", infer=_select_infer, vjp=_select_vjp, numpy=_select_numpy,
-                          wgsl=Kernel("pool.wgsl", "max_pool2d_select", "max_pool2d"))
+                          wgsl=Kernel("pool.wgsl", "max_pool2d_select", "pooling.max_pool2d"))
 MAX_POOL2D_BACKWARD = defop("max_pool2d_backward", infer=_backward_infer, vjp=_backward_vjp, numpy=_backward_numpy,
-                            kind="index", wgsl=Kernel("pool.wgsl", "max_pool2d_backward", "max_pool2d"))
+                            kind="index", wgsl=Kernel("pool.wgsl", "max_pool2d_backward", "pooling.max_pool2d"))
 
 
 def max_pool2d_select(x, source, *, kernel, stride, padding, dilation, out_hw):

@@ -79,19 +79,20 @@ def _arg_kernel(np_fn):
     return kernel
 
 
-SUM = defop("sum", kind="reduce", wgsl=Kernel("reduce.wgsl", "sum", "reduce"), infer=_reduce_infer("sum"), vjp=_sum_vjp,
+SUM = defop("sum", kind="reduce", wgsl=Kernel("reduce.wgsl", "sum", "reduce.reduce"), infer=_reduce_infer("sum"),
+            vjp=_sum_vjp,
             reads_inputs=False,
             numpy=lambda x, *, dims, keepdim: np.sum(x, axis=dims, keepdims=keepdim))
-AMAX = defop("amax", wgsl=Kernel("reduce.wgsl", "amax", "reduce"), infer=_reduce_infer("amax"), vjp=_extreme_vjp,
+AMAX = defop("amax", wgsl=Kernel("reduce.wgsl", "amax", "reduce.reduce"), infer=_reduce_infer("amax"), vjp=_extreme_vjp,
              kind="reduce", numpy=lambda x, *, dims, keepdim: np.amax(x, axis=dims, keepdims=keepdim))
-AMIN = defop("amin", wgsl=Kernel("reduce.wgsl", "amin", "reduce"), infer=_reduce_infer("amin"), vjp=_extreme_vjp,
+AMIN = defop("amin", wgsl=Kernel("reduce.wgsl", "amin", "reduce.reduce"), infer=_reduce_infer("amin"), vjp=_extreme_vjp,
              kind="reduce", numpy=lambda x, *, dims, keepdim: np.amin(x, axis=dims, keepdims=keepdim))
-PROD = defop("prod", wgsl=Kernel("reduce.wgsl", "prod", "reduce"), infer=_reduce_infer("prod"), vjp=_prod_vjp,
+PROD = defop("prod", wgsl=Kernel("reduce.wgsl", "prod", "reduce.reduce"), infer=_reduce_infer("prod"), vjp=_prod_vjp,
              kind="reduce", numpy=lambda x, *, dims, keepdim: np.prod(x, axis=dims, keepdims=keepdim))
-ARGMAX = defop("argmax", kind="reduce", wgsl=Kernel("reduce.wgsl", "argmax", "arg_reduce"), infer=_arg_infer("argmax"),
-                numpy=_arg_kernel(np.argmax))
-ARGMIN = defop("argmin", kind="reduce", wgsl=Kernel("reduce.wgsl", "argmin", "arg_reduce"), infer=_arg_infer("argmin"),
-                numpy=_arg_kernel(np.argmin))
+ARGMAX = defop("argmax", kind="reduce", wgsl=Kernel("reduce.wgsl", "argmax", "reduce.arg_reduce"),
+                infer=_arg_infer("argmax"), numpy=_arg_kernel(np.argmax))
+ARGMIN = defop("argmin", kind="reduce", wgsl=Kernel("reduce.wgsl", "argmin", "reduce.arg_reduce"),
+                infer=_arg_infer("argmin"), numpy=_arg_kernel(np.argmin))
 
 
 def _sum(x, dims, keepdim):
@@ -247,10 +248,10 @@ def _softmax_infer(x, *, dim):
 # Fused: one kernel reads each row three times (max, sum of exp, write) instead of
 # five to seven composed ops each writing a full-size temporary.
 SOFTMAX = defop("softmax", kind="reduce", infer=_softmax_infer, numpy=_softmax_numpy,
-                wgsl=Kernel("softmax.wgsl", "softmax", "softmax"),
+                wgsl=Kernel("softmax.wgsl", "softmax", "softmax.softmax"),
                 vjp=lambda g, x, *, out, dim: out * (g - (g * out).sum(dim, keepdim=True)))
 LOG_SOFTMAX = defop("log_softmax", kind="reduce", infer=_softmax_infer, numpy=_log_softmax_numpy,
-                    wgsl=Kernel("softmax.wgsl", "log_softmax", "softmax"),
+                    wgsl=Kernel("softmax.wgsl", "log_softmax", "softmax.softmax"),
                     vjp=lambda g, x, *, out, dim: g - out.exp() * g.sum(dim, keepdim=True))
 
 
@@ -315,13 +316,13 @@ def _cross_entropy_backward_vjp(u, x, labels, g, *, out, ignore_index, smoothing
 
 
 CROSS_ENTROPY = defop("cross_entropy", kind="reduce", infer=lambda x, labels, **_: (labels.shape, x.dtype),
-                      numpy=_cross_entropy_numpy, wgsl=Kernel("softmax.wgsl", "cross_entropy", "cross_entropy"),
+                      numpy=_cross_entropy_numpy, wgsl=Kernel("softmax.wgsl", "cross_entropy", "softmax.cross_entropy"),
                       vjp=lambda g, x, labels, *, out, **attrs: (apply(CROSS_ENTROPY_BACKWARD, x, labels, g, **attrs),
                                                                 None))
 # Typed (Op): CROSS_ENTROPY's vjp above names it before it is defined.
 CROSS_ENTROPY_BACKWARD: Op = defop("cross_entropy_backward", infer=lambda x, labels, g, **_: (x.shape, x.dtype),
                                    kind="reduce", numpy=_cross_entropy_backward_numpy,
-                                   wgsl=Kernel("softmax.wgsl", "cross_entropy_backward", "cross_entropy"),
+                                   wgsl=Kernel("softmax.wgsl", "cross_entropy_backward", "softmax.cross_entropy"),
                                    vjp=_cross_entropy_backward_vjp)
 
 

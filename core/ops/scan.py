@@ -46,10 +46,10 @@ def _along_last(np_fn):
 
 
 CUMSUM = defop("cumsum", kind="reduce", infer=_scan_infer, numpy=_along_last(np.cumsum),
-               wgsl=Kernel("scan.wgsl", "cumsum", "scan"), vjp=lambda g, x, *, out: _reverse_cumsum(g),
+               wgsl=Kernel("scan.wgsl", "cumsum", "scan.scan"), vjp=lambda g, x, *, out: _reverse_cumsum(g),
                reads_inputs=False)
 CUMPROD = defop("cumprod", kind="reduce", infer=_scan_infer, numpy=_along_last(np.cumprod),
-                wgsl=Kernel("scan.wgsl", "cumprod", "scan"), vjp=_cumprod_vjp)
+                wgsl=Kernel("scan.wgsl", "cumprod", "scan.scan"), vjp=_cumprod_vjp)
 
 
 def _scan(op, x, dim, dtype):

@@ -31,7 +31,7 @@ def _argsort_numpy(x, *, descending):
 
 
 ARGSORT = defop("argsort", kind="other", infer=lambda x, *, descending: (x.shape, dtypes.int64), numpy=_argsort_numpy,
-                wgsl=Kernel("sort.wgsl", "argsort", "argsort"))
+                wgsl=Kernel("sort.wgsl", "argsort", "scan.argsort"))
 
 
 def argsort(x, dim=-1, descending=False, stable=False):

@@ -55,7 +55,7 @@ def _declare(name: str, names: tuple[str, ...], kernel, **flags):
     """An optimizer op: ``names`` lists its inputs, every one but the last (grad) is
     written. ``flags`` are the boolean attrs this op's buffer layout implies."""
     return defop(name, infer=_same_as_param(name, names, flags), inplace=True,
-                 wgsl=Kernel("optim.wgsl", name, "optim"),  # entry point named after the op
+                 wgsl=Kernel("optim.wgsl", name, "optim.optim_step"),  # entry point named after the op
                  mutates=len(names) - 1, numpy=kernel)
 
 

@@ -1,12 +1,12 @@
 """The WebGPU backend. Importing this module creates the device (natively via
 wgpu-py, in Pyodide via ``js.navigator.gpu``) and registers device ``"webgpu"``.
-Launchers for hand-written kernels register themselves from the modules below."""
+Each kernel record names its launcher by import path (``backend.launcher_of``)."""
 from __future__ import annotations
 
 from typing import TypedDict
 
 from .. import register
-from .backend import LAUNCHERS, WebGPUBackend, launcher  # noqa: F401
+from .backend import WebGPUBackend
 from .device import DeviceError
 
 
@@ -70,5 +70,3 @@ class _LazyBackend:
 
 
 register("webgpu", _LazyBackend())
-
-from . import kernels_registry  # noqa: E402,F401  (launchers for hand-written kernels)

@@ -9,44 +9,39 @@ the device: convert with ``.float()`` first.
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 import struct
 
 import numpy as np
 
-from ...kernels import Elementwise, Kernel, Program, View
-from . import elementwise, views
+from ...kernels import Program
+from . import elementwise
 from .array import GPUArray
-from .geometry import ELEMENTS, KIND, dtype_of, fold_grid, itemsize, looped_grid
+from .geometry import ELEMENTS, dtype_of, fold_grid, itemsize, kind_of, looped_grid
 from .pool import BufferPool, Storage
 from .source import assemble
 
-# A Kernel record's launch name, or a graph record's type (Fused, Epilogue, Grouped) ->
-# function(backend, op, record, arrays, attrs, shape, dtype).
-LAUNCHERS: dict = {}
 WORKGROUP = elementwise.WORKGROUP  # threads per workgroup of the 1-D launches
 
 
-def launcher(name_or_type):
-    def register(fn):
-        LAUNCHERS[name_or_type] = fn
-        return fn
-    return register
+@functools.cache
+def _resolve(path: str):
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
 
 
-def _launcher_of(op, record):
-    key = record.launch if isinstance(record, Kernel) else type(record)
-    if record is None or key not in LAUNCHERS:
+def launcher_of(op, record):
+    """The function(backend, op, record, arrays, attrs, shape, dtype) that runs ``record``:
+    the one its ``launch`` import path names (see webgrad.kernels), imported on first use."""
+    if record is None:
         raise NotImplementedError(f"{op.name}: no WebGPU kernel; move the tensors to 'cpu' with .cpu()")
-    return LAUNCHERS[key]
-
-
-def kind_of(dtype) -> str:
     try:
-        return KIND[dtype.name]
-    except KeyError:
-        raise TypeError(f"webgpu: {dtype.name} tensors are not supported on the device; "
-                        f"convert with .float() (or keep the tensor on 'cpu')") from None
+        return _resolve(record.launch)
+    except (ImportError, AttributeError) as err:
+        raise NotImplementedError(f"{op.name}: its kernel record names the launcher {record.launch!r}, "
+                                  f"which {__package__} does not have ({err})") from None
 
 
 INDEX_OUT_OF_RANGE = 1  # bits of the error flag (index.wgsl, softmax.wgsl, binary.wgsl)
@@ -114,16 +109,11 @@ class WebGPUBackend:
     # -- running ops ----------------------------------------------------------------
     def run(self, op, inputs, attrs, shape, dtype):
         record = op.impls.get("wgsl")
-        arrays = [t._data for t in inputs]
-        if isinstance(record, Elementwise):
-            return elementwise.launch(self, op.name, record, arrays, shape, kind_of(dtype))
-        if isinstance(record, View):
-            return views.run(self, op.name, record, arrays, attrs, shape)
-        return _launcher_of(op, record)(self, op, record, arrays, attrs, shape, dtype)
+        return launcher_of(op, record)(self, op, record, [t._data for t in inputs], attrs, shape, dtype)
 
     def run_inplace(self, op, tensors, attrs):
         record = op.impls.get("wgsl")
-        _launcher_of(op, record)(self, op, record, [t._data for t in tensors], attrs, None, None)
+        launcher_of(op, record)(self, op, record, [t._data for t in tensors], attrs, None, None)
 
     def empty(self, shape, kind, label) -> GPUArray:
         n = math.prod(shape)

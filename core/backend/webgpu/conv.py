@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import reduce as gpu_reduce
-from .backend import launcher
 
 FILE = "conv.wgsl"
 WORKGROUP = 64
@@ -50,7 +49,6 @@ def choose_lanes(x_shape, w_shape, out_hw, groups, workgroup, cpu_adapter):
     return lanes
 
 
-@launcher("conv2d")
 def conv2d(backend, op, record, arrays, attrs, shape, dtype):
     a, b = arrays
     if a.kind != "f32" or b.kind != "f32":

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .array import contiguous_strides
-from .geometry import KIND, MAX_RANK, broadcast_strides, coalesce
+from .geometry import KIND, MAX_RANK, broadcast_strides, coalesce, kind_of
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
 WORKGROUP = 256  # threads per workgroup, one thread per element
@@ -27,6 +27,11 @@ def pack_params(n, shape, offsets, strides) -> bytes:
 # op's Python time (several times more inside Pyodide).
 _PLANS: dict = {}
 _MAX_PLANS = 4096
+
+
+def run(backend, op, record, arrays, attrs, shape, dtype):
+    """The launcher of ``Elementwise`` records: a new array of ``dtype``."""
+    return launch(backend, op.name, record, arrays, shape, kind_of(dtype))
 
 
 def launch(backend, op_name, record, arrays, shape, out_kind, out=None):

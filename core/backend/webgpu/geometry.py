@@ -38,6 +38,15 @@ def itemsize(kind: str) -> int:
     return ELEMENTS[kind].itemsize
 
 
+def kind_of(dtype) -> str:
+    """The element kind a webgrad dtype is stored as on the device."""
+    try:
+        return KIND[dtype.name]
+    except KeyError:
+        raise TypeError(f"webgpu: {dtype.name} tensors are not supported on the device; "
+                        f"convert with .float() (or keep the tensor on 'cpu')") from None
+
+
 def dtype_of(kind: str) -> DType:
     """The webgrad dtype an array of ``kind`` holds (int32 for i32, bool for u32)."""
     return from_name(ELEMENTS[kind].dtype)

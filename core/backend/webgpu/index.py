@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 
 from .array import contiguous_strides
-from .backend import launcher
 from .geometry import MAX_RANK, broadcast_strides, coalesce
 from .views import reshaped_strides
 
@@ -98,7 +97,6 @@ def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows
     return out
 
 
-@launcher("take")
 def take(backend, op, record, arrays, attrs, shape, dtype):
     """``out = x[index]`` along dim 0; out's shape is index.shape + x.shape[1:]."""
     x, index = arrays
@@ -110,7 +108,6 @@ def take(backend, op, record, arrays, attrs, shape, dtype):
     return _gather_rows(backend, "take", x, index, out, index_strides, x_strides, x.shape[0], x.strides[0])
 
 
-@launcher("gather")
 def gather(backend, op, record, arrays, attrs, shape, dtype):
     """``out[c] = x[c with dim := index[c]]`` as in torch.gather; out has index's shape."""
     rank = max(len(shape), 1)  # a 0-d gather runs as 1-d
@@ -156,7 +153,6 @@ def _scatter_into(backend, op_name, out, index, src, dim):
     _dispatch(backend, "scatter_add_atomic", op_name, out.kind, index, src, out, params, n)
 
 
-@launcher("scatter_add")
 def scatter_add(backend, op, record, arrays, attrs, shape, dtype):
     """Out-of-place torch.scatter_add: a copy of x, then the adds."""
     x, index, src = (_with_rank(a, max(len(shape), 1)) for a in arrays)  # a 0-d scatter runs as 1-d
@@ -173,7 +169,6 @@ def _reshaped(backend, array, shape):
     return array.view(shape, strides)
 
 
-@launcher("index_add")
 def index_add(backend, op, record, arrays, attrs, shape, dtype):
     """``out = base.clone(); out[index[k]] += src[k]`` for every k, duplicates accumulating."""
     base, index, src = arrays

@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import reduce as gpu_reduce
-from .backend import launcher
 from .geometry import MAX_RANK, coalesce_dims
 
 FILE = "layer_norm.wgsl"
@@ -54,7 +53,6 @@ def pack_params(rows, inner, offset, groups, kept, row_stride, eps) -> bytes:
     return words.tobytes()
 
 
-@launcher("layer_norm")
 def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
     """layer_norm_core of ``arrays[0]`` over its last ``attrs["ndims"]`` dims."""
     (x,) = arrays

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...kernels import Epilogue, Program
-from .backend import kind_of, launcher
+from ...kernels import Program
 from .array import contiguous_strides
 from . import fused, geometry
-from .geometry import broadcast_strides, coalesce, is_cpu_adapter
+from .geometry import broadcast_strides, coalesce, is_cpu_adapter, kind_of
 
 FILE = "matmul.wgsl"
 MAX_BATCH_DIMS = 4
@@ -181,13 +180,11 @@ def _materialize(backend, array, batch):
     return backend.contiguous(array.view(shape, strides))
 
 
-@launcher("matmul")
 def matmul(backend, op, record, arrays, attrs, shape, dtype):
     a, b = arrays
     return _product(backend, a, b, shape, dtype)
 
 
-@launcher(Epilogue)
 def matmul_epilogue(backend, op, record, arrays, attrs, shape, dtype):
     """A product whose stores run a fused elementwise chain (``record.chain``, input 0
     the product). Inputs the kernel cannot address (not float32, batch dims that do not

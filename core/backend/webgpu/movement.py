@@ -3,8 +3,8 @@ slicing), cat, flip, the in-place copy/setitem and index_put (setitem on a
 copy). All are strided copies through unary.wgsl into views of the destination."""
 from __future__ import annotations
 
+from ...kernels import View
 from . import elementwise, index, views
-from .backend import launcher
 from .geometry import broadcast_strides
 from .views import reshaped_strides
 
@@ -28,7 +28,6 @@ def _slice_view(array, slices):
     return array.view(tuple(shape), tuple(strides), offset)
 
 
-@launcher("unslice")
 def unslice(backend, op, record, arrays, attrs, shape, dtype):
     (g,) = arrays
     out = _zeros(backend, shape, g.kind, "unslice")
@@ -36,7 +35,6 @@ def unslice(backend, op, record, arrays, attrs, shape, dtype):
     return out
 
 
-@launcher("cat")
 def cat(backend, op, record, arrays, attrs, shape, dtype):
     dim = attrs["dim"]
     out = backend.empty(shape, arrays[0].kind, "cat")
@@ -51,7 +49,6 @@ def cat(backend, op, record, arrays, attrs, shape, dtype):
     return out
 
 
-@launcher("copy_into")
 def copy_into(backend, op, record, arrays, attrs, shape, dtype):
     dst, src = arrays
     if dst.numel():
@@ -62,7 +59,6 @@ def _broadcast(array, shape):
     return array.view(tuple(shape), tuple(broadcast_strides(array.shape, array.strides, shape)))
 
 
-@launcher("setitem")
 def setitem(backend, op, record, arrays, attrs, shape, dtype):
     """``x[key] = value`` with the key resolved by the op (indexing.SETITEM): a basic
     key writes through a view of x, any other through the positions it selects."""
@@ -77,15 +73,11 @@ def setitem(backend, op, record, arrays, attrs, shape, dtype):
         elementwise.copy_into(backend, _broadcast(src, view.shape), view)
 
 
-@launcher("flip")
 def flip(backend, op, record, arrays, attrs, shape, dtype):
     """torch.flip copies: the reversed-stride view of x, made contiguous."""
-    from ...kernels import View
-
-    return backend.contiguous(views.run(backend, "flip", View("flip"), arrays, attrs, shape))
+    return backend.contiguous(views.run(backend, op, View("flip"), arrays, attrs, shape))
 
 
-@launcher("index_put")
 def index_put(backend, op, record, arrays, attrs, shape, dtype):
     """Out-of-place ``x[key] = value`` (setitem's differentiable form): a copy of x, written into."""
     x, *rest = arrays

@@ -13,7 +13,6 @@ import struct
 
 import numpy as np
 
-from .backend import launcher
 
 FILE = "optim.wgsl"
 MAXIMIZE, NESTEROV, FIRST_STEP, DAMPENED, DECOUPLED, LERP_FROM_END = 1, 2, 4, 8, 16, 32
@@ -77,7 +76,6 @@ def repack(uniform: bytes, op_name: str, attrs: dict) -> bytes:
     return bytes(out)
 
 
-@launcher("optim")
 def optim_step(backend, op, record, arrays, attrs, shape, dtype):
     """In place: ``arrays`` is (param, *state buffers, grad)."""
     update(backend, op.name, record.entry, arrays, attrs)

@@ -17,8 +17,8 @@ import re
 
 import numpy as np
 
-from ...kernels import Grouped, Program
-from .backend import WORKGROUP, launcher
+from ...kernels import Program
+from .backend import WORKGROUP
 from .optim import FILE, _pack, _scalars, update
 from .source import read
 
@@ -76,7 +76,6 @@ def _groupable(members) -> bool:
             and len({id(s) for s in storages}) == len(storages))
 
 
-@launcher(Grouped)
 def optim_group(backend, op, record, arrays, attrs, shape, dtype):
     arity = record.arity
     members = [arrays[k * arity:(k + 1) * arity] for k in range(record.count)]

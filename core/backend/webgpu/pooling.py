@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import launcher
 
 FILE = "pool.wgsl"
 
@@ -29,7 +28,6 @@ def constants(x_shape, out_hw, attrs) -> dict:
             "DH": dh, "DW": dw, "TOP": top, "LEFT": left}
 
 
-@launcher("max_pool2d")
 def max_pool2d(backend, op, record, arrays, attrs, shape, dtype):
     a, b = arrays
     if a.kind != "f32" or b.kind != "f32":

@@ -21,11 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ...kernels import Program, Reduction
+from ...kernels import Program
 from . import geometry
-from .backend import kind_of, launcher
 from .fused import reduction_source
-from .geometry import KIND, MAX_RANK, coalesce_dims
+from .geometry import KIND, MAX_RANK, coalesce_dims, kind_of
 
 FILE = "reduce.wgsl"
 WORKGROUP = 128          # threads per workgroup (capped by the device limit)
@@ -184,7 +183,6 @@ def _check_kind(op, x, kinds):
                         f"(supported: {', '.join(kinds)})")
 
 
-@launcher("reduce")
 def reduce(backend, op, record, arrays, attrs, shape, dtype):
     """sum / prod / amax / amin over ``attrs["dims"]``; keepdim only changes the
     output's shape, not its (contiguous) layout."""
@@ -193,7 +191,6 @@ def reduce(backend, op, record, arrays, attrs, shape, dtype):
     return run(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype))
 
 
-@launcher(Reduction)
 def fused_reduction(backend, op, record, arrays, attrs, shape, dtype):
     """A reduction with chains spliced in (graph.passes.reduce): inputs are the reduced
     tensor, the prologue's one-element inputs, then the epilogue's."""
@@ -204,7 +201,6 @@ def fused_reduction(backend, op, record, arrays, attrs, shape, dtype):
     return run(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype), hooks)
 
 
-@launcher("arg_reduce")
 def arg_reduce(backend, op, record, arrays, attrs, shape, dtype):
     """argmax / argmin along ``attrs["dim"]``, or over the flattened tensor when None."""
     (x,) = arrays

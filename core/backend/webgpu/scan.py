@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import WORKGROUP, launcher
+from .backend import WORKGROUP
 
 CHUNK = 4096           # elements one thread scans; rows up to this long take one pass
 RANK_SORT_MAX = 1024   # rows up to this long sort by ranking; longer ones by the bitonic network
@@ -35,7 +35,6 @@ def _dispatch(backend, file, entry, types, constants, buffers, params, threads, 
     backend.dispatch(file, entry, types, None, dict(constants, WG=WORKGROUP), buffers, params, grid, label)
 
 
-@launcher("scan")
 def scan(backend, op, record, arrays, attrs, shape, dtype):
     """cumsum / cumprod of ``arrays[0]`` along its last dim."""
     (x,) = arrays
@@ -62,7 +61,6 @@ def scan(backend, op, record, arrays, attrs, shape, dtype):
     return out
 
 
-@launcher("argsort")
 def argsort(backend, op, record, arrays, attrs, shape, dtype):
     """The stable sorting permutation of every row of ``arrays[0]`` (last dim)."""
     (x,) = arrays

@@ -17,7 +17,6 @@ import numpy as np
 
 from . import reduce as gpu_reduce
 from .array import contiguous_strides
-from .backend import launcher
 from .geometry import MAX_RANK, coalesce_dims
 
 FILE = "softmax.wgsl"
@@ -81,7 +80,6 @@ def _require_f32(op_name, x):
         raise TypeError(f"{op_name}: not supported on webgpu for element type {x.kind}; convert with .float()")
 
 
-@launcher("softmax")
 def softmax(backend, op, record, arrays, attrs, shape, dtype):
     """softmax / log_softmax (``op.name``) of ``arrays[0]`` along ``attrs["dim"]``."""
     (x,) = arrays
@@ -95,7 +93,6 @@ def softmax(backend, op, record, arrays, attrs, shape, dtype):
     return out
 
 
-@launcher("cross_entropy")
 def cross_entropy(backend, op, record, arrays, attrs, shape, dtype):
     """cross_entropy (per-position loss) or cross_entropy_backward (its gradient, given
     ``g`` per position) of logits ``arrays[0]`` (N, C, ...) and labels ``arrays[1]``."""

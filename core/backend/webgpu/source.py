@@ -2,7 +2,9 @@
 
 1. Type parameters, element kinds, become ``alias`` lines of their WGSL types
    (``alias A = f32;``, from ``geometry.ELEMENTS``) at the top.
-2. An elementwise expression becomes one spliced function ``op(...)``.
+2. An elementwise expression becomes one spliced function ``op(...)``; a fused chain of
+   them becomes a hook function (``splice``: fused elementwise ``op``, matmul
+   ``epilogue``, reduction ``prologue``/``epilogue``), one small function per step.
 3. Preludes (``strided.wgsl``, ``math.wgsl``) are prepended where a kernel uses them.
 4. Sizes and tiles are pipeline-override constants, never pasted text.
 Shaders are read with importlib.resources from the installed package, so the
@@ -11,9 +13,10 @@ same code runs natively and inside Pyodide.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 
-from .geometry import ELEMENTS
+from .geometry import ELEMENTS, KIND
 
 PRELUDES = {
     "unary.wgsl": ("strided.wgsl", "math.wgsl"),
@@ -28,6 +31,7 @@ SPLICE_SIGNATURE = {
     "ternary.wgsl": "fn op(a: A, b: B, c: B) -> O",
     "matmul.wgsl": "fn epilogue(v: vec4<T>, batch: u32, row: u32, col: u32) -> vec4<T>",
 }
+_TYPE_NAME = re.compile(r"\b([ABO])\b")
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,11 +43,48 @@ def all_files() -> list[str]:
     return sorted(p.name for p in resources.files("webgrad.wgsl_kernels").iterdir() if p.name.endswith(".wgsl"))
 
 
-@functools.lru_cache(maxsize=None)
-def assemble(file: str, types: tuple = (), expr: str | None = None) -> str:
+@functools.lru_cache(maxsize=1024)  # every dispatch asks: plain kernels and fused chains
+def assemble(file: str, types: tuple = (), expr: str | None = None, chain=None) -> str:
+    """``file`` with its type aliases and preludes, and its hook ``op()`` returning ``expr``
+    or running the fused chain ``chain`` (over the inputs a, b, c)."""
     parts = [f"alias {name} = {ELEMENTS[kind].wgsl};" for name, kind in types]
     parts += [read(p) for p in PRELUDES.get(file, ())]
     if expr is not None:
         parts.append(f"{SPLICE_SIGNATURE[file]} {{\n  return {expr};\n}}")
+    if chain is not None:
+        parts.append(splice(SPLICE_SIGNATURE[file], chain, "abc"[:chain.inputs]))
     parts.append(read(file))
     return "\n".join(parts)
+
+
+def splice(signature: str, chain, inputs) -> str:
+    """The WGSL of the hook function ``signature`` (e.g. ``fn op(a: A) -> O``) running the
+    elementwise chain ``chain`` (a ``Fused`` record, or None for no step) on ``inputs``, the
+    WGSL expressions of the chain's inputs in order. Each step is a function holding its
+    op's own ``Elementwise`` expression with the type names A/B/O made concrete; the hook
+    calls them in turn and returns the last value (with no step: input 0, converted to the
+    return type). The one splicer of every fused hook: fused elementwise chains (fused.py),
+    matmul epilogues and reduction prologues/epilogues."""
+    name = signature[3:signature.index("(")]
+    if chain is None:
+        return f"{signature} {{ return {signature.rsplit('->', 1)[1].strip()}({inputs[0]}); }}"
+    parts = []
+    body = [f"  let x{k} = {value};" for k, value in enumerate(inputs)]
+    for j, (op_name, args, in_dtypes, out_dtype, _) in enumerate(chain.steps):
+        parts.append(_step(f"{name}_step{j}", op_name, chain.kernels[j], [KIND[d] for d in in_dtypes], KIND[out_dtype]))
+        call = ", ".join(f"x{i}" if where == "in" else f"t{i}" for where, i in args)
+        body.append(f"  let t{j} = {name}_step{j}({call});")
+    body.append(f"  return t{len(chain.steps) - 1};")
+    return "\n".join(parts + [f"{signature} {{", *body, "}"])
+
+
+def _step(name, op_name, record, in_kinds, out_kind) -> str:
+    in_kind = in_kinds[0] if len(in_kinds) < 3 else in_kinds[1]
+    expr = record.expression(in_kind, out_kind)
+    if expr is None:
+        raise TypeError(f"fused {op_name}: not supported on webgpu for element type {in_kind}")
+    wgsl = [ELEMENTS[k].wgsl for k in in_kinds]
+    names = {"A": wgsl[0], "B": wgsl[1] if len(wgsl) == 3 else wgsl[0], "O": ELEMENTS[out_kind].wgsl}
+    expr = _TYPE_NAME.sub(lambda m: names[m.group(1)], expr)
+    params = ", ".join(f"{'abc'[i]}: {t}" for i, t in enumerate(wgsl))
+    return f"fn {name}({params}) -> {names['O']} {{\n  return {expr};\n}}"

@@ -6,7 +6,8 @@ from .array import contiguous_strides
 from .geometry import broadcast_strides
 
 
-def run(backend, op_name, record, arrays, attrs, shape):
+def run(backend, op, record, arrays, attrs, shape, dtype=None):
+    """The launcher of ``View`` records: a strided view of the input, no kernel."""
     (x,) = arrays
     kind = record.kind
     if kind == "reshape":
@@ -33,7 +34,7 @@ def run(backend, op_name, record, arrays, attrs, shape):
                 offset += (x.shape[d] - 1) * x.strides[d]
             strides[d] = -x.strides[d]
         return x.view(shape, strides, offset)
-    raise ValueError(f"{op_name}: unknown view kind {kind!r}")
+    raise ValueError(f"{op.name}: unknown view kind {kind!r}")
 
 
 def reshaped_strides(old_shape, old_strides, new_shape):

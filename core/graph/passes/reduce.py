@@ -35,7 +35,7 @@ _DTYPES = ("float32", "int32", "int64")  # what reduce.wgsl accumulates (int64 a
 
 def _is_reduction(node) -> bool:
     record = node.op.impls.get("wgsl")
-    return (not node.inplace and isinstance(record, Kernel) and record.launch == "reduce"
+    return (not node.inplace and isinstance(record, Kernel) and record.launch == "reduce.reduce"
             and node.output.dtype.name in _DTYPES and node.inputs[0].dtype is node.output.dtype)
 
 
