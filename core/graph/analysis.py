@@ -11,7 +11,8 @@ lowering read it instead of rebuilding their own sets. Its fields, by value id:
 - ``last_use``: value id -> the index of the last node reading it, and
   ``len(graph.nodes)`` for the values that leave the call (outputs, gradients): a value
   is dead after ``last_use``. Values nothing reads are absent.
-- ``written``: ids of the values an in-place node writes (its first ``op.mutates`` inputs).
+- ``written``: ids of the values an in-place node writes (its first ``op.mutates`` inputs;
+  each member's, for a grouped optimizer update).
 - ``escaping``: ids of the values that must stay materialized in memory of their own:
   returned, stored as a gradient, or read or written by an in-place node.
 - ``views``: ids of the values view nodes make (they share their input's memory).
@@ -62,7 +63,8 @@ def analyze(graph) -> Dataflow:
             df.uses.setdefault(v.id, []).append(i)
             df.last_use[v.id] = i
         if node.inplace:
-            df.written.update(v.id for v in node.inputs[:node.op.mutates])
+            for writer in node.members or [node]:  # a grouped update writes each member's leading inputs
+                df.written.update(v.id for v in writer.inputs[:writer.op.mutates])
             df.escaping.update(v.id for v in node.inputs)
             continue
         df.producer[node.output.id] = node
