@@ -1,14 +1,15 @@
 """``webgrad.onnx.export``: write a model as an ONNX file, as ``torch.onnx.export`` does.
 
-The model runs once on the example ``args`` (in eval mode) while a tracer records a
-node per layer and per function call (see ``webgrad.onnx._trace`` for what is
-covered: Linear, Conv1d/2d, Max/AvgPool2d, global AdaptiveAvgPool2d, BatchNorm1d/2d,
-LayerNorm, Embedding, ReLU/GELU/Tanh/Sigmoid/LeakyReLU, Softmax/LogSoftmax, Dropout,
-Flatten, Identity, any nesting of Sequential and custom modules, and between layers
-F.relu/gelu/sigmoid/tanh/softmax, + - * /, @, view/reshape/flatten, permute/transpose,
-cat). Anything else stops the export with an error naming the op. The graph is built
-with the ``onnx`` package, which must be installed (``pip install onnx``); Pyodide
-has no ``onnx`` wheel, so there ``export`` raises an ImportError saying so.
+The model runs once on the example ``args`` (in eval mode) under the graph tracer
+that ``webgrad.compile`` uses, and each node of the traced graph is lowered through
+its op's emitter (``webgrad/onnx/_emitters.py``): elementwise ops, reductions,
+softmax, layer norm, matmul, convolution, max pooling, reshapes, permutes, slices,
+cat, and indexing (``x[ints, slices, index tensors]``, gather, index_put, scatter_add).
+So any model built from those exports, whatever its layers: MLPs, CNNs, LSTM/GRU,
+attention and Transformer layers. An op with no emitter stops the export with an
+error naming the op and the module where it runs. The graph is built with the
+``onnx`` package, which must be installed (``pip install onnx``); Pyodide has no
+``onnx`` wheel, so there ``export`` raises an ImportError saying so.
 
 Example:
     >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -17,12 +18,10 @@ Example:
 """
 from __future__ import annotations
 
-import contextlib
-import importlib
-
-from ..autograd import enable_grad
 from ..tensor import Tensor
-from ._trace import FUNCTIONS, LAYERS, ExportError, Tracer, elem_type
+from ._emitters import elem_type
+from ._lower import Lowering, lower
+from ._traced import ExportError, trace
 
 __all__ = ["export", "ExportError"]
 
@@ -39,89 +38,12 @@ def _import_onnx():
     return onnx, helper, numpy_helper
 
 
-@contextlib.contextmanager
-def _patched_functions(tracer):
-    """Wrap the covered functions in webgrad, webgrad.ops and webgrad.nn.functional while tracing."""
-    from .. import ops
-    from ..nn import functional
-
-    webgrad = importlib.import_module("..", __package__)  # the top-level names (webgrad.flatten, webgrad.cat)
-    originals = []
-
-    def wrap(name, original, emit):
-        def traced(*args, **kwargs):
-            tracer.depth += 1
-            try:
-                out = original(*args, **kwargs)
-            finally:
-                tracer.depth -= 1
-            inputs = list(args[0]) if name == "cat" else args[:2]
-            if tracer.depth == 0 and isinstance(out, Tensor) and any(tracer.traced(v) for v in inputs):
-                emit(tracer, args, kwargs, out)
-            return out
-        return traced
-
-    wrapped = {}
-    for namespace in (webgrad, ops, functional):
-        for name, emit in FUNCTIONS.items():
-            original = namespace.__dict__.get(name)
-            if original is None:
-                continue
-            if id(original) not in wrapped:
-                wrapped[id(original)] = wrap(name, original, emit)
-            originals.append((namespace, name, original))
-            setattr(namespace, name, wrapped[id(original)])
-    try:
-        yield
-    finally:
-        for namespace, name, original in originals:
-            setattr(namespace, name, original)
-
-
-@contextlib.contextmanager
-def _patched_layers(model, tracer):
-    """Give each covered layer an instance ``forward`` that records one node for the whole layer."""
-    patched = []
-    for module in model.modules():
-        emit = LAYERS.get(type(module))
-        if emit is None or "forward" in module.__dict__:
-            continue
-        original = module.forward
-
-        def forward(*args, _original=original, _module=module, _emit=emit, **kwargs):
-            tracer.depth += 1
-            try:
-                out = _original(*args, **kwargs)
-            finally:
-                tracer.depth -= 1
-            if tracer.depth == 0 and args and tracer.traced(args[0]):
-                _emit(tracer, _module, args[0], out)
-            return out
-        module.__dict__["forward"] = forward
-        patched.append(module)
-    try:
-        yield
-    finally:
-        for module in patched:
-            del module.__dict__["forward"]
-
-
-def _flatten_outputs(out):
-    if isinstance(out, Tensor):
-        return [out]
-    if isinstance(out, (tuple, list)):
-        return [t for item in out for t in _flatten_outputs(item)]
-    if isinstance(out, dict):
-        return [t for item in out.values() for t in _flatten_outputs(item)]
-    raise ExportError(f"onnx.export: the model returned {type(out).__name__}; expected Tensors (or tuples, lists "
-                      f"or dicts of them)")
-
-
-def _value_info(helper, name, tensor, axes):
-    shape: list = list(tensor.shape)
+def _value_info(helper, name, dtype, shape, axes):
+    """An input's or output's type; a dim named in ``axes`` or following a dynamic axis is symbolic."""
+    dims: list = [d if isinstance(d, int) else str(d) for d in shape]
     for d, label in axes.items():
-        shape[d % tensor.ndim] = label
-    return helper.make_tensor_value_info(name, elem_type(tensor.dtype), shape)
+        dims[d % len(dims)] = label
+    return helper.make_tensor_value_info(name, elem_type(dtype), dims)
 
 
 def _axes(dynamic_axes, name, ndim):
@@ -167,21 +89,16 @@ def export(model, args, f, export_params=True, verbose=False, training=None, inp
     if len(input_names) != len(args):
         raise ValueError(f"onnx.export: {len(input_names)} input_names for {len(args)} inputs")
 
-    tracer = Tracer(helper, numpy_helper, opset)
-    inputs = []
-    for name, a in zip(input_names, args):
-        x = a.detach()
-        if a.dtype.is_floating_point:
-            x = x.clone().requires_grad_(True)  # everything computed from it gets an autograd node
-        tracer.bind(x, name)
-        inputs.append(x)
+    labels: dict = {}  # dynamic label -> [(argument index, dim)]
+    for i, (name, a) in enumerate(zip(input_names, args)):
+        for d, label in _axes(dynamic_axes, name, a.ndim).items():
+            labels.setdefault(label, []).append((i, d % a.ndim))
     was_training = getattr(model, "training", False)
     if hasattr(model, "train"):
         model.train(bool(training)) if training is not None and str(training) != "TrainingMode.EVAL" \
             else model.eval()
     try:
-        with enable_grad(), _patched_functions(tracer), _patched_layers(model, tracer):
-            outputs = _flatten_outputs(model(*inputs))
+        traced, outputs = trace(model, args, labels)
     finally:
         if hasattr(model, "train"):
             model.train(was_training)
@@ -189,17 +106,35 @@ def export(model, args, f, export_params=True, verbose=False, training=None, inp
     output_names = list(output_names or [f"output_{i}" for i in range(len(outputs))])
     if len(output_names) != len(outputs):
         raise ValueError(f"onnx.export: {len(output_names)} output_names for {len(outputs)} outputs")
-    for name, out in zip(output_names, outputs):
-        tracer.nodes.append(helper.make_node("Identity", [tracer.name_of(out)], [name], name=f"{name}_identity"))
+    low = Lowering(traced, helper, numpy_helper, opset,
+                   axes={label: (input_names[dims[0][0]], dims[0][1]) for label, dims in labels.items()},
+                   param_names=_parameter_names(model))
+    for v in traced.graph.inputs_of_kind("arg"):
+        low.names[v.id] = input_names[v.index]
+    lower(traced, low)
+    for name, v in zip(output_names, traced.graph.outputs):
+        low.nodes.append(helper.make_node("Identity", [low.value(v)], [name], name=f"{name}_identity"))
     graph = helper.make_graph(
-        tracer.nodes, type(model).__name__,
-        [_value_info(helper, n, x, _axes(dynamic_axes, n, x.ndim)) for n, x in zip(input_names, inputs)],
-        [_value_info(helper, n, o, _axes(dynamic_axes, n, o.ndim)) for n, o in zip(output_names, outputs)],
-        initializer=tracer.initializers)
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="webgrad")
-    proto.ir_version = min(proto.ir_version, 9)  # readable by onnxruntime releases of the last years
+        low.nodes, type(model).__name__,
+        [_value_info(helper, n, x.dtype, x.shape, _axes(dynamic_axes, n, x.ndim)) for n, x in zip(input_names, args)],
+        [_value_info(helper, n, v.dtype, traced.shapes[v.id], _axes(dynamic_axes, n, len(v.shape)))
+         for n, v in zip(output_names, traced.graph.outputs)],
+        initializer=low.initializers)
+    # ir_version 9 at most: readable by onnxruntime releases of the last years
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="webgrad",
+                              ir_version=min(onnx.IR_VERSION, 9))
     onnx.checker.check_model(proto)
     onnx.save_model(proto, f)
     if verbose:
         print(helper.printable_graph(graph))
     return None
+
+
+def _parameter_names(model) -> dict:
+    """id(backend data) -> the parameter's or buffer's name, to name its initializer."""
+    names: dict = {}
+    for method in ("named_buffers", "named_parameters"):
+        for name, t in getattr(model, method, lambda: ())():
+            if t is not None:
+                names[id(t._data)] = name
+    return names

@@ -1,0 +1,281 @@
+"""One ONNX emitter per webgrad op, keyed by the op's ``defop`` record.
+
+``EMITTERS[op](low, node, *inputs, **attrs)`` writes the ONNX nodes for one graph node
+and returns the name of its result: ``low`` is the ``Lowering`` (``emit``, ``ints``,
+``scalar``...), ``node`` the IR node (its values carry shapes and dtypes), ``inputs``
+the ONNX names of its inputs and ``attrs`` the node's attrs, with ``Size``s where
+they follow a dynamic axis. An op with no entry here stops the export with its name.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..creation import tensor
+from ..dtypes import bool_
+from ..ops import conv, elementwise as E, indexing as I, linalg, movement as M, normalization, pool
+from ..ops import reduce as R, scan, sorting
+from ..tensor import Tensor
+from ._traced import ExportError, Size
+
+EMITTERS: dict = {}
+_ELEM = {"float32": 1, "int32": 6, "int64": 7, "bool": 9, "float16": 10, "float64": 11}
+
+
+def elem_type(dtype) -> int:
+    """ONNX's number for a webgrad dtype."""
+    if dtype.name not in _ELEM:
+        raise ExportError(f"onnx.export: dtype {dtype.name} has no ONNX mapping here; use float32 or int64")
+    return _ELEM[dtype.name]
+
+
+def _is_float(v) -> bool:
+    return v.dtype.is_floating_point
+
+
+# -- elementwise -----------------------------------------------------------------------
+def _same(onnx_op):
+    return lambda low, node, *inputs: low.emit(onnx_op, inputs)
+
+
+def _float_only(onnx_op):
+    """Floor, ceil, round: an integer is its own result."""
+    return lambda low, node, x: low.emit(onnx_op if _is_float(node.inputs[0]) else "Identity", [x])
+
+
+def _bool_or(onnx_op, bool_op):
+    """Add/mul/max/min of bools are or/and (as webgrad's kernels compute them)."""
+    return lambda low, node, x, y: low.emit(bool_op if node.inputs[0].dtype is bool_ else onnx_op, [x, y])
+
+
+def _as_bool(low, node, i, name):
+    return name if node.inputs[i].dtype is bool_ else low.emit("Cast", [name], to=9)
+
+
+def _logical(onnx_op):
+    return lambda low, node, x, y: low.emit(onnx_op, [_as_bool(low, node, 0, x), _as_bool(low, node, 1, y)])
+
+
+def _log1p(low, node, x):
+    return low.emit("Log", [low.emit("Add", [x, low.scalar(1, node.inputs[0])])])
+
+
+def _logical_not(low, node, x):
+    if node.inputs[0].dtype is bool_:
+        return low.emit("Not", [x])
+    return low.emit("Equal", [x, low.scalar(0, node.inputs[0])])
+
+
+def _never(low, x):
+    """All False, shaped like an integer ``x`` (x == x holds)."""
+    return low.emit("Not", [low.emit("Equal", [x, x])])
+
+
+def _isfinite(low, node, x):
+    if not _is_float(node.inputs[0]):
+        return low.emit("Equal", [x, x])
+    return low.emit("Not", [low.emit("Or", [low.emit("IsNaN", [x]), low.emit("IsInf", [x])])])
+
+
+def _remainder(low, node, x, y):
+    if not _is_float(node.inputs[0]):
+        return low.emit("Mod", [x, y], fmod=0)  # the divisor's sign, as Python's %
+    floor = low.emit("Floor", [low.emit("Div", [x, y])])
+    return low.emit("Sub", [x, low.emit("Mul", [y, floor])])
+
+
+def _floor_divide(low, node, x, y):
+    if _is_float(node.inputs[0]):
+        return low.emit("Floor", [low.emit("Div", [x, y])])
+    exact = low.emit("Sub", [x, low.emit("Mod", [x, y], fmod=0)])  # integer Div truncates; this divides exactly
+    return low.emit("Div", [exact, y])
+
+
+EMITTERS.update({
+    E.RELU: _same("Relu"), E.NEG: _same("Neg"), E.ABS: _same("Abs"), E.EXP: _same("Exp"), E.LOG: _same("Log"),
+    E.SQRT: _same("Sqrt"), E.SIN: _same("Sin"), E.COS: _same("Cos"), E.TANH: _same("Tanh"),
+    E.SIGMOID: _same("Sigmoid"), E.ERF: _same("Erf"), E.RECIPROCAL: _same("Reciprocal"), E.SIGN: _same("Sign"),
+    E.FLOOR: _float_only("Floor"), E.CEIL: _float_only("Ceil"), E.ROUND: _float_only("Round"),
+    E.LOG1P: _log1p,
+    E.RSQRT: lambda low, node, x: low.emit("Reciprocal", [low.emit("Sqrt", [x])]),
+    E.LOGICAL_NOT: _logical_not,
+    E.ISNAN: lambda low, node, x: low.emit("IsNaN", [x]) if _is_float(node.inputs[0]) else _never(low, x),
+    E.ISINF: lambda low, node, x: low.emit("IsInf", [x]) if _is_float(node.inputs[0]) else _never(low, x),
+    E.ISFINITE: _isfinite,
+    E.CAST: lambda low, node, x, *, dtype: low.emit("Cast", [x], to=elem_type(dtype)),
+    M.COPY: _same("Identity"),
+    E.ADD: _bool_or("Add", "Or"), E.MUL: _bool_or("Mul", "And"), E.SUB: _same("Sub"), E.DIV: _same("Div"),
+    E.POW: _same("Pow"), E.MAXIMUM: _bool_or("Max", "Or"), E.MINIMUM: _bool_or("Min", "And"),
+    E.REMAINDER: _remainder, E.FLOOR_DIVIDE: _floor_divide,
+    E.EQ: _same("Equal"), E.NE: lambda low, node, x, y: low.emit("Not", [low.emit("Equal", [x, y])]),
+    E.LT: _same("Less"), E.LE: _same("LessOrEqual"), E.GT: _same("Greater"), E.GE: _same("GreaterOrEqual"),
+    E.LOGICAL_AND: _logical("And"), E.LOGICAL_OR: _logical("Or"), E.LOGICAL_XOR: _logical("Xor"),
+    E.WHERE: _same("Where"),
+})
+
+
+# -- reductions -------------------------------------------------------------------------
+def _reduce(onnx_op, axes_input_since):
+    """ReduceSum takes its axes as an input from opset 13, the others from opset 18."""
+    def emit(low, node, x, *, dims, keepdim):
+        if not dims:
+            return low.emit("Identity", [x])  # no dim to reduce (ONNX would reduce them all)
+        axes = [int(d) for d in dims]
+        if low.opset >= axes_input_since:
+            return low.emit(onnx_op, [x, low.ints(axes)], keepdims=int(keepdim))
+        return low.emit(onnx_op, [x], axes=axes, keepdims=int(keepdim))
+    return emit
+
+
+def _arg_reduce(onnx_op):
+    def emit(low, node, x, *, dim, keepdim):
+        if dim is not None:
+            return low.emit(onnx_op, [x], axis=int(dim), keepdims=int(keepdim), select_last_index=0)
+        flat = low.emit(onnx_op, [low.emit("Reshape", [x, low.ints([-1])])], axis=0, keepdims=0)
+        return low.emit("Reshape", [flat, low.ints(low.shape(node.output))])
+    return emit
+
+
+def _layer_norm(low, node, x, *, ndims, eps):
+    if low.opset < 17:
+        raise ExportError(f"onnx.export: LayerNorm needs opset_version >= 17 (LayerNormalization), got {low.opset}")
+    shape = low.static(low.shape(node.inputs[0])[-ndims:], "LayerNorm's normalized shape")
+    scale = low.const(np.ones(shape, dtype=node.inputs[0].dtype.np), "ones")
+    return low.emit("LayerNormalization", [x, scale], axis=-int(ndims), epsilon=float(eps))
+
+
+def _argsort(low, node, x, *, descending):
+    n = low.shape(node.inputs[0])[-1]
+    _, indices = low.emit("TopK", [x, low.ints([n], "argsort's length")], outputs=2, axis=-1,
+                          largest=int(bool(descending)), sorted=1)
+    return indices
+
+
+def _cumsum(low, node, x):
+    if not node.inputs[0].shape:
+        return low.emit("Identity", [x])
+    return low.emit("CumSum", [x, low.const(np.array(-1, dtype=np.int64), "axis")])
+
+
+EMITTERS.update({
+    R.SUM: _reduce("ReduceSum", 13), R.AMAX: _reduce("ReduceMax", 18), R.AMIN: _reduce("ReduceMin", 18),
+    R.PROD: _reduce("ReduceProd", 18), R.ARGMAX: _arg_reduce("ArgMax"), R.ARGMIN: _arg_reduce("ArgMin"),
+    R.SOFTMAX: lambda low, node, x, *, dim: low.emit("Softmax", [x], axis=int(dim)),
+    R.LOG_SOFTMAX: lambda low, node, x, *, dim: low.emit("LogSoftmax", [x], axis=int(dim)),
+    normalization.LAYER_NORM_CORE: _layer_norm, sorting.ARGSORT: _argsort, scan.CUMSUM: _cumsum,
+})
+
+
+# -- matmul, convolution, pooling ---------------------------------------------------------
+def _conv2d(low, node, x, w, *, stride, padding, dilation, groups):
+    top, bottom, left, right = low.static(padding, "conv2d's padding")
+    return low.emit("Conv", [x, w], kernel_shape=list(node.inputs[1].shape[2:]), strides=list(stride),
+                    pads=[top, left, bottom, right], dilations=list(dilation), group=int(groups))
+
+
+def _max_pool(low, node, x, source, *, kernel, stride, padding, dilation, out_hw):
+    if node.inputs[0] is not node.inputs[1]:
+        raise ExportError("onnx.export: max_pool2d_select of another tensor's values (a max-pool gradient) is "
+                          "not exported")
+    h, w = low.static(low.shape(node.inputs[0])[2:], "max_pool2d's input size")
+    (kh, kw), (sh, sw), (top, left), (dh, dw), (ho, wo) = kernel, stride, padding, dilation, out_hw
+    # The rows and columns of padding after the input that the last window reaches (ceil_mode
+    # makes more windows): with them ONNX's floor rule gives exactly (ho, wo) windows.
+    bottom = max(0, (ho - 1) * sh + (kh - 1) * dh + 1 - (h + top))
+    right = max(0, (wo - 1) * sw + (kw - 1) * dw + 1 - (w + left))
+    return low.emit("MaxPool", [x], kernel_shape=[kh, kw], strides=[sh, sw], pads=[top, left, bottom, right],
+                    dilations=[dh, dw])
+
+
+EMITTERS.update({linalg.MATMUL: _same("MatMul"), conv.CONV2D: _conv2d, pool.MAX_POOL2D_SELECT: _max_pool})
+
+
+# -- movement ---------------------------------------------------------------------------
+def _reshape(low, node, x, *, shape):
+    zero = any(n == 0 for n in shape if not isinstance(n, Size))
+    extra = {"allowzero": 1} if zero and low.opset >= 14 else {}  # a 0 in the shape means 0, not "copy"
+    return low.emit("Reshape", [x, low.ints(shape, "a reshape's shape", infer_one=True)], **extra)
+
+
+def _slice(low, node, x, *, slices):
+    shape = low.shape(node.inputs[0])
+    cut = [(d, s) for d, s in enumerate(slices) if tuple(s) != (0, shape[d], 1)]
+    if not cut:
+        return low.emit("Identity", [x])
+    starts, ends, steps = zip(*(s for _, s in cut))
+    return low.emit("Slice", [x, low.ints(starts, "a slice's start"), low.ints(ends, "a slice's stop"),
+                              low.ints([d for d, _ in cut]), low.ints(steps)])
+
+
+def _unslice(low, node, g, *, shape, slices):
+    """Zeros of ``shape`` with g placed at ``slices``: a Pad, for unit steps."""
+    slices = list(slices) + [(0, n, 1) for n in shape[len(slices):]]
+    if any(step != 1 for _, _, step in slices):
+        raise ExportError(f"onnx.export: unslice with a step ({traced_where(low, node)}) is not exported")
+    before = [start for start, _, _ in slices]
+    after = [n - stop for n, (_, stop, _) in zip(shape, slices)]
+    return low.emit("Pad", [g, low.ints(before + after, "a padding")])
+
+
+def _flip(low, node, x, *, dims):
+    k = len(dims)
+    return low.emit("Slice", [x, low.ints([-1] * k), low.ints([np.iinfo(np.int64).min] * k),
+                              low.ints([int(d) for d in dims]), low.ints([-1] * k)])
+
+
+def traced_where(low, node) -> str:
+    return low.traced.where(node)
+
+
+EMITTERS.update({
+    M.RESHAPE: _reshape, M.SLICE: _slice, M.UNSLICE: _unslice, M.FLIP: _flip,
+    M.PERMUTE: lambda low, node, x, *, dims: low.emit("Transpose", [x], perm=[int(d) for d in dims]),
+    M.EXPAND: lambda low, node, x, *, shape: low.emit("Expand", [x, low.ints(shape, "an expand's shape")]),
+    M.CAT: lambda low, node, *xs, dim: low.emit("Concat", xs, axis=int(dim)),
+})
+
+
+# -- indexing ---------------------------------------------------------------------------
+def _needs_opset(low, node, opset, onnx_op):
+    if low.opset < opset:
+        raise ExportError(f"onnx.export: '{node.op.name}' ({traced_where(low, node)}) needs opset_version >= "
+                          f"{opset} ({onnx_op} with reduction='add'), got {low.opset}")
+
+
+def _scatter_add(low, node, x, index, src, *, dim):
+    _needs_opset(low, node, 16, "ScatterElements")
+    index_shape, src_shape = low.shape(node.inputs[1]), low.shape(node.inputs[2])
+    if tuple(index_shape) != tuple(src_shape):  # torch reads only src's leading corner
+        src = _slice(low, node, src, slices=[(0, n, 1) for n in index_shape])
+    return low.emit("ScatterElements", [x, index, src], axis=int(dim), reduction="add")
+
+
+def _index_add(low, node, base, index, src):
+    _needs_opset(low, node, 16, "ScatterND")
+    positions = low.emit("Unsqueeze", [index, low.ints([-1])])
+    return low.emit("ScatterND", [base, positions, src], reduction="add")
+
+
+def _index_put(low, node, x, value, *positions, key, view=None):
+    """``x[key] = value`` out of place: the positions ``x[key]`` selects, computed here from the
+    key, then one ScatterND into x flattened. The key's index tensors must be constants."""
+    shape = low.static(low.shape(node.inputs[0]), "the shape of a tensor written by x[key] = value")
+    items = key if isinstance(key, tuple) else (key,)
+    constants = {id(v.data) for v in low.traced.graph.values if v.source in ("capture", "const")}
+    for item in items:
+        if isinstance(item, Tensor) and id(item._data) not in constants:
+            raise ExportError(f"onnx.export: x[index] = value with an index tensor computed in forward "
+                              f"({traced_where(low, node)}) is not exported; use scatter_add or where")
+    cpu_key = tuple(i.cpu() if isinstance(i, Tensor) else i for i in items)
+    numbered = tensor(np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape))
+    selected = I.getitem(numbered, cpu_key if isinstance(key, tuple) else cpu_key[0]).numpy()
+    flat = low.emit("Reshape", [x, low.ints([-1])])
+    updates = low.emit("Expand", [value, low.ints(selected.shape)])
+    written = low.emit("ScatterND", [flat, low.const(selected[..., None], "positions"), updates])
+    return low.emit("Reshape", [written, low.ints(shape)])
+
+
+EMITTERS.update({
+    I.TAKE: lambda low, node, x, index: low.emit("Gather", [x, index], axis=0),
+    I.GATHER: lambda low, node, x, index, *, dim: low.emit("GatherElements", [x, index], axis=int(dim)),
+    I.SCATTER_ADD: _scatter_add, I.INDEX_ADD: _index_add, I.INDEX_PUT: _index_put,
+})
