@@ -26,6 +26,7 @@ NN = ("tests/test_nn_modules.py", "tests/test_nn_functional.py")
 OPTIM = ("tests/test_optim.py", "tests/test_optim_more.py")
 SERVER = ("tests/test_server.py", H + "test_server_hostile.py")
 LOAD = (H + "test_load_state_dict.py", "tests/test_serialize.py")
+IR = ("tests/test_graph_ir.py",)
 
 MUTANTS = [
     # -- issue 7's list of bugs the suite missed -------------------------------------------------------
@@ -154,6 +155,32 @@ MUTANTS = [
     M("replayed-updates-keep-the-recorded-scalars", "core/backend/webgpu/optim.py",
       "        struct.pack_into(\"<12f\", out, 32, *(float(values.get(name, 0.0)) for name in FIELDS), 0.0)\n",
       "        pass\n", ("tests/test_compile.py -k learning_rate",)),
+    # -- the IR's facts and its verifier (issue 20) ---------------------------------------------
+    M("graph-ir-last-use-forgets-results", "core/graph/analysis.py", "        df.last_use[v.id] = end\n", "", IR),
+    M("graph-ir-written-every-input", "core/graph/analysis.py",
+      "writer.inputs[:writer.op.mutates]", "writer.inputs", IR),
+    M("graph-ir-written-first-group-member", "core/graph/analysis.py",
+      "for writer in node.members or [node]:", "for writer in [node]:", IR),
+    M("graph-ir-inplace-reads-do-not-escape", "core/graph/analysis.py",
+      "            df.escaping.update(v.id for v in node.inputs)\n", "", IR),
+    M("graph-ir-aliases-not-transitive", "core/graph/analysis.py",
+      "                if base in members:", "                if False:", IR),
+    M("graph-ir-single-use-of-an-escaping-value", "core/graph/analysis.py",
+      " and value_id not in self.escaping", "", IR),
+    M("graph-ir-verify-use-before-def", "core/graph/verify.py",
+      "            if v.id not in defined:\n", "            if False:\n", IR),
+    M("graph-ir-verify-value-made-twice", "core/graph/verify.py",
+      "            if node.output.id in defined:\n", "            if False:\n", IR),
+    M("graph-ir-verify-inplace-with-output", "core/graph/verify.py",
+      "    if op.inplace != (node.output is None):\n", "    if False:\n", IR),
+    M("graph-ir-verify-dtype-unchecked", "core/graph/verify.py", " or dtype is not out.dtype", "", IR),
+    M("graph-ir-verify-fused-members-unchecked", "core/graph/verify.py",
+      "        _check_node(member, here, fail, device)\n", "", IR),
+    M("graph-ir-verify-grouped-inputs-unchecked", "core/graph/verify.py",
+      "    if [v.id for v in node.inputs] != [v.id for m in members for v in m.inputs]:", "    if False:", IR),
+    M("graph-ir-verify-outputs-unchecked", "core/graph/verify.py",
+      "            fail(f\"output {k}\", f\"returns", "            (f\"output {k}\", f\"returns", IR),
+    M("graph-ir-verify-foreign-values", "core/graph/verify.py", " or graph.values[v.id] is not v", "", IR),
     # -- server (issue 7) ----------------------------------------------------------------
     M("stale-temporaries-of-live-savers-removed", "core/serialize.py",
       "dead = host == _HOST and pid != os.getpid() and not _process_alive(pid)",
