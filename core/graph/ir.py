@@ -53,6 +53,10 @@ class Node:
     def inplace(self) -> bool:
         return self.output is None
 
+    def label(self) -> str:
+        """The op's name, or ``fused[a,b,...]`` for a node standing for a fused chain."""
+        return self.op.name if self.fused is None else "fused[" + ",".join(n.op.name for n in self.fused) + "]"
+
 
 @dataclass(eq=False)
 class Graph:
@@ -114,7 +118,7 @@ def format_graph(graph: Graph) -> str:
         if vals:
             lines.append(f"  {source + 's:':9} " + ", ".join(f"{v}: {v.type_str()}" for v in vals))
     for node in graph.nodes:
-        name = node.op.name if node.fused is None else "fused[" + ",".join(n.op.name for n in node.fused) + "]"
+        name = node.label()
         args = ", ".join(repr(v) for v in node.inputs)
         attrs = _attr_str(node.attrs) if node.fused is None else ""
         left = f"{node.output}: {node.output.type_str()}" if node.output is not None else "(in-place)"

@@ -49,9 +49,8 @@ class _Abstract:
 
 
 def describe(node: Node) -> str:
-    name = node.op.name if node.fused is None else "fused[" + ",".join(n.op.name for n in node.fused) + "]"
     left = "(in-place)" if node.output is None else f"{node.output}: {node.output.type_str()}"
-    return f"{left} = {name}({', '.join(repr(v) for v in node.inputs)})"
+    return f"{left} = {node.label()}({', '.join(repr(v) for v in node.inputs)})"
 
 
 def verify(graph: Graph, after: str = "") -> None:
