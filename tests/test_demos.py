@@ -103,8 +103,6 @@ def test_server_serves_the_demo_sources(tmp_path):
 
 def test_widget_python_half_pulls_and_predicts_like_the_model(tmp_path):
     """webgrad.web.widget (what <webgrad-model> runs in the worker), natively against a live store."""
-    import base64
-
     from conftest import run_async
 
     import numpy as np
@@ -121,12 +119,12 @@ def test_widget_python_half_pulls_and_predicts_like_the_model(tmp_path):
         info = run_async(widget.load("k", f"{base}/api/models/w-digits"))
         assert info["input_shape"] == [1, 64] and info["labels"] == digits.LABELS
         assert info["metadata"]["image"] == {"height": 8, "width": 8, "channels": 1}
-        out = widget.predict("k", base64.b64encode(image.tobytes()).decode(), [2, 64])
-        got = np.frombuffer(base64.b64decode(out["outputs"]), "<f4").reshape(out["shape"])
+        out = widget.predict("k", image.tobytes(), [2, 64])
+        got = np.asarray(out["outputs"], "<f4").reshape(out["shape"])
         assert out["shape"] == [2, 10]
         np.testing.assert_allclose(got, demo.model(demo.x_test[:2]).detach().numpy(), rtol=1e-5, atol=1e-6)
         with pytest.raises(widget.WidgetError, match="not the 64 float32 values of shape"):
-            widget.predict("k", "AAAA", [1, 64])
+            widget.predict("k", b"\0\0\0", [1, 64])
         import webgrad  # a weights-only push cannot be rebuilt: a clear error
 
         webgrad.store.push(demo.model.state_dict(), "w-weights", url=base)
@@ -134,7 +132,7 @@ def test_widget_python_half_pulls_and_predicts_like_the_model(tmp_path):
             run_async(widget.load("k2", f"{base}/api/models/w-weights"))
         widget.dispose("k")
         with pytest.raises(widget.WidgetError, match="no model loaded"):
-            widget.predict("k", base64.b64encode(image[:1].tobytes()).decode(), [1, 64])
+            widget.predict("k", image[:1].tobytes(), [1, 64])
 
 
 def test_demos_push_records_their_input_for_the_widget(tmp_path):

@@ -358,8 +358,6 @@ def test_widget_python_half_takes_token_ids_and_generates(fresh):
     """What <webgrad-model> runs in the worker: int32 ids from the page reach a token model as
     its recorded dtype (an Embedding refuses floats), and generate() samples from the last
     position's logits within the recorded context."""
-    import base64
-
     from webgrad.web import widget
 
     chars = list("ab cd")
@@ -368,10 +366,10 @@ def test_widget_python_half_takes_token_ids_and_generates(fresh):
     run_async(widget.load("lm", f"{fresh}/api/models/lm", True))
     try:
         ids = np.array([[0, 1, 2]], dtype="<i4")
-        out = widget.predict("lm", base64.b64encode(ids.tobytes()).decode(), [1, 3], "int32")
+        out = widget.predict("lm", ids.tobytes(), [1, 3], "int32")
         expected = predictions(lm, webgrad.tensor(ids.astype(np.int64)))
         assert out["shape"] == [1, 3, 5]
-        got = np.frombuffer(base64.b64decode(out["outputs"]), dtype="<f4").reshape(1, 3, 5)
+        got = np.asarray(out["outputs"], dtype="<f4").reshape(1, 3, 5)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
         written = widget.generate("lm", "ab", 30, 0.9, seed=3)  # 32 tokens > context 4: the window slides
         assert len(written["text"]) == 30 and set(written["text"]) <= set(chars)
@@ -380,7 +378,7 @@ def test_widget_python_half_takes_token_ids_and_generates(fresh):
         with pytest.raises(widget.WidgetError, match="temperature must be > 0"):
             widget.generate("lm", "ab", 5, 0)
         with pytest.raises(widget.WidgetError, match="values come as float32 or int32, not 'int8'"):
-            widget.predict("lm", "", [1, 0], "int8")
+            widget.predict("lm", b"", [1, 0], "int8")
     finally:
         widget.dispose("lm")
     store.push(nn.Linear(3, 2), "linear", url=fresh)

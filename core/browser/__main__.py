@@ -90,9 +90,9 @@ def _junit_in_page(junitxml: str | None) -> str | None:
 
 def _run_script(session: BrowserSession, args, extra: list[str], files: dict[str, bytes]) -> int:
     session.put_files(files)
-    session.ok(f"_webgrad_enter({WORKDIR!r}, {session.device!r})")
+    session.call_ok("enter", WORKDIR, session.device)
     session.snapshot()
-    out = session.run(f"_webgrad_run_script({_page_path(args.script)!r}, {extra!r})", args.timeout)
+    out = session.call("run_script", _page_path(args.script), extra, timeout_s=args.timeout)
     if out.get("timed_out"):
         print(f"webgrad.browser: {args.script} ran past --timeout {args.timeout:g} s and was interrupted",
               file=sys.stderr)
@@ -114,14 +114,14 @@ PYTEST_CONFIG = ("conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "to
 def _run_pytest(session: BrowserSession, args, extra: list[str], files: dict[str, bytes]) -> int:
     # The current folder's conftest.py and pytest configuration come along (_files_for), as pytest reads them.
     session.put_files(files)
-    session.ok(f"_webgrad_enter({WORKDIR!r}, {session.device!r})")
-    session.ok("await _webgrad_install_pytest()")
+    session.call_ok("enter", WORKDIR, session.device)
+    session.call_ok("install_pytest")
     pytest_args = [_page_path(p) for p in args.paths] + ["-v"]
     if args.keyword:
         pytest_args += ["-k", args.keyword]
     pytest_args += extra
     junit = _junit_in_page(args.junitxml)
-    out = session.run(f"_webgrad_pytest({pytest_args!r}, {junit!r})", args.timeout)
+    out = session.call("run_pytest", pytest_args, junit, timeout_s=args.timeout)
     if out.get("timed_out"):
         print(f"webgrad.browser: pytest ran past --timeout {args.timeout:g} s and was interrupted", file=sys.stderr)
         return TIMED_OUT
@@ -129,7 +129,7 @@ def _run_pytest(session: BrowserSession, args, extra: list[str], files: dict[str
         print(out["error"]["traceback"] or out["error"]["message"], file=sys.stderr)
         return 1
     if junit is not None:
-        report = session.ok(f"open({junit!r}).read()")
+        report = session.call_ok("read_text", junit)
         Path(args.junitxml).parent.mkdir(parents=True, exist_ok=True)
         Path(args.junitxml).write_text(report)
     return int(out["result"])

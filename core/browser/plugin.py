@@ -5,8 +5,8 @@
   raises ``BrowserError`` with the page's traceback; ``browser_runtime.device``.
 - ``@pytest.mark.in_browser``: the marked test function runs in the page instead: its
   module's source is loaded there (so module-level imports and helpers work) and the
-  function is called without arguments. Python files beside the test module are copied
-  in too, so ``from model import Net`` works as natively.
+  function is called without arguments (``webgrad.web.runner.call_test``). Python files
+  beside the test module are copied in too, so ``from model import Net`` works as natively.
 
 Options: ``--webgrad-url`` (a running site; default: start one from this checkout),
 ``--webgrad-device`` (auto, cpu, webgpu), ``--webgrad-chromium``, ``--webgrad-headed``.
@@ -21,29 +21,6 @@ from pathlib import Path
 import pytest
 
 IN_PAGE = sys.platform == "emscripten"
-
-# Defined once in the page: load a module from its source under its own name and call one function.
-_LOADER = r'''
-import ast, sys, traceback, types
-
-def _webgrad_call_in_browser(path, name):
-    """Load the test module from ``path`` with pytest's assertion rewriting, call ``name``;
-    the formatted failure (from the test's own frame on), or None when it passed."""
-    from _pytest.assertion.rewrite import rewrite_asserts
-    source = open(path, "rb").read()
-    tree = ast.parse(source, filename=path)
-    rewrite_asserts(tree, source, path)
-    module = types.ModuleType("webgrad_in_browser_" + path.rsplit("/", 1)[-1][:-3])
-    module.__file__ = path
-    sys.modules[module.__name__] = module
-    exec(compile(tree, path, "exec"), module.__dict__)
-    try:
-        getattr(module, name)()
-    except BaseException as error:
-        return "".join(traceback.format_exception(type(error), error, error.__traceback__.tb_next))
-    return None
-'''
-
 
 def pytest_addoption(parser):
     group = parser.getgroup("webgrad", "webgrad in headless Chromium")
@@ -76,8 +53,7 @@ class BrowserRuntime:
         folder = module_file.parent
         if folder not in self._copied:
             target = self._copied[folder] = f"{WORKDIR}/in_browser/{len(self._copied)}"
-            self._session.put_files({p.name: p.read_bytes() for p in folder.glob("*.py")}, target)
-            self._session.ok(f"import sys\nsys.path.insert(0, {target!r})")
+            self._session.put_files({p.name: p.read_bytes() for p in folder.glob("*.py")}, target)  # on sys.path
         return self._copied[folder]
 
 
@@ -89,8 +65,7 @@ def browser_runtime(request):
     with Site(option("--webgrad-url")) as site, BrowserSession(
             str(site.url), option("--webgrad-device"), option("--webgrad-chromium"),
             option("--webgrad-headed")) as session:
-        session.ok("await _webgrad_install_pytest()")
-        session.ok(_LOADER)
+        session.call_ok("install_pytest")
         yield BrowserRuntime(session)
 
 
@@ -104,8 +79,7 @@ def pytest_pyfunc_call(pyfuncitem):
     runtime = pyfuncitem._request.getfixturevalue("browser_runtime")
     module_file = Path(pyfuncitem.module.__file__)
     folder = runtime._copy_folder_of(module_file)
-    failure = runtime.run(f"_webgrad_call_in_browser({folder + '/' + module_file.name!r}, "
-                          f"{pyfuncitem.originalname!r})")
+    failure = runtime._session.call_ok("call_test", f"{folder}/{module_file.name}", pyfuncitem.originalname)
     if failure:
         pytest.fail(f"in the browser ({runtime.device}):\n{failure}", pytrace=False)
     return True

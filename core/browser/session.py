@@ -7,7 +7,8 @@
   Chromium, then one on ``PATH``. Nothing is downloaded.
 - ``BrowserSession``: headless Chromium (through Playwright) on ``/runner.html``, which
   boots the runtime; stdout, stderr and ``webgrad_progress`` events reach ``on_output``
-  as they happen; ``run(code)`` runs Python in the page; files go in and out as zips.
+  as they happen; ``run(code)`` runs Python source in the page, ``call(function, *args)``
+  a function of ``webgrad.web.runner`` there (files in and out as zips, scripts, pytest).
 """
 from __future__ import annotations
 
@@ -177,104 +178,18 @@ def collect(paths, base: Path | None = None) -> dict[str, bytes]:
     return found
 
 
-# Python run in the page: file transfer, scripts and pytest.
-_PAGE_HELPERS = r'''
-import base64, io, os, runpy, sys, traceback, zipfile
-import __main__
+RUNNER = "webgrad.web.runner"  # the wheel's module the driver calls in the page (files, scripts, pytest)
 
-def _webgrad_put(encoded, target):
-    zipfile.ZipFile(io.BytesIO(base64.b64decode(encoded))).extractall(target)
 
-def _webgrad_snapshot(top):
-    seen = {}
-    for folder, _, names in os.walk(top):
-        for name in names:
-            path = os.path.join(folder, name)
-            info = os.stat(path)
-            seen[os.path.relpath(path, top)] = (info.st_mtime_ns, info.st_size)
-    return seen
+def _ms(timeout_s: float | None) -> int | None:
+    return None if timeout_s is None else int(timeout_s * 1000)
 
-def _webgrad_changed(top, before):
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, stamp in sorted(_webgrad_snapshot(top).items()):
-            if before.get(name) != stamp:
-                archive.write(os.path.join(top, name), name)
-    return base64.b64encode(buffer.getvalue()).decode()
 
-def _webgrad_enter(workdir, device):
-    os.makedirs(workdir, exist_ok=True)
-    os.chdir(workdir)
-    if workdir not in sys.path:
-        sys.path.insert(0, workdir)
-    import webgrad
-    webgrad.set_default_device(device)
-
-def _webgrad_print_from(path, error):
-    """The traceback from the script's own frames on (runpy's frames are noise)."""
-    tb = error.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != path:
-        tb = tb.tb_next
-    traceback.print_exception(type(error), error, tb or error.__traceback__)
-
-def _webgrad_run_script(path, argv):
-    path = os.path.abspath(path)
-    sys.argv = [path, *argv]
-    names = ("webgrad_progress", "WEBGRAD_DEVICE", "WEBGRAD_BASE_URL")
-    hooks = {k: v for k, v in __main__.__dict__.items() if k in names}
-    try:
-        runpy.run_path(path, init_globals=hooks, run_name="__main__")
-        return 0
-    except SystemExit as exit:
-        if exit.code is None or isinstance(exit.code, int):
-            return exit.code or 0
-        print(exit.code, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        raise
-    except BaseException as error:
-        _webgrad_print_from(path, error)
-        return 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-
-'''
-
-# Installs pytest in the page; the project's own browser tests use it too.
-INSTALL_PYTEST_SOURCE = r'''
-async def _webgrad_install_pytest():
-    """pytest and its dependencies from the site's own /pyodide-extra/ (no network beyond it)."""
-    import sysconfig
-    from urllib.parse import urljoin
-    from pyodide.http import pyfetch
-    try:
-        import pytest  # noqa: F401
-        return
-    except ImportError:
-        pass
-    index_url = urljoin(WEBGRAD_BASE_URL, "pyodide-extra/index.json")
-    index = await (await pyfetch(index_url)).json()
-    for package in index["packages"]:
-        response = await pyfetch(urljoin(index_url, package["url"]))
-        if not response.ok:
-            raise RuntimeError(f"{package['url']}: HTTP {response.status}")
-        await response.unpack_archive(extract_dir=sysconfig.get_paths()["purelib"], format="wheel")
-'''
-
-_PAGE_HELPERS += INSTALL_PYTEST_SOURCE + r'''
-def _webgrad_pytest(args, junit=None):
-    import pytest
-    for name in [m for m in sys.modules if m == "conftest" or m.startswith(("test_", "conftest."))]:
-        del sys.modules[name]  # a second session in the same page collects afresh
-    # webgrad is imported before pytest starts (the runtime did), so pytest cannot rewrite its asserts: say nothing.
-    quiet = ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
-    report = ["--junitxml", junit] if junit else []  # only when asked for: pytest then names it
-    code = pytest.main(list(args) + report + ["-p", "no:cacheprovider", "-p", "no:faulthandler"] + quiet)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    return int(code)
-'''
+def _value(out: dict):
+    if "error" in out:
+        error = out["error"]
+        raise BrowserError(error["traceback"] or error["message"])
+    return out["result"]
 
 
 class BrowserSession:
@@ -317,7 +232,6 @@ class BrowserSession:
             self.page.on("pageerror", lambda e: self.console.append(f"pageerror: {e}"))
             self.page.expose_function("webgradRunnerOutput", self._output)
             self._boot()
-            self.page.evaluate("code => window.webgradRuntime.run(code)", _PAGE_HELPERS)
         except BaseException:
             self.close()
             raise
@@ -348,40 +262,30 @@ class BrowserSession:
     def run(self, code: str, timeout_s: float | None = None) -> dict:
         """Run ``code`` in the page: ``{"result": value}``, ``{"error": {...}}`` for a Python exception,
         or ``{"timed_out": True}`` after ``timeout_s`` (the run is interrupted first)."""
-        return self.page.evaluate("""async ([code, ms]) => {
-            const runtime = window.webgradRuntime;
-            const running = runtime.run(code).then(
-                (out) => ({result: out.result}),
-                (err) => ({error: {message: err.message, traceback: err.traceback || null,
-                                   pythonType: err.pythonType || null}}));
-            if (ms === null) return await running;
-            let timer;
-            const late = new Promise((resolve) => { timer = setTimeout(() => resolve(null), ms); });
-            const first = await Promise.race([running, late]);
-            clearTimeout(timer);
-            if (first !== null) return first;
-            await runtime.interrupt();
-            await running;
-            return {timed_out: true};
-        }""", [code, None if timeout_s is None else int(timeout_s * 1000)])
+        return self.page.evaluate("args => webgradRunner.run(args)", [code, _ms(timeout_s)])
+
+    def call(self, function: str, *args, timeout_s: float | None = None, module: str = RUNNER) -> dict:
+        """``module.function(*args)`` in the page (``runtime.call``: no source is built), answered as ``run``."""
+        return self.page.evaluate("args => webgradRunner.call(args)", [module, function, list(args), _ms(timeout_s)])
 
     def ok(self, code: str):
         """The value of ``code``; a Python exception raises BrowserError with the page's traceback."""
-        out = self.run(code)
-        if "error" in out:
-            error = out["error"]
-            raise BrowserError(error["traceback"] or error["message"])
-        return out["result"]
+        return _value(self.run(code))
+
+    def call_ok(self, function: str, *args):
+        """The value of ``webgrad.web.runner.function(*args)`` in the page, as ``ok``."""
+        return _value(self.call(function, *args))
 
     def put_files(self, files: dict[str, bytes], target: str = WORKDIR) -> None:
-        self.ok(f"_webgrad_put({zip_files(files)!r}, {target!r})")
+        """Copy ``files`` under ``target`` in the page, which joins ``sys.path`` there."""
+        self.call_ok("put", zip_files(files), target)
 
     def snapshot(self, top: str = WORKDIR) -> None:
-        self.ok(f"_webgrad_before = _webgrad_snapshot({top!r})")
+        self.call_ok("snapshot", top)
 
     def changed_files(self, top: str = WORKDIR) -> dict[str, bytes]:
         """Files under ``top`` written since ``snapshot()``."""
-        return unzip_files(self.ok(f"_webgrad_changed({top!r}, _webgrad_before)"))
+        return unzip_files(self.call_ok("changed", top))
 
     def close(self) -> None:
         for stop in (self._browser and self._browser.close, self._playwright and self._playwright.stop):

@@ -1,22 +1,21 @@
 """The Python half of the ``<webgrad-model>`` widget (``web/widget/``).
 
-The widget's page side boots the runtime and calls, through ``runtime.run``::
+The widget's page side boots the runtime and calls these by name, with
+``runtime.call("webgrad.web.widget", name, args)`` (no Python source is built)::
 
-    from webgrad.web import widget
-    await widget.load(key, url, trust_code)        # -> the model's info dict (webgrad.store.info)
-    widget.predict(key, data_b64, shape, dtype)    # -> {"outputs": base64 float32, "shape": [...]}
-    widget.generate(key, prompt, length, temperature)  # -> {"text": ..., "tokens": [...]}
-    widget.dispose(key)
+    await load(key, url, trust_code)            # -> the model's info dict (webgrad.store.info)
+    predict(key, values, shape, dtype)          # -> {"outputs": float32 values, "shape": [...]}
+    generate(key, prompt, length, temperature, seed)  # -> {"text": ..., "tokens": [...]}
+    dispose(key)
 
-Tensors cross the boundary as base64 of little-endian bytes: float32 for real-valued
-inputs and outputs, int32 for token ids (an embedding takes integer indices, never
-floats; the model gets them as its recorded input dtype, e.g. int64). Compact, and
-exact (the page gets the very float32 values the model computed). It also runs
-natively (tests call it against a live store).
+Tensors cross the boundary as raw little-endian bytes, a typed array's buffer moved to
+the worker (a memoryview here) and a flat float32 array moved back (a Float32Array
+there): float32 for real-valued inputs and outputs, int32 for token ids (an embedding
+takes integer indices, never floats; the model gets them as its recorded input dtype,
+e.g. int64). Exact: the page gets the very float32 values the model computed. It also
+runs natively (tests call it against a live store, with bytes).
 """
 from __future__ import annotations
-
-import base64
 
 import numpy as np
 
@@ -67,8 +66,10 @@ def _run(model, values: np.ndarray):
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
-def predict(key: str, data_b64: str, shape, dtype: str = "float32") -> dict:
-    """Run the model on one batch: ``shape`` values, row-major, as ``dtype`` ("float32" or "int32").
+def predict(key: str, data, shape, dtype: str = "float32") -> dict:
+    """Run the model on one batch: ``data`` holds ``shape`` values, row-major, as little-endian
+    ``dtype`` ("float32" or "int32") bytes (bytes, a memoryview, any buffer). Returns the first
+    output as flat float32 values (``outputs``) and its ``shape``.
 
     Integer values are given to the model as its recorded input dtype (int64 for most token
     models), floats as float32.
@@ -77,7 +78,11 @@ def predict(key: str, data_b64: str, shape, dtype: str = "float32") -> dict:
     if dtype not in WIRE_DTYPES:
         raise WidgetError(f"widget.predict: values come as {' or '.join(WIRE_DTYPES)}, not {dtype!r}")
     shape = [int(s) for s in shape]
-    raw = base64.b64decode(data_b64)
+    try:
+        raw = memoryview(data).cast("B")
+    except TypeError:
+        raise WidgetError(f"widget.predict: values come as bytes (a typed array's buffer), not "
+                          f"{type(data).__name__}") from None
     count = int(np.prod(shape))
     if len(raw) != 4 * count:
         raise WidgetError(f"widget.predict: {len(raw)} bytes are not the {count} {dtype} values of shape {shape}")
@@ -89,7 +94,7 @@ def predict(key: str, data_b64: str, shape, dtype: str = "float32") -> dict:
         values = values.astype(np.float32)  # integers typed into a float model's fields
     output = _run(model, values.copy())
     result = np.ascontiguousarray(output.detach().cpu().numpy(), dtype="<f4")
-    return {"outputs": base64.b64encode(result.tobytes()).decode("ascii"), "shape": list(result.shape)}
+    return {"outputs": result.reshape(-1), "shape": list(result.shape)}
 
 
 def _tokenizer(record: dict):

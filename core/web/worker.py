@@ -12,6 +12,10 @@
   ``{"ok": True, "result": <JSON-able>, "display": <mime bundle or None>}`` or
   ``{"ok": False, "type", "message", "traceback", "line"}`` with the traceback
   trimmed to the user's frames (Pyodide's own frames dropped, webgrad's kept).
+- ``call(module, function, args)`` for each ``call`` message: calls a function of one of
+  webgrad's own modules with ``args`` (typed arrays arrive as memoryviews, no base64 and no
+  Python source built in JS); returns ``{"ok": True, "result": <wire value>}`` or the same
+  error record as ``run_cell``.
 - ``list_files()``: the files the code wrote under the working directory.
 
 ``hooks`` is a JS object: ``post_progress(obj)``, ``ask_input(prompt) -> str | None``
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import inspect
 import json
 import linecache
 import os
@@ -298,6 +303,65 @@ async def run_cell(code: str, filename: str = CELL) -> dict:
         return {"ok": True, "result": jsonable(value), "display": display(value)}
     except BaseException as error:  # noqa: B036 (KeyboardInterrupt and SystemExit are reported too)
         return describe_error(error, filename)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+
+
+CALLABLE = "webgrad"  # the package whose modules a `call` message may name
+
+
+def resolve(module: str, function: str) -> Any:
+    """The function ``module.function`` a ``call`` message names: only webgrad's own modules,
+    only public names; anything else is a ValueError saying what may be called."""
+    if module != CALLABLE and not module.startswith(CALLABLE + "."):
+        raise ValueError(f"runtime.call: only webgrad's own modules (webgrad.*) can be called, not {module!r}; "
+                         "run other Python with runtime.run(code)")
+    if not function.isidentifier() or function.startswith("_"):
+        raise ValueError(f"runtime.call: {function!r} is not a public function name of {module}")
+    try:
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise ValueError(f"runtime.call: there is no module {module!r}") from None
+    target = getattr(imported, function, None)
+    if not callable(target):
+        raise ValueError(f"runtime.call: {module} has no function {function!r}")
+    return target
+
+
+def from_js(value: Any) -> Any:
+    """A call's arguments as Python: JS arrays and objects become lists and dicts, typed arrays
+    and ArrayBuffers memoryviews (one copy out of the JS heap); native values pass unchanged."""
+    to_py = getattr(value, "to_py", None)  # a JsProxy: only in the page
+    return to_py() if to_py is not None else value
+
+
+def wire(value: Any, _depth: int = 0) -> Any:
+    """A call's result for the page: as ``jsonable``, except that one-dimensional numpy arrays
+    and bytes-like values stay buffers, which reach the page as typed arrays (transferred)."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return np.ascontiguousarray(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return value
+    if isinstance(value, dict) and _depth < 50:
+        return {str(k): wire(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and _depth < 50:
+        return [wire(v, _depth + 1) for v in value]
+    return jsonable(value, _depth)
+
+
+async def call(module: str, function: str, args: Any = ()) -> dict:
+    """Call ``module.function(*args)`` (awaited when it is a coroutine) for a ``call`` message."""
+    module, function = str(module), str(function)
+    try:
+        value = resolve(module, function)(*from_js(args))
+        if inspect.isawaitable(value):
+            value = await value
+        return {"ok": True, "result": wire(value)}
+    except BaseException as error:  # noqa: B036 (KeyboardInterrupt and SystemExit are reported too)
+        return describe_error(error, f"<call {module}.{function}>")
     finally:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()

@@ -15,12 +15,11 @@ import json
 import numpy as np
 import pytest
 
-from webgrad.browser.session import INSTALL_PYTEST_SOURCE
-
 from .conftest import install_files_code, project_files
 
-# The runner's own installer (webgrad.browser), then pytest's version as the result.
-INSTALL_PYTEST = INSTALL_PYTEST_SOURCE + "await _webgrad_install_pytest()\nimport pytest\npytest.__version__\n"
+# The runner's own installer (webgrad.web.runner), then pytest's version as the result.
+INSTALL_PYTEST = ("from webgrad.web.runner import install_pytest\nawait install_pytest()\n"
+                  "import pytest\npytest.__version__\n")
 
 RUN_PYTEST = """
 import os, sys, importlib

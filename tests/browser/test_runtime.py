@@ -111,6 +111,53 @@ def test_exception_carries_traceback_and_runtime_survives(webgpu_runtime):
     assert webgpu_runtime.ok("inner.__name__")["result"] == "inner"
 
 
+# A webgrad module made for the call tests: says what arrived, sends the float32 values back reversed.
+ECHO_MODULE = """
+import sys, types
+import numpy as np
+echo = types.ModuleType("webgrad.test_echo")
+def back(values, shape):
+    return {"kind": type(values).__name__, "nbytes": memoryview(values).nbytes, "shape": shape,
+            "values": np.frombuffer(values, "<f4")[::-1].copy()}
+echo.back = back
+sys.modules[echo.__name__] = echo
+"""
+
+
+def test_call_moves_a_float32_array_both_ways_bit_for_bit(webgpu_runtime):
+    webgpu_runtime.ok(ECHO_MODULE)
+    out = webgpu_runtime.evaluate("""async () => {
+        const sent = new Float32Array([1.5, -0, Infinity, NaN, 3.4028234663852886e38, 1e-45, -2.25]);
+        const bits = Array.from(new Uint32Array(sent.buffer.slice(0)));
+        const buffer = sent.buffer;
+        const answer = await window.webgradRuntime.call("webgrad.test_echo", "back", [sent, [7]], {transfer: [buffer]});
+        const back = answer.values;
+        return {moved: buffer.byteLength === 0, kind: answer.kind, nbytes: answer.nbytes, shape: answer.shape,
+                type: back.constructor.name, sent: bits,
+                got: Array.from(new Uint32Array(back.buffer, back.byteOffset, back.length)).reverse()};
+    }""")
+    assert out["moved"]  # transferred to the worker, not copied
+    assert out["kind"] == "memoryview" and out["nbytes"] == 28 and out["shape"] == [7]
+    assert out["type"] == "Float32Array" and out["got"] == out["sent"]  # NaN, -0 and denormals intact
+
+
+def test_call_of_another_module_or_an_unknown_function_says_what_may_be_called(webgpu_runtime):
+    webgpu_runtime.ok(ECHO_MODULE)
+    errors = webgpu_runtime.evaluate("""async () => {
+        const runtime = window.webgradRuntime;
+        const failure = (module, fn) => runtime.call(module, fn, []).then(() => null,
+            (err) => ({name: err.name, type: err.pythonType, message: err.message}));
+        return {other: await failure("os", "getcwd"), missing: await failure("webgrad.test_echo", "nope"),
+                module: await failure("webgrad.nope", "f"),
+                after: (await runtime.call("webgrad.test_echo", "back", [new Float32Array([2]), [1]])).values[0]};
+    }""")
+    assert errors["other"]["name"] == "PythonError" and errors["other"]["type"] == "ValueError"
+    assert "only webgrad's own modules (webgrad.*) can be called, not 'os'" in errors["other"]["message"]
+    assert "webgrad.test_echo has no function 'nope'" in errors["missing"]["message"]
+    assert "there is no module 'webgrad.nope'" in errors["module"]["message"]
+    assert errors["after"] == 2  # the runtime keeps answering
+
+
 def test_interrupt_stops_busy_loop_within_a_second(webgpu_runtime):
     webgpu_runtime.ok("kept = 41")
     # Interrupt once the loop runs (its first line says so): a long garbage collection

@@ -189,6 +189,32 @@ def test_embedded_digits_model_predicts_like_python(host_page, embed_url, server
     assert [line for line in recorder.console if line.startswith(("error", "pageerror"))] == []
 
 
+def test_predict_is_one_call_that_moves_the_values_without_python_source(host_page, embed_url, server_url,
+                                                                          trained):
+    page, recorder = host_page(f"{embed_url}index.html?webgrad={server_url.rstrip('/')}&model={MODEL}")
+    assert wait_event(page)["type"] == "ready", recorder.console[-20:]
+    out = page.evaluate("""async (image) => {
+        const sent = [];
+        const post = Worker.prototype.postMessage;  // every message the page sends its runtime's worker
+        Worker.prototype.postMessage = function (message, transfer) {
+            sent.push({type: message.type, module: message.module ?? null, fn: message.function ?? null,
+                       code: message.code ?? null, values: message.args?.[1]?.constructor?.name ?? null,
+                       moved: (transfer || []).length});
+            return post.call(this, message, transfer);
+        };
+        try {
+            const answer = await document.querySelector('webgrad-model').predict(new Float32Array(image));
+            return {sent, label: answer.label, outputs: answer.outputs.constructor.name, shape: answer.shape};
+        } finally {
+            Worker.prototype.postMessage = post;
+        }
+    }""", trained["images"][0])
+    assert out["sent"] == [{"type": "call", "module": "webgrad.web.widget", "fn": "predict", "code": None,
+                            "values": "Float32Array", "moved": 1}]
+    assert out["label"] == str(trained["expected"][0])
+    assert out["outputs"] == "Float32Array" and out["shape"] == [1, 10]
+
+
 def test_load_on_webgpu_and_an_img_element_predict_like_python(host_page, embed_url, server_url, trained):
     """The JS API on the same third-party page: load(url, {device: 'webgpu'}) runs the model on
     the browser's WebGPU device; an <img> (a data: URL of the image drawn 8x larger) is resized

@@ -11,6 +11,11 @@
 //              keepFiles: true, false or a folder name: the working folder kept in the origin
 //                private file system (kept_files.js)
 //     run    {id, code, filename}     run Python source (top-level await allowed)
+//     call   {id, module, function, args}  call module.function(*args) (webgrad.web.worker.call):
+//              only webgrad's own modules; args are structured-cloned, typed arrays and
+//              ArrayBuffers (transferred when the page says so) reach Python as memoryviews.
+//              Answered by `result` (result: the return value, one-dimensional numpy arrays and
+//              bytes as typed arrays, their buffers transferred) or `error`, as a run is.
 //     files  {id, op: "list"|"read"|"write"|"delete", path, data}
 //              working-directory files; answered by a `files` message with the same id (a write
 //              or delete once it is kept)
@@ -36,7 +41,7 @@
 //     files    {id, ok, value, message}
 
 export const MSG = Object.freeze({
-  BOOT: "boot", RUN: "run", FILES: "files",
+  BOOT: "boot", RUN: "run", CALL: "call", FILES: "files",
   ALIVE: "alive", READY: "ready", BOOTFAIL: "bootfail", PROGRESS: "progress",
   STDOUT: "stdout", STDERR: "stderr", INPUT: "input", RESULT: "result", ERROR: "error",
 });

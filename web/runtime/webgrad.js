@@ -11,6 +11,7 @@
 //   runtime.imagesFrom                    // where each image came from: {snapshot, numpy, webgrad}:
 //                                         // "cache" (kept by an earlier visit) or "network"
 //   const {stdout, stderr, result, display} = await runtime.run("import webgrad\n1 + 1");
+//   const info = await runtime.call("webgrad.store", "info_async", [url]);  // a webgrad function
 //   runtime.on("progress", (data) => ...);   // webgrad_progress({...}) from Python
 //   await runtime.interrupt();            // stop the run in progress
 //   await runtime.restart();              // a fresh interpreter (variables are lost; files are kept)
@@ -48,6 +49,13 @@
 //   traceback keeps the user's frames (File "<playground>", line N) and webgrad's, not
 //   Pyodide's; line is the cell's line that failed (null if none). A stopped run rejects
 //   with pythonType "KeyboardInterrupt".
+//
+// call(module, fn, args = [], {transfer = []}) -> Promise<value>: module.fn(*args) in the worker,
+//   awaited if it is a coroutine, without building Python source: only webgrad's own modules
+//   ("webgrad" and "webgrad.*"), only public names. Typed arrays and ArrayBuffers in args reach
+//   Python as memoryviews (ArrayBuffers named in `transfer` move rather than copy); the value
+//   comes back as JSON-able data, one-dimensional numpy arrays and bytes as typed arrays (their
+//   buffers transferred). Rejects with a PythonError as run() does; interrupt() stops it too.
 //
 // Events (runtime.on(name, fn) returns a function that stops listening):
 //   "boot"      boot stages (also after a restart)
@@ -369,13 +377,32 @@ export class Runtime {
 
   /** Run Python source; resolves {stdout, stderr, result, display}, rejects with a PythonError. */
   run(code, {filename = "<playground>"} = {}) {
+    return this._send({type: MSG.RUN, code: String(code), filename: String(filename)});
+  }
+
+  /**
+   * Call a function of one of webgrad's own modules (module "webgrad" or "webgrad.*") with
+   * structured-clonable args; typed arrays and ArrayBuffers reach Python as memoryviews, and
+   * those listed in `transfer` (ArrayBuffers) move to the worker instead of being copied (they
+   * are detached here). Resolves to the return value: JSON-able data, with one-dimensional numpy
+   * arrays and bytes as typed arrays. Rejects with a PythonError, as run() does (another module,
+   * or a name that is not a public function of it, says so). Calls and runs execute in order.
+   */
+  async call(module, fn, args = [], {transfer = []} = {}) {
+    const {result} = await this._send({type: MSG.CALL, module: String(module), function: String(fn),
+                                       args: Array.from(args)}, transfer);
+    return result;
+  }
+
+  // A run or a call: pending until the worker answers with a result or an error of the same id.
+  _send(message, transfer = []) {
     if (!this._worker) return Promise.reject(new Error("webgrad: the runtime was terminated"));
     const id = this._nextId++;
     let settle;
     const settled = new Promise((resolve) => { settle = resolve; });
     return new Promise((resolve, reject) => {
       this._pending.set(id, {resolve, reject, settle, settled});
-      this._worker.postMessage({type: MSG.RUN, id, code: String(code), filename: String(filename)});
+      this._worker.postMessage({...message, id}, transfer);
     });
   }
 

@@ -1,7 +1,7 @@
 // worker.js: Pyodide + numpy + the webgrad wheel in a module Web Worker, so the page never
 // freezes while Python runs. Started by runtime/webgrad.js; the messages are in protocol.js.
-// The Python half (boot, run a cell, trim tracebacks, input(), files) is the wheel's
-// webgrad.web.worker module.
+// The Python half (boot, run a cell, call a webgrad function, trim tracebacks, input(), files)
+// is the wheel's webgrad.web.worker module.
 //
 // Runs execute one after another in the order sent, always entered through
 // callPromising: pyodide.ffi.run_sync (WebGPU readback) only works when entered so.
@@ -24,7 +24,7 @@ let keeping = Promise.resolve();  // copies into the kept folder, one after anot
 const FILES_FOLDER = "webgrad-files";  // the kept folder's default name (boot's keepFiles)
 const decoders = {stdout: new TextDecoder(), stderr: new TextDecoder()};
 
-const post = (message) => self.postMessage(message);
+const post = (message, transfer = []) => self.postMessage(message, {transfer});
 
 /** A boot failure that knows its cause and fix (see protocol.js BOOT_CAUSES). */
 class BootFailure extends Error {
@@ -460,7 +460,20 @@ function clearSignal(id) {
   if (control && Atomics.load(control, CONTROL.TARGET) === id) Atomics.store(control, CONTROL.SIGNAL, 0);
 }
 
-async function run({id, code, filename}) {
+// A run of Python source (run_cell) or a call of a webgrad function (call), entered the same way.
+const run = ({id, code, filename}) =>
+  execute(id, () => python.run_cell.callPromising(String(code), filename || "<playground>"));
+const call = ({id, module, function: name, args}) =>
+  execute(id, () => python.call.callPromising(String(module), String(name), args ?? []));
+
+// The ArrayBuffers under a result (the typed arrays toJs made: copies the worker can give away).
+function buffersOf(value, found = new Set()) {
+  if (ArrayBuffer.isView(value)) found.add(value.buffer);
+  else if (value && typeof value === "object") for (const item of Object.values(value)) buffersOf(item, found);
+  return found;
+}
+
+async function execute(id, enter) {
   if (control && Atomics.load(control, CONTROL.TARGET) === id &&
       Atomics.compareExchange(control, CONTROL.SIGNAL, CONTROL.SIGINT, 0) === CONTROL.SIGINT) {
     // Interrupted before it began: it never starts. Left to Python, the signal would land in
@@ -474,7 +487,7 @@ async function run({id, code, filename}) {
   let out = null;
   let outcome;
   try {
-    let value = await python.run_cell.callPromising(String(code), filename || "<playground>");
+    let value = await enter();
     clearSignal(id);  // a signal that lands after the cell ended belongs to no one
     if (value instanceof pyodide.ffi.PyProxy) {
       out = value;
@@ -492,7 +505,7 @@ async function run({id, code, filename}) {
   try {
     // Before the page hears that the run ended: a restart right after it finds the files.
     await keepWorkingFolder();
-    post({...outcome, id, stdout: current.stdout, stderr: current.stderr});
+    post({...outcome, id, stdout: current.stdout, stderr: current.stderr}, [...buffersOf(outcome.result)]);
   } finally {
     current = null;
   }
@@ -574,8 +587,9 @@ self.onmessage = (event) => {
       (err) => post({type: MSG.BOOTFAIL, message: String(err && err.message || err),
                      cause: (err instanceof BootFailure && err.cause) || BOOT_CAUSES.PYTHON,
                      fix: (err instanceof BootFailure && err.fix) || ""}));
-  } else if (message.type === MSG.RUN) {
-    queue = queue.then(() => (python ? run(message) :
+  } else if (message.type === MSG.RUN || message.type === MSG.CALL) {
+    const start = message.type === MSG.RUN ? run : call;
+    queue = queue.then(() => (python ? start(message) :
       post({type: MSG.ERROR, id: message.id, stdout: "", stderr: "", message: "webgrad: the runtime did not boot",
             traceback: "", pythonType: null, line: null})));
   } else if (message.type === MSG.FILES) {

@@ -35,10 +35,7 @@ function runtimeFor(device, baseUrl) {
   if (!runtimes.has(key)) {
     // keepFiles: false: a widget has no working folder of its own to keep, and must not restore
     // (or overwrite) the files a playground on the same origin kept.
-    const started = boot({baseUrl, device, onInput: () => null, keepFiles: false}).then(async (runtime) => {
-      await runtime.run("from webgrad.web import widget as _webgrad_widget", {filename: "<widget>"});
-      return runtime;
-    }, (error) => {
+    const started = boot({baseUrl, device, onInput: () => null, keepFiles: false}).catch((error) => {
       runtimes.delete(key);  // a later load() may try again (e.g. after the page fixed its CSP)
       throw new WidgetError("boot", error.message);
     });
@@ -55,18 +52,11 @@ function pythonMessage(error) {
 }
 
 const INTEGER_DTYPES = new Set(["int64", "int32", "int16", "int8", "uint8"]);
+const PYTHON = "webgrad.web.widget";  // the Python half (core/web/widget.py), called by name
 
-/** @param {Float32Array | Int32Array} values */
-function base64FromValues(values) {
-  const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
-  let text = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return btoa(text);
-}
-
-function floatsFromBase64(text) {
-  const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-  return new Float32Array(bytes.buffer);
+/** `fn` of the Python half, with `args` (and the ArrayBuffers in `transfer` moved, not copied). */
+function callPython(runtime, fn, args, transfer = []) {
+  return runtime.call(PYTHON, fn, args, {transfer});
 }
 
 // Typed arrays of integers (Int32Array, BigInt64Array, ...) keep the model's integer input integral.
@@ -193,17 +183,15 @@ export class Model {
    */
   async predict(input, {fit = null} = {}) {
     if (this.disposed) throw new WidgetError("predict", "this model was disposed; load() it again");
-    const batch = this.toBatch(input, fit);
-    const code = `_webgrad_widget.predict(${JSON.stringify(this.key)}, "${base64FromValues(batch.data)}", `
-      + `${JSON.stringify(batch.shape)}, "${batch.dtype}")`;
+    const batch = this.toBatch(input, fit);  // its values are a fresh typed array: moved to the worker
     let answer;
     try {
-      ({result: answer} = await withTimeout(this.runtime.run(code, {filename: "<widget>"}), this.options.timeoutMs,
-        "predict()"));
+      answer = await withTimeout(callPython(this.runtime, "predict", [this.key, batch.data, batch.shape, batch.dtype],
+        [batch.data.buffer]), this.options.timeoutMs, "predict()");
     } catch (error) {
       throw error instanceof WidgetError ? error : new WidgetError("predict", pythonMessage(error));
     }
-    const outputs = floatsFromBase64(answer.outputs);
+    const outputs = answer.outputs;  // a Float32Array, moved back from the worker
     const result = {outputs, shape: answer.shape};
     const classes = answer.shape.length === 2 ? answer.shape[1] : 0;
     if (classes > 1) {
@@ -231,12 +219,9 @@ export class Model {
     if (!Number.isInteger(length) || length < 1) throw new WidgetError("input", `length must be a whole number `
       + `of tokens >= 1, got ${length}`);
     if (!(temperature > 0)) throw new WidgetError("input", `temperature must be > 0, got ${temperature}`);
-    const args = [JSON.stringify(this.key), JSON.stringify(prompt), String(length), String(Number(temperature)),
-      Number.isInteger(seed) ? String(seed) : "None"];
+    const args = [this.key, prompt, length, Number(temperature), Number.isInteger(seed) ? seed : null];
     try {
-      const {result} = await withTimeout(this.runtime.run(`_webgrad_widget.generate(${args.join(", ")})`,
-        {filename: "<widget>"}), this.options.timeoutMs, "generate()");
-      return result;
+      return await withTimeout(callPython(this.runtime, "generate", args), this.options.timeoutMs, "generate()");
     } catch (error) {
       throw error instanceof WidgetError ? error : new WidgetError("predict", pythonMessage(error));
     }
@@ -246,8 +231,7 @@ export class Model {
   async dispose() {
     if (this.disposed) return;
     this.disposed = true;
-    await this.runtime.run(`_webgrad_widget.dispose(${JSON.stringify(this.key)})`, {filename: "<widget>"})
-      .catch(() => {});
+    await callPython(this.runtime, "dispose", [this.key]).catch(() => {});
   }
 }
 
@@ -293,8 +277,7 @@ export async function load(url, {device = "cpu", trustCode = false, timeoutMs = 
     await checkRecord(absolute);
     const ready = await runtime;
     try {
-      const {result: info} = await ready.run(`await _webgrad_widget.load(${JSON.stringify(key)}, `
-        + `${JSON.stringify(absolute)}, ${trustCode ? "True" : "False"})`, {filename: "<widget>"});
+      const info = await callPython(ready, "load", [key, absolute, Boolean(trustCode)]);
       return new Model(key, absolute, info, ready, options);
     } catch (error) {
       throw new WidgetError("load", `${absolute}: ${pythonMessage(error)}`);
