@@ -16,7 +16,7 @@ onnx = need_module("onnx")
 ort = need_module("onnxruntime")
 
 
-def _roundtrip(model, args, feeds, names=None, dynamic=None, opset=None, atol=1e-5):
+def _roundtrip(model, args, feeds, names=None, dynamic=None, opset=None, atol=1e-5, device="cpu"):
     """Export ``model`` at ``args``, run the file on ``feeds`` (numpy) and compare with webgrad."""
     buffer = io.BytesIO()
     names = names or [f"x{i}" for i in range(len(args))]
@@ -26,7 +26,7 @@ def _roundtrip(model, args, feeds, names=None, dynamic=None, opset=None, atol=1e
     if isinstance(model, nn.Module):
         model.eval()  # as exported (export restores the training flag)
     with webgrad.no_grad():
-        want = model(*[webgrad.tensor(f) for f in feeds])
+        want = model(*[webgrad.tensor(f, device=device) for f in feeds])
     want = _flat(want)
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -82,7 +82,7 @@ def test_scaled_dot_product_attention_with_masks():
     _roundtrip(Attend(), args, [q, k, v, mask])
 
 
-def test_multihead_attention_and_transformer_layer_with_dynamic_batch():
+def test_multihead_attention_and_transformer_layer_with_dynamic_batch(device):
     webgrad.manual_seed(2)
     mha = nn.MultiheadAttention(8, 2, batch_first=True)
 
@@ -96,8 +96,9 @@ def test_multihead_attention_and_transformer_layer_with_dynamic_batch():
 
     x = _randn(2, 5, 8)
     _roundtrip(SelfAttention(), [webgrad.tensor(x)], [_randn(3, 5, 8, seed=4)], dynamic={"x0": {0: "batch"}})
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
-    _roundtrip(layer, [webgrad.tensor(x)], [_randn(4, 5, 8, seed=5)], dynamic={"x0": {0: "batch"}})
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True).to(device)
+    _roundtrip(layer, [webgrad.tensor(x, device=device)], [_randn(4, 5, 8, seed=5)], dynamic={"x0": {0: "batch"}},
+               device=device)
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, norm_first=True), num_layers=2)
     _roundtrip(encoder, [webgrad.tensor(_randn(5, 2, 8))], [_randn(5, 3, 8, seed=6)], dynamic={"x0": {1: "batch"}})
 
@@ -111,28 +112,45 @@ def test_indexing_exports():
             fixed = x[:, table]  # a constant index tensor
             last = x[-1, ::2]  # an int and a step
             gathered = webgrad.gather(x, 1, rows.abs().reshape(-1, 1).expand(-1, 2))
-            return picked, fixed * 2, last[None] + 1, gathered
+            written = x * 1
+            written[[0, 2], ::2] = -5.0  # a list and a step: ScatterND at positions known here
+            return picked, fixed * 2, last[None] + 1, gathered, written
 
     x = _randn(4, 4)
     rows = np.array([3, 0, -1], np.int64)  # a negative index counts from the end
-    _roundtrip(Index(), [webgrad.tensor(x), webgrad.tensor(rows)], [x, rows])
+    proto = _roundtrip(Index(), [webgrad.tensor(x), webgrad.tensor(rows)], [x, rows])
+    assert {"Gather", "GatherElements", "ScatterND"} <= {n.op_type for n in proto.graph.node}
 
 
-def test_index_put_in_forward_with_dynamic_batch():
+def test_index_put_in_forward_with_dynamic_batch(device):
     class Build(nn.Module):
         def __init__(self):
             super().__init__()
             self.fc = nn.Linear(3, 3)
 
         def forward(self, x):
-            h = webgrad.zeros(x.shape[0], 4)  # its shape follows the batch: ConstantOfShape
+            h = webgrad.zeros(x.shape[0], 4, device=x.device)  # its shape follows the batch: ConstantOfShape
             h[:, 1] = self.fc(x)[:, 0]  # a write into a tensor made here: index_put
             h[:, 2:] = 1.0
             return h * 2
 
     x = _randn(2, 3)
-    proto = _roundtrip(Build(), [webgrad.tensor(x)], [_randn(2, 3, seed=1)])
-    assert "ScatterND" in {n.op_type for n in proto.graph.node}
+    proto = _roundtrip(Build().to(device), [webgrad.tensor(x, device=device)], [_randn(5, 3, seed=1)],
+                       dynamic={"x0": {0: "batch"}}, device=device)
+    assert {"Pad", "Where"} <= {n.op_type for n in proto.graph.node}
+
+
+def test_sizes_that_follow_dynamic_axes():
+    def f(x):  # x: (batch, time, 4), both dynamic
+        steps = x[:, 1:] - x[:, :-1]  # slice stops: time and time - 1
+        doubled = webgrad.cat([x[:, 0], x[:, -1]], 0).reshape(-1, 2, 2)  # shape (2 * batch, 2, 2)
+        spread = x[:, :1].expand(-1, x.shape[1], -1)  # expand to (batch, time, 4)
+        return steps, doubled, (x - spread).reshape(-1)  # reshape to batch * time * 4: left to ONNX (-1)
+
+    proto = _roundtrip(f, [webgrad.tensor(_randn(2, 5, 4))], [_randn(3, 7, 4, seed=1)],
+                       dynamic={"x0": {0: "batch", 1: "time"}})
+    shapes = [[d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim] for o in proto.graph.output]
+    assert shapes[:2] == [["batch", "time - 1", 4], ["2*batch", 2, 2]]
 
 
 def test_in_place_write_into_an_input_is_refused():
@@ -173,3 +191,14 @@ OPS = {
 def test_op_families(name):
     fn, feeds = OPS[name]
     _roundtrip(fn, [webgrad.tensor(f) for f in feeds], feeds)
+
+
+@pytest.mark.parametrize("opset", [13, 18])  # ReduceMax & co take their axes as an input from opset 18
+def test_reductions_at_other_opsets(opset):
+    fn, feeds = OPS["reduce"]
+    _roundtrip(fn, [webgrad.tensor(f) for f in feeds], feeds, opset=opset)
+
+
+def test_a_model_that_runs_no_op():
+    _roundtrip(nn.Sequential(nn.Identity(), nn.Dropout()), [webgrad.randn(2, 3)], [_randn(4, 3)],
+               dynamic={"x0": {0: "batch"}})

@@ -206,14 +206,17 @@ def _slice(low, node, x, *, slices):
                               low.ints([d for d, _ in cut]), low.ints(steps)])
 
 
+def _pads(shape, slices) -> list:
+    """Pad's widths that put a block at ``slices`` (unit steps) of ``shape``: the starts, then the rest."""
+    slices = list(slices) + [(0, n, 1) for n in shape[len(slices):]]
+    return [start for start, _, _ in slices] + [n - stop for n, (_, stop, _) in zip(shape, slices)]
+
+
 def _unslice(low, node, g, *, shape, slices):
     """Zeros of ``shape`` with g placed at ``slices``: a Pad, for unit steps."""
-    slices = list(slices) + [(0, n, 1) for n in shape[len(slices):]]
     if any(step != 1 for _, _, step in slices):
         raise ExportError(f"onnx.export: unslice with a step ({traced_where(low, node)}) is not exported")
-    before = [start for start, _, _ in slices]
-    after = [n - stop for n, (_, stop, _) in zip(shape, slices)]
-    return low.emit("Pad", [g, low.ints(before + after, "a padding")])
+    return low.emit("Pad", [g, low.ints(_pads(shape, slices), "a padding")])
 
 
 def _flip(low, node, x, *, dims):
@@ -256,8 +259,27 @@ def _index_add(low, node, base, index, src):
 
 
 def _index_put(low, node, x, value, *positions, key, view=None):
-    """``x[key] = value`` out of place: the positions ``x[key]`` selects, computed here from the
-    key, then one ScatterND into x flattened. The key's index tensors must be constants."""
+    """``x[key] = value`` out of place. A key of ints and unit-step slices puts the value in
+    with Pad and Where (the sizes may follow dynamic axes); any other key writes at positions
+    computed here from the key, with ScatterND (its index tensors must be constants)."""
+    if I._is_basic(key):
+        shape = low.shape(node.inputs[0])
+        slices, out_shape = low.traced.follow(
+            shape, lambda concrete: I._resolve_key(M.expand(tensor(0.0), concrete), key)[:2],
+            f"the key {key!r} of x[key] = value")
+        if all(step == 1 for _, _, step in slices):
+            slices = list(slices) + [(0, n, 1) for n in shape[len(slices):]]
+            block = [stop - start for start, stop, _ in slices]  # out_shape with ints' dims kept, None's dropped
+            value = low.emit("Expand", [value, low.ints(out_shape, "the indexed shape")])
+            value = low.emit("Reshape", [value, low.ints(block, "the indexed shape")])
+            pads = low.ints(_pads(shape, slices), "a padding")
+            inside = low.emit("Pad", [low.filled(block, 1, np.uint8), pads])
+            placed = low.emit("Pad", [value, pads])
+            return low.emit("Where", [low.emit("Cast", [inside], to=9), placed, x])
+    return _index_put_at_positions(low, node, x, value, key)
+
+
+def _index_put_at_positions(low, node, x, value, key):
     shape = low.static(low.shape(node.inputs[0]), "the shape of a tensor written by x[key] = value")
     items = key if isinstance(key, tuple) else (key,)
     constants = {id(v.data) for v in low.traced.graph.values if v.source in ("capture", "const")}

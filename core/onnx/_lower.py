@@ -66,8 +66,7 @@ class Lowering:
         if v.dtype.name == "bfloat16":
             raise ExportError("onnx.export: bfloat16 tensors are not exported; convert the model with .float()")
         if v.id in self.traced.fills:  # zeros(batch, n) made in forward: its shape follows the batch
-            fill = self.numpy_helper.from_array(np.array([self.traced.fills[v.id]], dtype=v.dtype.np), "value")
-            name = self.emit("ConstantOfShape", [self.ints(self.shape(v), f"the shape of {v}")], value=fill)
+            name = self.filled(self.shape(v), self.traced.fills[v.id], v.dtype.np, f"the shape of {v}")
         else:
             array = get_backend(self.traced.graph.device).to_numpy(v.data)
             base = self.param_names.get(id(v.data))
@@ -78,6 +77,11 @@ class Lowering:
                 name = self.const(array, "const")
         self.names[v.id] = name
         return name
+
+    def filled(self, shape, number, np_dtype, what: str = "a shape") -> str:
+        """A tensor of ``shape`` (Sizes allowed) holding ``number`` everywhere."""
+        value = self.numpy_helper.from_array(np.array([number], dtype=np_dtype), "value")
+        return self.emit("ConstantOfShape", [self.ints(shape, what)], value=value)
 
     def shape(self, v) -> tuple:
         """A value's shape, with Sizes where it follows dynamic axes."""

@@ -70,8 +70,8 @@ class Size:
         return size(other, {}) - self
 
     def __str__(self) -> str:
-        terms = [f"{scale}*{label}" if scale != 1 else label for label, scale in self.scales]
-        return " + ".join(terms + ([str(self.offset)] if self.offset else []))
+        text = " + ".join(f"{scale}*{label}" if scale != 1 else label for label, scale in self.scales)
+        return f"{text} {'+' if self.offset > 0 else '-'} {abs(self.offset)}" if self.offset else text
 
 
 def size(offset, scales: dict):
@@ -90,12 +90,22 @@ class Traced:
     fills: dict = field(default_factory=dict)  # const value id -> the one number filling it (its shape varies)
     modules: dict = field(default_factory=dict)  # id(node) -> module path ("" for the model itself)
     model_name: str = "model"
+    examples: dict = field(default_factory=dict)  # dynamic label -> its size in the example inputs
 
     def where(self, node) -> str:
         """'in <module path>, at file:line' for error messages."""
         path = self.modules.get(id(node))
         inside = self.model_name if not path else f"{self.model_name}.{path}"
         return f"in {inside}, at {node.source}" if node.source else f"in {inside}"
+
+    def follow(self, shape, compute, what: str):
+        """``compute(shape)`` with the numbers it returns as Sizes where they follow dynamic axes:
+        run at the example sizes and at each label one longer, as the traces were."""
+        def at(grown):
+            return tuple(n if isinstance(n, int) else n.offset + sum(
+                scale * (self.examples[label] + (label == grown)) for label, scale in n.scales) for n in shape)
+        others = {label: compute(at(label)) for label in self.examples}
+        return _Merge(self.examples, {}).combine(compute(at(None)), others, what)
 
 
 def flatten_outputs(out) -> list:
@@ -150,9 +160,11 @@ def _trace_once(model, args, run_passes=True):
     finally:
         for handle in handles:
             handle.remove()
-    if tracer.broken:
-        raise ExportError(f"onnx.export: the forward cannot be traced into a graph: {tracer.broken}")
     graph = tracer.graph
+    if graph is None and args and all(any(o is a for a in args) for o in outs):
+        graph = _passthrough(args, outs)  # nn.Identity: no op ran, the tracer made no graph
+    elif tracer.broken:
+        raise ExportError(f"onnx.export: the forward cannot be traced into a graph: {tracer.broken}")
     modules, path, k = {}, "", 0
     for i, node in enumerate(graph.nodes):
         while k < len(events) and events[k][0] <= i:
@@ -166,6 +178,14 @@ def _trace_once(model, args, run_passes=True):
         passes.eliminate_common_subexpressions(graph)
         passes.eliminate_dead_code(graph)
     return graph, outs, modules
+
+
+def _passthrough(args, outs) -> Graph:
+    """The graph of a forward that runs no op and returns some of its inputs."""
+    graph = Graph(args[0].device)
+    values = [graph.new_value(a.shape, a.dtype, "arg", index=i) for i, a in enumerate(args)]
+    graph.outputs.extend(values[next(i for i, a in enumerate(args) if a is o)] for o in outs)
+    return graph
 
 
 def _grown(args, dims):
@@ -203,7 +223,7 @@ def trace(model, args, labels: dict) -> tuple:
             if fill is not None:
                 fills[v.id] = fill
     name = type(model).__name__ if hasattr(model, "named_modules") else getattr(model, "__name__", "model")
-    return Traced(graph, attrs, shapes, fills, modules, name), outs
+    return Traced(graph, attrs, shapes, fills, modules, name, examples), outs
 
 
 def _check_same_nodes(graph, other, label):
