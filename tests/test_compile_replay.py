@@ -1,5 +1,5 @@
 """webgrad.compile on WebGPU: from the second replay on, a step is re-issued from its recorded
-dispatch list (graph/replay.py). These check what that list must keep from the Python path:
+dispatch list (backend/webgpu/replay.py). These check what that list must keep from the Python path:
 fresh results, the arguments of each call, random draws, index errors, memory."""
 from __future__ import annotations
 

@@ -9,9 +9,16 @@ from __future__ import annotations
 import numpy as np
 
 from .. import random as wg_random
+from . import numpy_replay
 from . import wasm as wasm_gemm
 from .blas import blas_threads, matmul_size
+from .numpy_arrays import stored_result, takes_out, writes_out  # noqa: F401  (imported from here)
 from .wasm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy_backend.use_wasm_gemm)
+
+# The graph passes, in order (graph/passes/__init__.py names them): no functionalization (a
+# numpy kernel may return its input, so a write in place stays one) and no generated kernels;
+# a fused chain's steps share one planned array (numpy_replay.py).
+PASSES = ("dce", "folded", "cse", "dce", "transposed", "copies", "fused")
 
 
 def _stored(array: np.ndarray, dtype) -> np.ndarray:
@@ -21,31 +28,12 @@ def _stored(array: np.ndarray, dtype) -> np.ndarray:
     return array if dtype.rounding is None else dtype.rounding(array)
 
 
-def takes_out(kernel):
-    """Mark a numpy kernel that, as a ufunc does, takes ``out=`` (an array of its result's shape
-    and dtype) and returns it with the result written in: compile's numpy replay then hands it
-    an array planned once (graph/numpy_replay.py)."""
-    kernel.takes_out = True
-    return kernel
-
-
-def writes_out(kernel, attrs) -> bool:
-    """Whether ``kernel(*arrays, out=array, **attrs)`` writes its result into ``array``."""
-    return (isinstance(kernel, np.ufunc) and not attrs) or getattr(kernel, "takes_out", False)
-
-
-def stored_result(result, dtype) -> np.ndarray:
-    """A kernel's result as an array of ``dtype`` (bfloat16: computed in float32, rounded back)."""
-    if type(result) is not np.ndarray:
-        result = np.asarray(result)
-    if result.dtype != dtype.np:
-        result = result.astype(dtype.np)
-    return result if dtype.rounding is None else dtype.rounding(result)
-
-
 class NumpyBackend:
+    """Implements backend/protocol.py's ``Backend``."""
     name = "numpy"
     device = "cpu"
+    passes = PASSES
+    counts_dispatches = False
 
     def run(self, op, inputs, attrs, shape, dtype):
         arrays = [t._data for t in inputs]
@@ -57,7 +45,7 @@ class NumpyBackend:
         kernel = op.impls.get("numpy")
         if kernel is None:
             raise NotImplementedError(f"{op.name}: no numpy kernel")
-        if op.name == "matmul":
+        if kernel is np.matmul:
             x, y = arrays
             size = matmul_size(x, y)
             if wasm_gemm.wants(x, y, size):  # Pyodide: float32 products in wasm (see wasm/)
@@ -69,6 +57,44 @@ class NumpyBackend:
 
     def run_inplace(self, op, tensors, attrs):
         op.impls["numpy"](*[t._data for t in tensors], **attrs)
+
+    # -- compile (backend/protocol.py) ----------------------------------------
+    def can_fuse(self, node) -> bool:
+        # The rule WebGPU's generated kernels follow (attrs only through the output type), kept
+        # so both devices fuse alike; unlike there, an integer division may join a chain.
+        return not set(node.attrs) - {"dtype"}
+
+    def can_fuse_inputs(self, inputs) -> bool:
+        # WebGPU's layout rule, kept for the same reason (a numpy chain could read any number).
+        dts = [v.dtype for v in inputs]
+        return len(dts) <= 3 and (len(dts) != 2 or dts[0] is dts[1]) and (len(dts) != 3 or dts[1] is dts[2])
+
+    def fused_record(self, nodes) -> tuple:
+        return ()  # the numpy kernel of a fused node runs its steps' own kernels by name
+
+    # The fused reductions and epilogues the passes make run here as their parts' numpy kernels
+    # in turn (the numpy pass list makes none: with no generated kernel they save nothing).
+    def reduction_entry(self, op) -> str | None:
+        return op.name  # any axis reduction: the chains run before and after its numpy kernel
+
+    def takes_epilogue(self, op) -> bool:
+        return op.impls.get("numpy") is np.matmul  # an epilogue node's numpy kernel is np.matmul, then the chain
+
+    def group_capacity(self, arity: int) -> int:
+        return 1
+
+    def dispatches(self) -> int | None:
+        return None
+
+    def record(self, plan, flat_args):
+        """Run ``plan`` once, noting what each step's result shares memory with, and give the
+        flat list of calls later calls run (numpy_replay.py)."""
+        recording = numpy_replay.Recording(plan)
+        result = plan.run(flat_args, recording)
+        return result, numpy_replay.NumpyList(plan, recording)
+
+    def contiguous(self, data) -> np.ndarray:
+        return data.copy()
 
     # -- data in and out ------------------------------------------------------
     def from_numpy(self, array: np.ndarray, dtype):

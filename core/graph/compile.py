@@ -7,10 +7,11 @@ the plan: a flat list of backend calls into planned slots, with no autograd
 bookkeeping, no shape inference and no Python from the function. On WebGPU each
 call encodes its dispatches into the device's open encoder, which is submitted
 once, at the next readback; from the second replay on, a signature's dispatches are
-re-issued from the list its first replay recorded (graph/replay.py), with no kernel
-Python (the optimizer updates too, with each call's scalars). On numpy, from the second
-replay on, a step is a flat list of calls, those whose results stay inside the call
-writing into arrays planned once (graph/numpy_replay.py).
+re-issued from the list its first replay recorded (backend/webgpu/replay.py), with no
+kernel Python (the optimizer updates too, with each call's scalars). On numpy, from the
+second replay on, a step is a flat list of calls, those whose results stay inside the call
+writing into arrays planned once (backend/numpy_replay.py). Which passes run, which nodes
+fuse and what a replay becomes is the backend's to say (backend/protocol.py).
 
 Signature: each tensor argument's shape, dtype, device and requires_grad, the
 other arguments' values, whether grad mode is on; guards: the train/eval flag
@@ -33,12 +34,16 @@ import functools
 import warnings
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
 
 from .. import autograd
 from ..backend import get_backend
+from ..backend.protocol import Backend, Unfit
 from ..ops import registry
 from ..tensor import Tensor
-from . import numpy_replay, passes, replay
+from . import passes
+from .analysis import analyze
 from .ir import Graph, Value
 from .trace import GraphBreak, Tracer
 
@@ -80,6 +85,24 @@ class _Slot:
     __slots__ = ("_data",)
 
 
+@dataclass(slots=True, eq=False)
+class Step:
+    """One backend call of a plan: ``op`` on the values ``ids`` (shown to the kernel through
+    ``slots``) with ``attrs``, making value ``out`` of ``shape`` and ``dtype`` (all None for an
+    in-place write or a check); ``drop``: the values dead after it."""
+    op: Any
+    ids: tuple
+    slots: list
+    attrs: dict
+    out: int | None
+    shape: tuple | None
+    dtype: Any
+    drop: tuple
+
+
+ATTEMPTS = 2  # recordings tried per plan: the first call may fill caches (an upload) that later ones reuse
+
+
 class _Stale(Exception):
     """A replay found Python state it cannot follow; the call re-traces."""
 
@@ -110,43 +133,34 @@ class Plan:
         self.guards = guards
         self.modules = [(weakref.ref(m), m.training) for m in modules]
         self.out_spec, self.out_constants = out_spec, out_constants
-        self.backend = get_backend(graph.device)
-        self.dispatches = None  # per replay, measured (WebGPU)
-        self.listing = None     # the recorded dispatch list (WebGPU, replay.py) or list of calls (numpy_replay.py)
+        self.backend: Backend = get_backend(graph.device)
+        self.dispatches = None  # per replay, where the backend counts them (WebGPU)
+        self.listing = None     # what the backend's record() made for later calls (protocol.Listing)
         self.unrecorded = None  # why there is none
         self.recordings = 0
         self._lower(optimizers)
 
     def _lower(self, optimizers):
         graph, backend = self.graph, self.backend
-        index = {id(node): i for i, node in enumerate(graph.nodes)}
-        for i, node in enumerate(graph.nodes):  # a grouped optimizer update stands for its members
-            for member in node.members or ():
-                index[id(member)] = i
-        last_use: dict[int, int] = {}
-        for i, node in enumerate(graph.nodes):
-            for v in node.inputs:
-                last_use[v.id] = i
-        keep = {v.id for v in graph.outputs} | {g.id for _, g in graph.grads}
-        written_consts = {v.id for node in graph.nodes if node.inplace
-                          for v in node.inputs[:node.op.mutates] if v.source == "const"}
+        flow = analyze(graph)  # position: a grouped optimizer update stands for its members
+        written_consts = {v.id for v in graph.values if v.id in flow.written and v.source == "const"}
         self.fixed = [(v.id, v.data) for v in graph.values if v.source in ("capture", "const")
                       and v.id not in written_consts]
         self.copied = [(v.id, v) for v in graph.values if v.id in written_consts]
         self.args = [(v.id, v.index) for v in graph.values if v.source == "arg"]
         self.random = [(v.id, getattr(backend, v.data[0]), v.data[1]) for v in graph.values if v.source == "random"]
-        self.steps = []
+        self.steps: list[Step] = []
         for i, node in enumerate(graph.nodes):
-            drop = tuple(v.id for v in node.inputs if last_use[v.id] == i and v.source == "node" and v.id not in keep)
-            slots = [_Slot() for _ in node.inputs]
-            ids = tuple(v.id for v in node.inputs)
+            # Dead after this step (outputs and gradients live to the end: last_use is past it).
+            drop = tuple(dict.fromkeys(v.id for v in node.inputs if flow.last_use[v.id] == i and v.source == "node"))
             out = node.output
-            self.steps.append((node.op, ids, slots, dict(node.attrs), None if out is None else out.id,
-                               None if out is None else out.shape, None if out is None else out.dtype, drop))
-        self.optimizers = [(weakref.ref(opt), [(n.op, self.steps[index[id(n)]]) for n in nodes],
+            self.steps.append(Step(node.op, tuple(v.id for v in node.inputs), [_Slot() for _ in node.inputs],
+                                   dict(node.attrs), None if out is None else out.id,
+                                   None if out is None else out.shape, None if out is None else out.dtype, drop))
+        self.optimizers = [(weakref.ref(opt), [(n.op, self.steps[flow.position[id(n)]]) for n in nodes],
                             [n.inputs[0].data for n in nodes]) for opt, nodes in optimizers]
         # Written captured tensors get their version bumped, as the eager in-place ops do.
-        written = {v.id for node in graph.nodes if node.inplace for v in node.inputs[:node.op.mutates]}
+        written = flow.written
         owner = {id(data): ref for ref, data in self.guards}
         self.grads = [(owner[id(p.data)], g) for p, g in graph.grads if p.source == "capture" and id(p.data) in owner]
         self.arg_grads = [(p.index, g) for p, g in graph.grads if p.source == "arg"]
@@ -196,27 +210,22 @@ class Plan:
                     s.update(saved.get(id(p), {}))
                 raise _Stale()
             for s, attrs in fresh.values():
-                s[3].update(attrs)
+                s.attrs.update(attrs)
 
     def call(self, flat_args):
-        """One replay: the recorded dispatch list (WebGPU) or list of calls (numpy) where there
-        is one, else the backend calls (always while a profile records: it shows each op, which
-        a list does not run)."""
+        """One replay: the backend's listing (WebGPU: a recorded dispatch list; numpy: a list of
+        calls) where there is one, else the backend calls (always while a profile records: it
+        shows each op, which a listing does not run)."""
         if registry.PROFILER is not None:
             return self.run(flat_args)
         if self.listing is not None:
             try:
                 return self.listing.run(self, flat_args)
-            except replay.Unfit:  # arguments laid out unlike the recorded ones
+            except Unfit:  # arguments laid out unlike the recorded ones
                 return self.run(flat_args)
-        if self.recordings < replay.ATTEMPTS:
+        if self.recordings < ATTEMPTS:
             self.recordings += 1
-            if self.graph.device != "webgpu":
-                recording = numpy_replay.Recording(self)
-                result = self.run(flat_args, recording)
-                self.listing = numpy_replay.NumpyList(self, recording)
-                return result
-            result, listing = replay.record(self, flat_args)
+            result, listing = self.backend.record(self, flat_args)
             if isinstance(listing, str):
                 self.unrecorded = listing
             else:
@@ -233,49 +242,56 @@ class Plan:
         for i, data in self.fixed:
             env[i] = data
         for i, v in self.copied:  # a constant the graph writes: fresh from its first contents
-            env[i] = backend.contiguous(v.data) if hasattr(backend, "contiguous") else v.data.copy()
+            env[i] = backend.contiguous(v.data)
         for i, k in self.args:
             env[i] = flat_args[k]._data
         for check in self.graph.checks:
-            _run_check(check, env, self.graph.device)
+            self.run_check(check, env)
         for i, draw, args in self.random:
             env[i] = draw(*args)
         return env
 
     def run(self, flat_args, recording=None):
-        """One replay through the backend's kernels. ``recording`` (replay.record's, or a
-        numpy_replay.Recording) is told each step's end and shown the values as they are made."""
+        """One replay through the backend's kernels. ``recording`` (the backend's, from its
+        ``record``) is told each step's end and shown the values as they are made."""
         backend = self.backend
         env = self.inputs(flat_args)
         refresh = bool(self.optimizers)  # at the first write: a check in the graph may still raise
         if recording is not None:
             recording.mark(env)
-        device = getattr(backend, "device", None)
-        before = getattr(device, "dispatches", None)
+        before = backend.dispatches()
         run, run_inplace = backend.run, backend.run_inplace
-        for op, ids, slots, attrs, out, shape, dtype, drop in self.steps:
-            for s, i in zip(slots, ids):
+        for step in self.steps:
+            slots, out = step.slots, step.out
+            for s, i in zip(slots, step.ids):
                 s._data = env[i]
             if out is None:
-                check = getattr(op, "check", None)
+                check = getattr(step.op, "check", None)
                 if check is not None:
-                    _run_check(check, env, self.graph.device)
+                    self.run_check(check, env)
                 else:
                     if refresh:
                         self._refresh_optimizers()
                         refresh = False
-                    run_inplace(op, slots, attrs)
+                    run_inplace(step.op, slots, step.attrs)
             else:
-                env[out] = run(op, slots, attrs, shape, dtype)
+                env[out] = run(step.op, slots, step.attrs, step.shape, step.dtype)
             for s in slots:
                 s._data = None
             if recording is not None:
                 recording.mark(env)
-            for i in drop:
+            for i in step.drop:
                 env[i] = None
         if before is not None:
-            self.dispatches = device.dispatches - before
+            self.dispatches = backend.dispatches() - before
         return self.finish(flat_args, env)
+
+    def run_check(self, check, env) -> None:
+        """Run one of the graph's input checks (``(fn, args)``) on this call's values ``env``:
+        given to the backends' listings, which make no Tensors."""
+        fn, args = check
+        device = self.graph.device
+        fn(*[Tensor._make(env[a.id], a.shape, a.dtype, device) if isinstance(a, Value) else a for a in args])
 
     def finish(self, flat_args, env):
         """The step's results from ``env``: version bumps, ``.grad``s, the function's result."""
@@ -292,11 +308,6 @@ class Plan:
         for k, g in self.arg_grads:
             flat_args[k].grad = Tensor._make(env[g.id], g.shape, g.dtype, graph.device)
         return _unflatten(self.out_spec, outs, self.out_constants)
-
-
-def _run_check(check, env, device):
-    fn, args = check
-    fn(*[Tensor._make(env[a.id], a.shape, a.dtype, device) if isinstance(a, Value) else a for a in args])
 
 
 class _Eager:
@@ -403,7 +414,7 @@ class CompiledFunction:
                 continue
             g = plan.graph
             fused = [n for n in g.nodes if n.fused is not None]
-            counted = ("" if g.device != "webgpu" else ", dispatches per replay: "
+            counted = ("" if not plan.backend.counts_dispatches else ", dispatches per replay: "
                        + ("not measured yet" if plan.dispatches is None else str(plan.dispatches)))
             lines.append(f"signature {i}: {len(g.nodes)} nodes on {g.device}, {len(fused)} fused kernel(s){counted}")
             for n in fused:

@@ -21,6 +21,7 @@ from . import elementwise
 from .array import GPUArray
 from .geometry import ELEMENTS, dtype_of, fold_grid, itemsize, kind_of, looped_grid
 from .pool import BufferPool, Storage
+from .replay import Lowering
 from .source import assemble
 
 WORKGROUP = elementwise.WORKGROUP  # threads per workgroup of the 1-D launches
@@ -95,7 +96,7 @@ class IndexErrors:
             self.raise_if_set(await self.backend.device.read_async(self.flag.buffer, 0, itemsize(self.flag.kind)))
 
 
-class WebGPUBackend:
+class WebGPUBackend(Lowering):
     name = "wgsl"
     device_name = "webgpu"
 

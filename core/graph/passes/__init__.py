@@ -1,16 +1,18 @@
 """Graph passes: each takes a Graph, rewrites it in place and returns what it changed.
 
-``run`` applies them in order: dead-code elimination, (on WebGPU) functionalization of
-in-place writes into values the graph made, constant folding, common-subexpression
-elimination, dead-code elimination again, transposed matmuls and copy elision, elementwise
-fusion, then (on WebGPU) divisions by reused reciprocals, reductions with prologue and
-epilogue chains, matmul epilogues, grouped optimizer updates and, last, writes back in
+``run`` applies those the graph's backend names (``Backend.passes``, backend/protocol.py),
+in its order, by the names in ``PASSES``: on numpy dead-code elimination, constant
+folding, common-subexpression elimination, dead-code elimination again, transposed matmuls,
+copy elision and elementwise fusion; WebGPU adds functionalization of in-place writes into
+values the graph made (second), divisions by reused reciprocals, reductions with prologue
+and epilogue chains, matmul epilogues, grouped optimizer updates and, last, writes back in
 place where functionalization's copy is not needed (reinplace.py). Each pass keeps
 the graph's meaning: in-place nodes stay where they are, and nothing is merged or
 moved across one (see cse.py).
 """
 from __future__ import annotations
 
+from ...backend import get_backend
 from .copies import elide_copies, transpose_matmuls
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
@@ -23,6 +25,7 @@ from .memory import plan_memory
 from .reciprocal import reuse_reciprocals
 from .reduce import fuse_reductions
 from .reinplace import reinplace
+from ..verify import verify
 
 __all__ = ["run", "report", "eliminate_dead_code", "eliminate_common_subexpressions", "fold_constants",
            "functionalize", "fuse_elementwise", "fuse_reductions", "fuse_matmul_epilogues", "reuse_reciprocals",
@@ -30,31 +33,36 @@ __all__ = ["run", "report", "eliminate_dead_code", "eliminate_common_subexpressi
            "elide_copies", "reinplace", "plan_memory"]
 
 
-def run(graph) -> dict:
-    """Optimize ``graph`` in place; the counts of what each pass did are kept on the graph."""
-    # Functionalization first: the in-place nodes it removes are barriers to every later pass.
-    # WebGPU only: there every kernel writes a new buffer, while a numpy kernel may return its input.
-    # Dead code goes first too: an unread view of a value (one setitem takes to learn its
-    # target's shape) would otherwise count as a reader that sees the value's later writes.
-    dead = eliminate_dead_code(graph)
-    stats = {"functionalized": functionalize(graph) if graph.device == "webgpu" else 0,
-             "folded": fold_constants(graph), "cse": eliminate_common_subexpressions(graph),
-             "dce": dead + eliminate_dead_code(graph), "transposed": transpose_matmuls(graph),
-             "copies": elide_copies(graph), "reciprocals": 0, "fused": 0, "reductions": 0, "epilogues": 0,
-             "grouped": 0, "reinplaced": 0}
-    if graph.device != "webgpu":  # numpy: a chain's steps share one planned array (numpy_replay.py)
-        stats["fused"] = fuse_elementwise(graph)
-    else:  # one generated kernel per chain or group
-        from ...backend import get_backend
-        from ...backend.webgpu import fused, optim_group, reduce  # noqa: F401  (register their launchers)
+# A pass by the name its count has in ``graph.stats``: a function of the graph and its backend.
+PASSES = {
+    "dce": lambda graph, backend: eliminate_dead_code(graph),
+    "functionalized": lambda graph, backend: functionalize(graph),
+    "folded": lambda graph, backend: fold_constants(graph),
+    "cse": lambda graph, backend: eliminate_common_subexpressions(graph),
+    "transposed": lambda graph, backend: transpose_matmuls(graph),
+    "copies": lambda graph, backend: elide_copies(graph),
+    "reciprocals": lambda graph, backend: reuse_reciprocals(graph),
+    "fused": fuse_elementwise,
+    "reductions": fuse_reductions,
+    "epilogues": fuse_matmul_epilogues,
+    "grouped": lambda graph, backend: group_optimizer_steps(graph, backend.group_capacity),
+    "reinplaced": lambda graph, backend: reinplace(graph),
+}
 
-        stats["reciprocals"] = reuse_reciprocals(graph)
-        stats["fused"] = fuse_elementwise(graph)
-        stats["reductions"] = fuse_reductions(graph)
-        stats["epilogues"] = fuse_matmul_epilogues(graph)
-        backend = get_backend(graph.device)
-        stats["grouped"] = group_optimizer_steps(graph, lambda arity: optim_group.capacity(backend, arity))
-        stats["reinplaced"] = reinplace(graph)  # last: a write in place is a barrier to the passes above
+
+# The tests set this: verify the graph (graph/verify.py) after every pass, to fail where it broke.
+VERIFY = False
+
+
+def run(graph) -> dict:
+    """Optimize ``graph`` in place with its backend's passes; the counts of what each did are
+    kept on the graph (``graph.stats``: every name in ``PASSES``, 0 where it did not run)."""
+    backend = get_backend(graph.device)
+    stats = dict.fromkeys(PASSES, 0)
+    for name in backend.passes:
+        stats[name] += PASSES[name](graph, backend)
+        if VERIFY:
+            verify(graph, after=name)
     graph.stats = stats
     return stats
 

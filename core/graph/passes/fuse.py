@@ -1,47 +1,43 @@
 """Elementwise fusion: a chain of elementwise nodes becomes one node, one kernel.
 
-A node joins the chain of a producer when the producer is elementwise (its WebGPU
-record is an ``Elementwise`` expression), its output feeds only this node, has this
-node's shape (outside inputs may broadcast) and no in-place write lies between
-them. The fused node's op is a ``FusedOp`` whose kernel record lists the chain's
-steps with each op's own ``Elementwise`` record (from its ``defop``); the
-WebGPU backend turns the record into one generated WGSL kernel
-(``backend/webgpu/fused.py``), the numpy kernel runs the steps in turn (in one array where
-compile's numpy replay gives it one, see ``_numpy_chain``).
-
-A fused kernel reuses the unary/binary/ternary shader layouts, so a chain takes at
-most three outside inputs (two of one dtype, or the second and third of one dtype).
+A node joins the chain of a producer when the producer is elementwise (its op's
+``kind``) and its backend can run it in a fused kernel (``Backend.can_fuse``), its output
+feeds only this node, has this node's shape (outside inputs may broadcast) and no in-place
+write lies between them; the chain's outside inputs must suit the backend too
+(``Backend.can_fuse_inputs``: on WebGPU a fused kernel reuses the unary/binary/ternary
+shader layouts). The fused node's op has a ``Fused`` kernel record listing the chain's
+steps, with the per-step records its backend asks for (``Backend.fused_record``: WebGPU's
+``Elementwise`` expressions); the WebGPU backend turns the record into one generated WGSL
+kernel (``backend/webgpu/fused.py``), the numpy kernel runs the steps in turn (in one array
+where compile's numpy replay gives it one, see ``_numpy_chain``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...backend.numpy_backend import takes_out, writes_out
-from ...kernels import Elementwise, Fused
+from ...backend import get_backend
+from ...backend.numpy_arrays import takes_out, writes_out
+from ...kernels import Fused
 from ...ops.registry import OPS, Op
+from ..analysis import analyze
 from ..ir import Node
 
-_ATTRS_OK = {"dtype"}  # attrs the generated kernel follows (through the output type)
+
+def _fusable(node, backend) -> bool:
+    """A declared elementwise op (not one a pass made) that ``backend`` can fuse."""
+    return (not node.inplace and node.op.kind == "elementwise" and OPS.get(node.op.name) is node.op
+            and backend.can_fuse(node))
 
 
-def _fusable(node) -> bool:
-    if node.inplace or not isinstance(node.op.impls.get("wgsl"), Elementwise):
-        return False
-    if set(node.attrs) - _ATTRS_OK or "wg_check_divisor" in str(node.op.impls["wgsl"].expr):
-        return False  # an integer division reports errors through an extra binding
-    return node.op.name in OPS
-
-
-def elementwise_chain(node):
+def elementwise_chain(node, backend):
     """The elementwise nodes ``node`` stands for (a fused chain, or itself), or None."""
-    if isinstance(node.op.impls.get("wgsl"), Fused):
+    if isinstance(node.op, FusedOp):
         return node.fused
-    return [node] if _fusable(node) else None
+    return [node] if _fusable(node, backend) else None
 
 
-def _fits_layout(inputs) -> bool:
-    dts = [v.dtype for v in inputs]
-    return len(dts) <= 3 and (len(dts) != 2 or dts[0] is dts[1]) and (len(dts) != 3 or dts[1] is dts[2])
+class FusedOp(Op):
+    """The op of a fused elementwise node: its kernels run the chain ``node.fused``."""
 
 
 def _numpy_chain(record: Fused, out_dtypes):
@@ -76,23 +72,11 @@ def _numpy_chain(record: Fused, out_dtypes):
     return run
 
 
-def uses_and_escaping(graph) -> tuple[dict, set]:
-    """How many node inputs read each value, and the values that must stay materialized:
-    returned, stored as a gradient, or read or written by an in-place node."""
-    uses: dict[int, int] = {}
-    for node in graph.nodes:
-        for v in node.inputs:
-            uses[v.id] = uses.get(v.id, 0) + 1
-    escaping = {v.id for v in graph.outputs} | {g.id for _, g in graph.grads}
-    for node in graph.nodes:
-        if node.inplace:
-            escaping.update(v.id for v in node.inputs)
-    return uses, escaping
-
-
-def fuse_elementwise(graph) -> int:
-    """Fuse elementwise chains in place; returns how many nodes were folded into others."""
-    uses, escaping = uses_and_escaping(graph)
+def fuse_elementwise(graph, backend=None) -> int:
+    """Fuse elementwise chains in place; returns how many nodes were folded into others.
+    ``backend``: the one whose rules apply, by default the graph device's."""
+    backend = backend or get_backend(graph.device)
+    flow = analyze(graph)
     producer: dict[int, tuple] = {}  # value id -> (position, group) for fusable node outputs
     groups: dict[int, list] = {}  # id(root node) -> chain of nodes, in order
     last_write = -1
@@ -100,18 +84,18 @@ def fuse_elementwise(graph) -> int:
         if node.inplace:
             last_write = pos
             continue
-        if not _fusable(node):
+        if not _fusable(node, backend):
             continue
         chain = [node]
         for v in node.inputs:
             found = producer.get(v.id)
-            if found is None or uses.get(v.id) != 1 or v.id in escaping or v.shape != node.output.shape:
+            if found is None or not flow.single_use(v.id) or v.shape != node.output.shape:
                 continue
             start, group = found
             if start <= last_write or any(n in chain for n in group):
                 continue
             trial = sorted(group + chain, key=graph.nodes.index)
-            if _fits_layout(_outside_inputs(trial)):
+            if backend.can_fuse_inputs(_outside_inputs(trial)):
                 chain = trial
                 for n in group:
                     groups.pop(id(n), None)
@@ -128,7 +112,7 @@ def fuse_elementwise(graph) -> int:
             removed += 1
             continue
         root_chain = by_root.get(id(node))
-        nodes.append(node if root_chain is None else _fused_node(root_chain))
+        nodes.append(node if root_chain is None else _fused_node(root_chain, backend))
     graph.nodes = nodes
     return removed
 
@@ -143,7 +127,7 @@ def _outside_inputs(chain) -> list:
     return list(seen.values())
 
 
-def chain_record(chain, outside) -> Fused:
+def chain_record(chain, outside, backend) -> Fused:
     """The ``Fused`` record of ``chain`` reading its outside inputs in the order ``outside``."""
     slot = {v.id: k for k, v in enumerate(outside)}
     step_of = {n.output.id: j for j, n in enumerate(chain)}
@@ -152,13 +136,13 @@ def chain_record(chain, outside) -> Fused:
         args = tuple(("t", step_of[v.id]) if v.id in step_of else ("in", slot[v.id]) for v in n.inputs)
         steps.append((n.op.name, args, tuple(v.dtype.name for v in n.inputs), n.output.dtype.name,
                       tuple(sorted(n.attrs.items()))))
-    return Fused(tuple(steps), len(outside), tuple(n.op.impls["wgsl"] for n in chain))
+    return Fused(tuple(steps), len(outside), backend.fused_record(chain))
 
 
-def _fused_node(chain) -> Node:
+def _fused_node(chain, backend) -> Node:
     outside = _outside_inputs(chain)
-    record = chain_record(chain, outside)
+    record = chain_record(chain, outside, backend)
     name = "fused_" + "_".join(n.op.name for n in chain)
-    op = Op(name, infer=lambda *a, **k: None,
-            impls={"wgsl": record, "numpy": _numpy_chain(record, [n.output.dtype for n in chain])})
+    op = FusedOp(name, infer=lambda *a, **k: None,
+                 impls={"wgsl": record, "numpy": _numpy_chain(record, [n.output.dtype for n in chain])})
     return Node(op, outside, {}, chain[-1].output, fused=list(chain), source=chain[-1].source)

@@ -1,9 +1,9 @@
 """``webgrad.compile``'s replay on numpy: a flat list of calls into planned arrays.
 
-A plan's first replay runs through the backend (``Plan.run``) while it notes, per step,
-which of the step's inputs its result shares memory with (a numpy kernel may return an
-input or a view of it). Later calls run a list made from that, one call per step, with no
-slots and no per-step dispatch on the op, and:
+``NumpyBackend.record`` makes it: a plan's first replay runs through the backend
+(``Plan.run``) while it notes, per step, which of the step's inputs its result shares
+memory with (a numpy kernel may return an input or a view of it). Later calls run a list
+made from that, one call per step, with no slots and no per-step dispatch on the op, and:
 
 - a step whose kernel writes into a given array (a numpy ufunc, matmul natively, a kernel
   marked ``takes_out``, a fused elementwise chain) writes its result into an array planned
@@ -21,9 +21,8 @@ import weakref
 
 import numpy as np
 
-from ..backend.numpy_backend import stored_result, takes_out, writes_out
-from ..backend.wasm import IN_PYODIDE
-from ..kernels import View
+from .numpy_arrays import stored_result, takes_out, writes_out
+from .wasm import IN_PYODIDE
 
 
 class Recording:
@@ -38,14 +37,15 @@ class Recording:
 
     def mark(self, env) -> None:
         if self.done >= 0:
-            op, ids, _, _, out, shape, dtype, _ = self.steps[self.done]
+            step = self.steps[self.done]
+            out, dtype = step.out, step.dtype
             if out is not None:
                 result = env[out]
-                view = isinstance(op.impls.get("wgsl"), View)  # a view always shares, whatever it was here
-                self.aliases[out] = {i for i in ids if isinstance(env[i], np.ndarray)
+                view = step.op.kind == "view"  # a view always shares, whatever it was here
+                self.aliases[out] = {i for i in step.ids if isinstance(env[i], np.ndarray)
                                      and (view or np.may_share_memory(result, env[i]))}
                 if (not self.aliases[out] and result.flags.c_contiguous and result.flags.owndata
-                        and result.shape == shape and result.dtype == dtype.np and dtype.rounding is None):
+                        and result.shape == step.shape and result.dtype == dtype.np and dtype.rounding is None):
                     self.fresh.add(out)
         self.done += 1
 
@@ -57,9 +57,9 @@ def _outside(plan) -> set:
     ids = {v.id for v in graph.outputs} | {g.id for _, g in graph.grads}
     for _, args in graph.checks:
         ids.update(a.id for a in args if hasattr(a, "id"))
-    for _, step_ids, _, _, out, *_ in plan.steps:
-        if out is None:
-            ids.update(step_ids)
+    for step in plan.steps:
+        if step.out is None:
+            ids.update(step.ids)
     return ids
 
 
@@ -71,30 +71,31 @@ class NumpyList:
         steps = plan.steps
         # Values that share memory with a value seen outside are seen outside too.
         outside = _outside(plan)
-        for _, _, _, _, out, *_ in reversed(steps):
-            if out in outside:
-                outside |= recording.aliases.get(out, set())
+        for step in reversed(steps):
+            if step.out in outside:
+                outside |= recording.aliases.get(step.out, set())
         # A planned array lives until the last reader of any value sharing memory with it.
         roots: dict[int, set] = {}  # value id -> the step results whose memory it may be
         sharing: dict[int, set] = {}  # step result id -> the values that may be its memory
-        for _, _, _, _, out, *_ in steps:
+        for out in (step.out for step in steps):
             if out is not None:
                 roots[out] = {out}.union(*(roots.get(i, ()) for i in recording.aliases.get(out, ())))
                 for root in roots[out]:
                     sharing.setdefault(root, set()).add(out)
         last_read: dict[int, int] = {}
-        for n, (_, ids, *_) in enumerate(steps):
-            for i in ids:
+        for n, step in enumerate(steps):
+            for i in step.ids:
                 last_read[i] = n
         free: dict[tuple, list] = {}  # (shape, dtype) -> planned arrays no live value uses
         dying: dict[int, list] = {}  # step -> planned arrays free after it
         self.planned = 0
         self.calls = []  # one function of env per step (and the optimizers' refresh before the first write)
         refresh = bool(plan.optimizers)
-        for n, (op, ids, _, attrs, out, shape, dtype, _) in enumerate(steps):
+        for n, step in enumerate(steps):
+            op, ids, attrs, out, shape, dtype = step.op, step.ids, step.attrs, step.out, step.shape, step.dtype
             if out is None:
                 if getattr(op, "check", None):
-                    self.calls.append(_check(op.check, plan.graph.device))
+                    self.calls.append(_check(op.check, weakref.ref(plan)))
                     continue
                 if refresh:
                     self.calls.append(_refresh(weakref.ref(plan)))
@@ -102,7 +103,7 @@ class NumpyList:
                 self.calls.append(_inplace(op.impls["numpy"], ids, attrs))
                 continue
             kernel = op.impls.get("numpy")
-            if op.name == "matmul":  # natively BLAS, with out=; in Pyodide chosen per call (wasm GEMM or not)
+            if kernel is np.matmul:  # natively BLAS, with out=; in Pyodide chosen per call (wasm GEMM or not)
                 kernel = _blas_matmul(backend, op) if not IN_PYODIDE else None
             if (kernel is not None and out in recording.fresh and out not in outside
                     and writes_out(kernel, attrs)):
@@ -146,7 +147,7 @@ def _into(kernel, ids, attrs, out, array):
 
 
 def _call(backend, op, ids, attrs, out, dtype):
-    if op.name == "matmul":  # the backend chooses the kernel by the operands (Pyodide: wasm or numpy)
+    if op.impls.get("numpy") is np.matmul:  # the backend chooses the kernel by the operands (Pyodide: wasm or numpy)
         def call(env):
             arrays = [env[i] for i in ids]
             env[out] = stored_result(backend.kernel(op, arrays)(*arrays, **attrs), dtype)
@@ -169,11 +170,9 @@ def _refresh(plan):
     return call
 
 
-def _check(check, device):
-    from .compile import _run_check
-
+def _check(check, plan):
     def call(env):
-        _run_check(check, env, device)
+        plan().run_check(check, env)  # the plan makes the Tensors a check reads
     return call
 
 

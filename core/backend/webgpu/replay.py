@@ -1,4 +1,5 @@
-"""``webgrad.compile``'s replay on WebGPU: a recorded dispatch list.
+"""``webgrad.compile``'s replay on WebGPU: a recorded dispatch list, and the rest of what
+this backend tells compile (``Lowering``: its passes, its fusion rules; backend/protocol.py).
 
 A plan's first replay runs its steps through the backend's launchers while the device
 records every dispatch (a ``Tape``) and the pool keeps every buffer the step releases.
@@ -26,18 +27,108 @@ binds a buffer the step neither received nor made.
 from __future__ import annotations
 
 import weakref
+from typing import Any
 
-from ..backend.webgpu import optim
-from ..backend.webgpu.array import GPUArray
-from ..backend.webgpu.pool import Keep, Storage
-from ..backend.webgpu.recorder import Tape
-from ..kernels import Grouped
+from ...kernels import Elementwise, Grouped, Kernel
+from ..protocol import Unfit
+from . import optim
+from .array import GPUArray
+from .pool import Keep, Storage
+from .recorder import Tape
 
-ATTEMPTS = 2  # recordings tried per plan: the first call may fill caches (an upload) that later ones reuse
+# The passes, in order (graph/passes/__init__.py names them). Functionalization first: the
+# in-place nodes it removes are barriers to every later pass; it is WebGPU's only, where every
+# kernel writes a new buffer (a numpy kernel may return its input). Dead code goes first too:
+# an unread view of a value (one setitem takes to learn its target's shape) would otherwise
+# count as a reader that sees the value's later writes. Then one generated kernel per chain or
+# group; reinplace last: a write in place is a barrier to the passes before it.
+PASSES = ("dce", "functionalized", "folded", "cse", "dce", "transposed", "copies", "reciprocals", "fused",
+          "reductions", "epilogues", "grouped", "reinplaced")
+_ATTRS_OK = {"dtype"}  # attrs a generated elementwise kernel follows (through the output type)
 
 
-class Unfit(Exception):
-    """This call's arguments are laid out unlike the recorded ones."""
+def _launches(record, name: str) -> bool:
+    """Whether ``record`` runs through the launcher ``name`` (a launch is named ``name`` or
+    ``module.name``)."""
+    return record.launch.rsplit(".", 1)[-1] == name
+
+
+class Lowering:
+    """What the WebGPU backend tells ``webgrad.compile`` (backend/protocol.py): its passes, which
+    nodes one generated kernel may take, and its replay (``record``, below). A base of
+    ``WebGPUBackend``: its methods read the backend's own device, pool and caches."""
+
+    passes = PASSES
+    counts_dispatches = True
+    device: Any  # set by WebGPUBackend
+    pool: Any
+    index_errors: Any
+    _scalars: dict
+
+    def can_fuse(self, node) -> bool:
+        record = node.op.impls.get("wgsl")
+        if not isinstance(record, Elementwise) or set(node.attrs) - _ATTRS_OK:
+            return False
+        return "wg_check_divisor" not in str(record.expr)  # an integer division reports errors through an extra binding
+
+    def can_fuse_inputs(self, inputs) -> bool:
+        """A fused kernel reuses the unary/binary/ternary shader layouts: at most three outside
+        inputs, two of one dtype, or the second and third of one dtype."""
+        dts = [v.dtype for v in inputs]
+        return len(dts) <= 3 and (len(dts) != 2 or dts[0] is dts[1]) and (len(dts) != 3 or dts[1] is dts[2])
+
+    def fused_record(self, nodes) -> tuple:
+        return tuple(n.op.impls["wgsl"] for n in nodes)  # fused.py splices each step's own expression
+
+    def reduction_entry(self, op) -> str | None:
+        record = op.impls.get("wgsl")
+        return record.entry if isinstance(record, Kernel) and _launches(record, "reduce") else None
+
+    def takes_epilogue(self, op) -> bool:
+        record = op.impls.get("wgsl")
+        return isinstance(record, Kernel) and _launches(record, "matmul")  # matmul.wgsl splices the chain
+
+    def group_capacity(self, arity: int) -> int:
+        from . import optim_group  # it imports backend.py, whose class this module's Lowering is a base of
+
+        return optim_group.capacity(self, arity)
+
+    def dispatches(self) -> int | None:
+        return self.device.dispatches
+
+    def record(self, plan, flat_args):
+        """Run ``plan`` once while recording it: (the result, a DispatchList or why there is none)."""
+        device, pool, errors = self.device, self.pool, self.index_errors
+        if device.tape is not None or pool.keeping is not None:
+            return plan.run(flat_args), "another step was being recorded"
+        tape, keep, flagged = Tape(), Keep(), []
+        recording = _Recording(tape, wanted(plan))
+        device.tape, pool.keeping, errors.recording = tape, keep, flagged
+        try:
+            result = plan.run(flat_args, recording)  # on return its values are gone: what it released is kept
+        except BaseException:
+            device.tape = pool.keeping = errors.recording = None
+            keep.give_back(pool)
+            raise
+        device.tape = pool.keeping = errors.recording = None
+        try:
+            if tape.broken is not None:
+                raise _Refused(f"{tape.broken} in the middle of the step")
+            listing = DispatchList(plan, flat_args, tape, keep, recording, flagged, self._ambient())
+        except _Refused as why:
+            keep.give_back(pool)
+            return result, str(why)
+        finally:
+            keep.acquired.clear()
+        return result, listing
+
+    def _ambient(self) -> dict:
+        """The arrays a step binds that belong to no value: cached fill values and the index
+        error flag, by id of their buffer."""
+        ambient = {id(a.buffer): a for a in self._scalars.values()}
+        if self.index_errors.flag is not None:
+            ambient[id(self.index_errors.flag.buffer)] = self.index_errors.flag
+        return ambient
 
 
 class _Refused(Exception):
@@ -74,7 +165,7 @@ def in_python(plan) -> set[int]:
     """The ids of the plan steps a replay runs in Python: the optimizer updates (their uniforms,
     lr and bias corrections, change per call) and the checks of computed values."""
     steps = {id(step) for _, updates, _ in plan.optimizers for _, step in updates}
-    return steps | {id(step) for step in plan.steps if step[4] is None and getattr(step[0], "check", None)}
+    return steps | {id(step) for step in plan.steps if step.out is None and getattr(step.op, "check", None)}
 
 
 def wanted(plan) -> list[int]:
@@ -84,7 +175,7 @@ def wanted(plan) -> list[int]:
     python = in_python(plan)
     for step in plan.steps:
         if id(step) in python:
-            ids.update(step[1])
+            ids.update(step.ids)
     for _, args in plan.graph.checks:
         ids.update(a.id for a in args if hasattr(a, "id"))
     ids.update(v.id for v in plan.graph.outputs)
@@ -92,46 +183,15 @@ def wanted(plan) -> list[int]:
     return sorted(ids)
 
 
-def record(plan, flat_args):
-    """Run ``plan`` once while recording it: (the result, a DispatchList or why there is none)."""
-    backend = plan.backend
-    device, pool, errors = backend.device, backend.pool, backend.index_errors
-    if device.tape is not None or pool.keeping is not None:
-        return plan.run(flat_args), "another step was being recorded"
-    tape, keep, flagged = Tape(), Keep(), []
-    recording = _Recording(tape, wanted(plan))
-    device.tape, pool.keeping, errors.recording = tape, keep, flagged
-    try:
-        result = plan.run(flat_args, recording)  # on return its values are gone: what it released is kept
-    except BaseException:
-        device.tape = pool.keeping = errors.recording = None
-        keep.give_back(pool)
-        raise
-    device.tape = pool.keeping = errors.recording = None
-    try:
-        if tape.broken is not None:
-            raise _Refused(f"{tape.broken} in the middle of the step")
-        listing = DispatchList(plan, flat_args, tape, keep, recording, flagged)
-    except _Refused as why:
-        keep.give_back(pool)
-        return result, str(why)
-    finally:
-        keep.acquired.clear()
-    return result, listing
-
-
 class DispatchList:
     """One plan's recorded step, ready to re-issue (see the module docstring)."""
 
-    def __init__(self, plan, flat_args, tape: Tape, keep: Keep, recording: _Recording, flagged):
+    def __init__(self, plan, flat_args, tape: Tape, keep: Keep, recording: _Recording, flagged, ambient):
         backend = plan.backend
         device = backend.device
         layouts = recording.layouts
         fixed = {id(data.buffer): data for _, data in plan.fixed}
         held = {id(b): _Held(b) for b in keep.kept()}
-        ambient = {id(a.buffer): a for a in backend._scalars.values()}  # fill values, cached by the backend
-        if backend.index_errors.flag is not None:
-            ambient[id(backend.index_errors.flag.buffer)] = backend.index_errors.flag
         self.pinned = list(ambient.values())  # a cache may drop them; the list still binds them
 
         # Buffers a call supplies: its arguments', its random draws', and fresh ones for its results.
@@ -184,7 +244,7 @@ class DispatchList:
         refresh = bool(plan.optimizers)
         for n, step in enumerate(plan.steps):
             span = range(marks[n], marks[n + 1])
-            if refresh and step[4] is None and not getattr(step[0], "check", None):
+            if refresh and step.out is None and not getattr(step.op, "check", None):
                 plan_of.append(("refresh", None))
                 refresh = False
             if id(step) in python:
@@ -234,7 +294,7 @@ class DispatchList:
 
     def describe(self) -> str:
         runs = [item for item in self.schedule if isinstance(item, _Run)]
-        steps = sum(1 for item in self.schedule if isinstance(item, tuple))
+        steps = sum(1 for item in self.schedule if not isinstance(item, (_Run, _Update)) and item is not _REFRESH)
         updates = sum(1 for item in self.schedule if isinstance(item, _Update))
         rebound = sum(len(r.rebinds) for r in runs)
         return (f"a recorded list of {self.count} dispatch(es) in {len(runs)} run(s), {rebound} of them bound "
@@ -243,8 +303,6 @@ class DispatchList:
 
     def run(self, plan, flat_args):
         """One call: the recorded dispatches re-issued around the steps that run in Python."""
-        from .compile import _run_check
-
         backend = plan.backend
         device = backend.device
         storages: dict = {}  # id(recorded buffer) -> this call's storage, for the buffers a call supplies
@@ -261,7 +319,7 @@ class DispatchList:
         for i, k in plan.args:
             env[i] = flat_args[k]._data
         for check in graph.checks:
-            _run_check(check, env, graph.device)
+            plan.run_check(check, env)
         for i, v in plan.copied:
             env[i] = backend.contiguous(v.data)
         for i, draw, args in plan.random:
@@ -285,14 +343,14 @@ class DispatchList:
             if isinstance(item, _Update):
                 item.issue(device, now)
                 continue
-            op, ids, slots, attrs = item[:4]
-            for s, i in zip(slots, ids):
+            slots = item.slots
+            for s, i in zip(slots, item.ids):
                 s._data = env[i]
-            check = getattr(op, "check", None)
+            check = getattr(item.op, "check", None)
             if check is not None:
-                _run_check(check, env, graph.device)
+                plan.run_check(check, env)
             else:
-                backend.run_inplace(op, slots, attrs)
+                backend.run_inplace(item.op, slots, item.attrs)
             for s in slots:
                 s._data = None
         if self.flagged:
@@ -317,7 +375,7 @@ class _Update:
     def of(cls, step, entries, varying, constant):
         """The update ``step`` recorded as ``entries``, or None where a recording holds anything
         but optim.wgsl's dispatches over buffers the list knows."""
-        op, attrs = step[0], step[3]
+        op, attrs = step.op, step.attrs
         if not entries or getattr(op, "check", None) or not all(e[4].startswith(optim.FILE) for e in entries):
             return None
         dispatches = []

@@ -1,0 +1,28 @@
+"""How numpy kernels hand over their results: a kernel that takes ``out=``, and a result
+stored as its dtype. A leaf (numpy only): the numpy backend, its list of calls
+(numpy_replay.py) and the graph passes that build numpy kernels for fused nodes use it."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def takes_out(kernel):
+    """Mark a numpy kernel that, as a ufunc does, takes ``out=`` (an array of its result's shape
+    and dtype) and returns it with the result written in: compile's numpy replay then hands it
+    an array planned once (numpy_replay.py)."""
+    kernel.takes_out = True
+    return kernel
+
+
+def writes_out(kernel, attrs) -> bool:
+    """Whether ``kernel(*arrays, out=array, **attrs)`` writes its result into ``array``."""
+    return (isinstance(kernel, np.ufunc) and not attrs) or getattr(kernel, "takes_out", False)
+
+
+def stored_result(result, dtype) -> np.ndarray:
+    """A kernel's result as an array of ``dtype`` (bfloat16: computed in float32, rounded back)."""
+    if type(result) is not np.ndarray:
+        result = np.asarray(result)
+    if result.dtype != dtype.np:
+        result = result.astype(dtype.np)
+    return result if dtype.rounding is None else dtype.rounding(result)
