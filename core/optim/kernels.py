@@ -2,7 +2,7 @@
 
 Each op reads a parameter's gradient and writes the parameter and its state
 buffers in one kernel call, as PyTorch's fused optimizers and TF.js do. The
-WebGPU backend will bind an entry point of ``optim.wgsl`` to each op by name.
+WebGPU backend runs the function of ``optim.wgsl`` named after each op.
 
 Inputs are ordered "written first, gradient last": ``mutates`` counts the
 written ones. A state buffer that an option turns off (SGD without momentum,
@@ -55,7 +55,7 @@ def _declare(name: str, names: tuple[str, ...], kernel, **flags):
     """An optimizer op: ``names`` lists its inputs, every one but the last (grad) is
     written. ``flags`` are the boolean attrs this op's buffer layout implies."""
     return defop(name, infer=_same_as_param(name, names, flags), inplace=True,
-                 wgsl=Kernel("optim.wgsl", name, "optim.optim_step"),  # entry point named after the op
+                 wgsl=Kernel("optim.wgsl", name, "optim.optim_step"),  # update function named after the op
                  mutates=len(names) - 1, numpy=kernel)
 
 

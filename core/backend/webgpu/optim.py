@@ -1,5 +1,7 @@
-"""The launcher of the fused optimizer steps (``optim.wgsl``): one dispatch per
-parameter that updates the parameter and its state buffers in place.
+"""The launcher of the fused optimizer steps: one dispatch per parameter that updates the
+parameter and its state buffers in place. The update arithmetic is optim.wgsl's pure
+function per op; optim_step.wgsl, a template, runs it over one parameter here and over
+a group of them in optim_group.py, so both call the same function.
 
 The op's inputs come "written first, gradient last" (core/optim/kernels.py); the
 kernel binds the gradient first (1) and the written buffers after it (2, 3, ...).
@@ -9,12 +11,19 @@ same constants.
 """
 from __future__ import annotations
 
+import functools
 import struct
 
 import numpy as np
 
+from ...kernels import Program
+from .elementwise import WORKGROUP
+from .source import fill, read
 
-FILE = "optim.wgsl"
+FILE = "optim.wgsl"  # the update functions; also how a replay knows an update's dispatches (labels)
+TEMPLATE = "optim_step.wgsl"  # the entry point over one or a group of parameters
+MEMBER = "optim_member.wgsl"
+MEMBER_BYTES = 32
 MAXIMIZE, NESTEROV, FIRST_STEP, DAMPENED, DECOUPLED, LERP_FROM_END = 1, 2, 4, 8, 16, 32
 FIELDS = ("weight_decay", "neg_lr", "momentum", "one_minus_dampening", "decay", "rate", "one_minus_rate",
           "lerp_weight", "lerp_complement", "bias_correction2_sqrt", "eps")
@@ -52,39 +61,53 @@ def _scalars(op_name: str, attrs: dict) -> tuple[int, dict]:
     return flags, values
 
 
-def _pack(n, flags, grad_offset, offsets, values) -> bytes:
+def _params(flags: int, values: dict) -> bytes:
+    """optim.wgsl's ``Params``: the flags, then the float fields from byte 32 (80 bytes)."""
     words = np.zeros(20, dtype=np.uint32)
-    words[0:3] = (n, flags, grad_offset)
-    words[4:4 + len(offsets)] = offsets
+    words[0] = flags
     floats = np.array([float(values.get(name, 0.0)) for name in FIELDS] + [0.0], dtype=np.float32)
     words[8:20] = floats.view(np.uint32)
     return words.tobytes()
 
 
+def _members(rows) -> bytes:
+    """optim_step.wgsl's ``Member`` per (n, grad offset, first thread, written buffers' offsets)."""
+    words = np.zeros((len(rows), MEMBER_BYTES // 4), dtype=np.uint32)
+    for row, (n, grad_offset, start, offsets) in zip(words, rows):
+        row[0:3] = (n, grad_offset, start)
+        row[4:4 + len(offsets)] = offsets
+    return words.tobytes()
+
+
+def _pack(n, flags, grad_offset, offsets, values) -> bytes:
+    """The uniform of one parameter's update: ``Params`` and its one ``Member``."""
+    return _params(flags, values) + _members([(n, grad_offset, 0, offsets)])
+
+
 def repack(uniform: bytes, op_name: str, attrs: dict) -> bytes:
-    """A recorded update's uniform (``update``'s or a group's: both start with ``Params``)
-    with this call's flags and scalars (lr, bias corrections...); its sizes and offsets kept.
-    A compiled step's replay re-issues its recorded updates so (graph/replay.py)."""
+    """A recorded update's uniform (one parameter's or a group's: both start with ``Params``)
+    with this call's flags and scalars (lr, bias corrections...); its members kept.
+    A compiled step's replay re-issues its recorded updates so (backend/webgpu/replay.py)."""
     flags, values = _scalars(op_name, attrs)
     out = bytearray(uniform)
     try:  # struct, not numpy: several times faster per call in Pyodide
-        struct.pack_into("<I", out, 4, flags)
+        struct.pack_into("<I", out, 0, flags)
         struct.pack_into("<12f", out, 32, *(float(values.get(name, 0.0)) for name in FIELDS), 0.0)
-    except OverflowError:  # a scalar past float32's range: numpy rounds it to inf, as _pack does
-        fresh = _pack(0, flags, 0, [], values)
-        out[4:8], out[32:80] = fresh[4:8], fresh[32:80]
+    except OverflowError:  # a scalar past float32's range: numpy rounds it to inf, as _params does
+        fresh = _params(flags, values)
+        out[0:4], out[32:80] = fresh[0:4], fresh[32:80]
     return bytes(out)
 
 
 def optim_step(backend, op, record, arrays, attrs, shape, dtype):
-    """In place: ``arrays`` is (param, *state buffers, grad)."""
-    update(backend, op.name, record.entry, arrays, attrs)
+    """In place: ``arrays`` is (param, *state buffers, grad). The op's update is the function
+    of optim.wgsl named after it (``record.entry``)."""
+    update(backend, op.name, arrays, attrs)
 
 
-def update(backend, op_name, entry, arrays, attrs):
-    """One optimizer step ``op_name`` (entry point ``entry``) on (param, *state buffers, grad)."""
+def update(backend, op_name, arrays, attrs):
+    """One optimizer step ``op_name`` on (param, *state buffers, grad)."""
     *written, grad = arrays
-    param = written[0]
     for name, a in zip(("param",) + ("state",) * len(written), written):
         if a.kind != "f32":
             raise TypeError(f"{op_name}: webgpu optimizers update float32 tensors, got a {a.kind} {name}")
@@ -95,10 +118,32 @@ def update(backend, op_name, entry, arrays, attrs):
         raise ValueError(f"{op_name}: the parameter and its state buffers must not share memory")
     if not grad.is_contiguous() or any(grad.storage is a.storage for a in written):
         grad = backend.contiguous(grad)  # a broadcast gradient, or one aliasing a written buffer
-    n = param.numel()
-    if n == 0:
+    run(backend, op_name, [(*written, grad)], attrs, f"{FILE}:{op_name}")
+
+
+def run(backend, op_name, members, attrs, label) -> None:
+    """One dispatch of the update ``op_name`` over ``members``, each (param, *state buffers,
+    grad), contiguous float32 with no buffer bound twice: optim_step.wgsl."""
+    arity, rows, start = len(members[0]), [], 0
+    for *written, grad in members:
+        n = written[0].numel()
+        rows.append((n, grad.offset, start, [a.offset for a in written]))
+        start += n
+    if start == 0:
         return
     flags, values = _scalars(op_name, attrs)
-    params = _pack(n, flags, grad.offset, [a.offset for a in written], values)
-    backend.dispatch_1d(FILE, entry, (), None, {}, [grad.buffer] + [a.buffer for a in written],
-                        params, n, f"{FILE}:{op_name}")
+    program = Program.of(TEMPLATE, "main", constants={"WG": WORKGROUP}, generated=(op_name, arity, len(members)))
+    buffers = [a.buffer for *written, grad in members for a in (grad, *written)]
+    grid = backend.grid(-(-start // WORKGROUP), label)
+    backend.run_program(program, buffers, _params(flags, values) + _members(rows), grid, label,
+                        source=step_source(op_name, arity, len(members)))
+
+
+@functools.lru_cache(maxsize=64)
+def step_source(op_name: str, arity: int, count: int) -> str:
+    """optim.wgsl's functions and optim_step.wgsl filled for ``count`` members of ``arity``
+    buffers each (the gradient first at 1 + j * arity, then the written ones)."""
+    members = [fill(MEMBER, [{"k": k, "binding": 2 + j * arity + k} for k in range(arity - 1)],
+                    j=j, grad=1 + j * arity, update=op_name) for j in range(count)]
+    entry = fill(TEMPLATE, [{"k": j} for j in range(count)], count=count, members="\n".join(members))
+    return read(FILE) + "\n" + entry

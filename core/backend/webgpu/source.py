@@ -7,6 +7,8 @@
    ``epilogue``, reduction ``prologue``/``epilogue``), one small function per step.
 3. Preludes (``strided.wgsl``, ``math.wgsl``) are prepended where a kernel uses them.
 4. Sizes and tiles are pipeline-override constants, never pasted text.
+5. A generated layout (the optimizer's group of updates) is a template file filled by
+   ``fill``: fields, and lines repeated per item; no regular expression edits a shader.
 Shaders are read with importlib.resources from the installed package, so the
 same code runs natively and inside Pyodide.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import functools
 import re
 from importlib import resources
+from string import Template
 
 from .geometry import ELEMENTS, KIND
 
@@ -37,6 +40,18 @@ _TYPE_NAME = re.compile(r"\b([ABO])\b")
 @functools.lru_cache(maxsize=None)
 def read(file: str) -> str:
     return resources.files("webgrad.wgsl_kernels").joinpath(file).read_text()
+
+
+def fill(file: str, rows=(), **fields) -> str:
+    """The template ``file`` with each ``${name}`` written as ``fields[name]``; a line that
+    holds ``${k}`` is written once per row of ``rows`` (a dict of more fields), in order."""
+    lines = []
+    for line in read(file).splitlines():
+        if "${k}" in line:
+            lines += [Template(line).substitute(fields, **row) for row in rows]
+        else:
+            lines.append(Template(line).substitute(fields))
+    return "\n".join(lines)
 
 
 def all_files() -> list[str]:
