@@ -162,6 +162,27 @@ def test_in_place_write_into_an_input_is_refused():
         webgrad.onnx.export(f, (webgrad.randn(2, 3),), io.BytesIO())
 
 
+LAYERS = [  # what the exporter once recorded layer by layer, now through their ops
+    (lambda: nn.Conv1d(2, 3, 3, padding=1, stride=2), (2, 8)),
+    (lambda: nn.Sequential(nn.Conv2d(2, 4, 3, groups=2, dilation=2), nn.AdaptiveAvgPool2d(1), nn.Flatten()), (2, 7, 7)),
+    (lambda: nn.AdaptiveAvgPool2d((2, 3)), (2, 4, 6)),
+    (lambda: nn.MaxPool2d(3, 2, padding=1, ceil_mode=True), (2, 6, 6)),
+    (lambda: nn.AvgPool2d(3, 2, padding=1, count_include_pad=False, ceil_mode=True), (2, 6, 6)),
+    (lambda: nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3), nn.GELU(approximate="tanh"), nn.LeakyReLU(0.1),
+                           nn.Softmax(dim=1), nn.LogSoftmax(dim=-1)), (3,)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(LAYERS)))
+def test_layers_with_dynamic_batch(case):
+    make, shape = LAYERS[case]
+    webgrad.manual_seed(case)
+    model = make()
+    for _ in range(2):  # running statistics of their own
+        model(webgrad.randn(4, *shape))
+    _roundtrip(model, [webgrad.randn(2, *shape)], [_randn(5, *shape, seed=case)], dynamic={"x0": {0: "n"}})
+
+
 # One row per emitter family: each function is exported alone and run in onnxruntime.
 x = _randn(3, 4)
 xi = np.array([[5, -3, 0, 7], [-8, 2, 9, -1], [4, 4, -6, 3]], np.int64)
