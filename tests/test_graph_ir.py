@@ -298,6 +298,21 @@ def test_reinplace_on_a_hand_built_graph():
         verify(b.g)
 
 
+def test_reinplace_renames_inside_fused_chains():
+    b = Build()
+    a, v = b.arg((2, 3)), b.arg((2,))
+    h = b("exp", a)
+    h2 = b("index_put", h, v, key=(slice(None), 0))
+    m = b("mul", h2, a)
+    s = b("neg", m)
+    chain = b.g.nodes[2:]
+    b.g.nodes[2:] = [Node(Op("fused_mul_neg", infer=lambda *a, **k: None), [h2, a], {}, s, fused=chain)]
+    b.g.outputs = [s]
+    assert passes.reinplace(b.g) == 1
+    assert b.g.nodes[2].inputs == [h, a] and chain[0].inputs == [h, a]
+    verify(b.g)
+
+
 def test_copies_on_a_hand_built_graph():
     b = Build()
     x, w = b.arg((2, 3)), b.arg((3, 4))

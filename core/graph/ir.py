@@ -53,6 +53,12 @@ class Node:
     def inplace(self) -> bool:
         return self.output is None
 
+    def rename_inputs(self, replace: dict) -> None:
+        """Read ``replace[value id]`` where a pass merged or renamed a value, here and in the
+        members of a fused chain (which read the same values)."""
+        for node in [self, *(self.fused or ())]:
+            node.inputs = [replace.get(v.id, v) for v in node.inputs]
+
     def label(self) -> str:
         """The op's name, or ``fused[a,b,...]`` for a node standing for a fused chain."""
         return self.op.name if self.fused is None else "fused[" + ",".join(n.op.name for n in self.fused) + "]"

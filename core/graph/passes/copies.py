@@ -58,7 +58,7 @@ def elide_copies(graph) -> int:
     replace: dict = {}
     nodes, removed = [], 0
     for node in graph.nodes:
-        node.inputs = [replace.get(v.id, v) for v in node.inputs]
+        node.rename_inputs(replace)
         if node.op is copy and not node.attrs and df.single_use(node.inputs[0].id):
             src = made.get(node.inputs[0].id)
             base = src

@@ -23,7 +23,7 @@ def eliminate_common_subexpressions(graph) -> int:
     epoch = 0
     kept = []
     for node in graph.nodes:
-        node.inputs = [replace.get(v.id, v) for v in node.inputs]
+        node.rename_inputs(replace)
         if node.inplace:
             epoch += 1
             kept.append(node)

@@ -35,7 +35,7 @@ def functionalize(graph) -> int:
     nodes, rewritten = [], 0
     for node in graph.nodes:
         original = list(node.inputs)
-        node.inputs = [latest.get(v.id, v) for v in node.inputs]
+        node.rename_inputs(latest)
         if is_view(node):
             viewed.update(v.id for v in original)
         target = original[0] if node.inplace and node.inputs else None

@@ -27,7 +27,7 @@ def reinplace(graph) -> int:
     rename: dict = {}
     nodes, changed = [], 0
     for i, node in enumerate(graph.nodes):
-        node.inputs = [rename.get(v.id, v) for v in node.inputs]
+        node.rename_inputs(rename)
         if node.op is index_put and not node.inplace:
             old, *rest = node.inputs
             shared = aliases.get(old.id, {old.id})
