@@ -9,12 +9,13 @@ import numpy as np
 
 from . import dtypes
 from .backend import get_backend, normalize_device
+from .ops.registry import allocate
 from .tensor import Tensor
 
 
 def _make(array: np.ndarray, dtype, device, requires_grad=False) -> Tensor:
     device = normalize_device(device)
-    data = get_backend(device).from_numpy(array, dtype)
+    data = allocate(get_backend(device), "from_numpy", array, dtype)
     t = Tensor._make(data, array.shape, dtype, device)
     if requires_grad:
         t.requires_grad = True
@@ -132,15 +133,15 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
     if dtype is None:
         dtype = dtypes.result_type([], [], [fill_value])
     return _creation("full", (size,) if isinstance(size, int) else tuple(size), dtype, device,
-                     requires_grad, lambda b, s, d: b.full(s, fill_value, d))
+                     requires_grad, lambda b, s, d: allocate(b, "full", s, fill_value, d))
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _creation("zeros", size, dtype, device, requires_grad, lambda b, s, d: b.full(s, 0, d))
+    return _creation("zeros", size, dtype, device, requires_grad, lambda b, s, d: allocate(b, "full", s, 0, d))
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _creation("ones", size, dtype, device, requires_grad, lambda b, s, d: b.full(s, 1, d))
+    return _creation("ones", size, dtype, device, requires_grad, lambda b, s, d: allocate(b, "full", s, 1, d))
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -153,20 +154,20 @@ def _from_generator(generator, draw):
     from .random import numpy_generator_for
 
     rng = numpy_generator_for(generator)
-    return lambda b, s, d: b.from_numpy(np.asarray(draw(rng, s)).astype(d.np), d)
+    return lambda b, s, d: allocate(b, "from_numpy", np.asarray(draw(rng, s)).astype(d.np), d)
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Uniform samples in [0, 1); reproducible with ``webgrad.manual_seed`` (or ``generator``)."""
     make = (_from_generator(generator, lambda rng, s: rng.random(s)) if generator is not None
-            else lambda b, s, d: b.uniform(s, 0.0, 1.0, d))
+            else lambda b, s, d: allocate(b, "uniform", s, 0.0, 1.0, d, draw=True))
     return _creation("rand", size, dtype, device, requires_grad, make)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Standard normal samples; reproducible with ``webgrad.manual_seed`` (or ``generator``)."""
     make = (_from_generator(generator, lambda rng, s: rng.standard_normal(s)) if generator is not None
-            else lambda b, s, d: b.normal(s, 0.0, 1.0, d))
+            else lambda b, s, d: allocate(b, "normal", s, 0.0, 1.0, d, draw=True))
     return _creation("randn", size, dtype, device, requires_grad, make)
 
 
@@ -181,7 +182,7 @@ def randint(low, high=None, size=None, dtype=None, device=None, *, generator=Non
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
     make = (_from_generator(generator, lambda rng, s: rng.integers(low, high, size=s)) if generator is not None
-            else lambda b, s, d: b.randint(s, low, high, d))
+            else lambda b, s, d: allocate(b, "randint", s, low, high, d, draw=True))
     return _creation("randint", (tuple(size),), dtype or dtypes.int64, device, False, make)
 
 
@@ -201,7 +202,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         dtype = dtypes.result_type([], [], [start, end, step])
     count = max(0, math.ceil((end - start) / step))
     return _creation("arange", (count,), dtype, device, requires_grad,
-                     lambda b, s, d: b.arange(start, step, count, d))
+                     lambda b, s, d: allocate(b, "arange", start, step, count, d))
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False) -> Tensor:

@@ -188,8 +188,8 @@ class Tensor:
         return self.detach().numpy()
 
     def _host(self) -> np.ndarray:
-        if _registry.TRACER is not None:  # inside webgrad.compile's trace: a graph break
-            _registry.TRACER.host_read(self)
+        if _registry.OBSERVERS:  # e.g. inside webgrad.compile's trace: a graph break
+            _registry.host_read(self)
         return self._as_host_dtype(get_backend(self.device).to_numpy(self._data))
 
     def _as_host_dtype(self, array: np.ndarray) -> np.ndarray:
@@ -581,4 +581,4 @@ _LEGACY_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "
                  "bool": "BoolTensor"}
 
 from . import ops  # noqa: E402  (ops imports Tensor; methods look ops up at call time)
-from .ops import registry as _registry  # noqa: E402  (webgrad.compile's trace hook in _host)
+from .ops import registry as _registry  # noqa: E402  (the observers' host-read hook in _host)

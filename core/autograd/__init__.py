@@ -297,7 +297,7 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
 
     from ..ops import registry
 
-    prof = registry.PROFILER  # webgrad.profiler: each node's vjp is one event ("MulBackward")
+    observed = bool(registry.OBSERVERS)  # e.g. webgrad.profiler: each node's vjp is one range ("MulBackward")
     with set_grad_enabled(create_graph):
         for t, g in zip(roots, root_grads):
             deliver(t, t._node or LEAF, g)
@@ -310,12 +310,12 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
                     "Trying to backward through the graph a second time; its saved values were "
                     "freed. Pass retain_graph=True to the first backward() to keep them.")
             _check_versions(node)
-            if prof is not None:
-                mark = prof.begin_backward(node, g)
+            if observed:
+                ranges = registry.begin("backward", node.name(), node, (g,))
             mask = {"needs": tuple(edge is not None for edge in node.edges)} if node.op.vjp_takes_needs else {}
             grads = node.op.vjp(g, *node.inputs, out=_saved_output(node, create_graph), **mask, **node.attrs)
-            if prof is not None:
-                prof.end(mark, None, "", ())
+            if observed:
+                registry.end(ranges)
             if not isinstance(grads, tuple):
                 grads = (grads,)
             for t, edge, gi in zip(node.inputs, node.edges, grads):

@@ -45,7 +45,7 @@ from ..tensor import Tensor
 from . import passes
 from .analysis import analyze
 from .ir import Graph, Value
-from .trace import GraphBreak, Tracer
+from .trace import GraphBreak, Tracer, tracing
 
 __all__ = ["compile", "CompiledFunction", "GraphBreak"]
 
@@ -107,22 +107,16 @@ class _Stale(Exception):
     """A replay found Python state it cannot follow; the call re-traces."""
 
 
-class _Capture:
-    """Set as the registry's tracer while an optimizer's ``step()`` runs at a replay: its
-    in-place updates are not run, only their attrs (lr, bias corrections...) are kept."""
+class _Capture(registry.Observer):
+    """Observes an optimizer's ``step()`` at a replay: it claims the in-place updates, so they
+    do not run, and keeps their attrs (lr, bias corrections...)."""
 
     def __init__(self):
         self.calls: list = []
 
-    def record(self, op, inputs, attrs, out):
-        pass
-
-    def record_inplace(self, op, tensors, attrs) -> bool:
+    def claim_inplace(self, op, tensors, attrs) -> bool:
         self.calls.append((op, tensors[0]._data, attrs))
         return True
-
-    def host_read(self, t):
-        pass
 
 
 class Plan:
@@ -192,11 +186,10 @@ class Plan:
             for p in lent:  # step() skips parameters without .grad; the replay makes them
                 p.grad = p
             capture = _Capture()
-            registry.TRACER = capture
             try:
-                opt.step()
+                with registry.observing(capture):
+                    opt.step()
             finally:
-                registry.TRACER = None
                 for p in lent:
                     p.grad = None
             calls = capture.calls
@@ -216,7 +209,7 @@ class Plan:
         """One replay: the backend's listing (WebGPU: a recorded dispatch list; numpy: a list of
         calls) where there is one, else the backend calls (always while a profile records: it
         shows each op, which a listing does not run)."""
-        if registry.PROFILER is not None:
+        if registry.OBSERVERS:  # e.g. a profile: it sees each op, which a listing does not run
             return self.run(flat_args)
         if self.listing is not None:
             try:
@@ -260,7 +253,7 @@ class Plan:
         if recording is not None:
             recording.mark(env)
         before = backend.dispatches()
-        run, run_inplace = backend.run, backend.run_inplace
+        run, run_inplace = registry.replay_kernels(backend, self.graph.device)  # observers see each call
         for step in self.steps:
             slots, out = step.slots, step.out
             for s, i in zip(slots, step.ids):
@@ -340,7 +333,7 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        if registry.TRACER is not None:  # called inside another compiled function's trace: inline it
+        if tracing() is not None:  # called inside another compiled function's trace: inline it
             return self.fn(*args, **kwargs)
         flat: list = []
         spec = _flatten((args, kwargs), flat)

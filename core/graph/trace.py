@@ -1,20 +1,24 @@
 """Tracing: run a function eagerly once and record every primitive op into a Graph.
 
-``ops.registry.apply``/``apply_inplace`` report each op to the active ``Tracer``
-(``registry.TRACER``); that one hook sees forward ops, autograd's vjps (which are
-ops too) and the optimizers' fused in-place updates. Tensors are matched to
-graph values by their backend data object (``detach()`` and ``.data`` make new
-Tensor objects over the same data). Data that no op made is a graph input:
+The ``Tracer`` is an observer on the op registry's stack (``ops.registry.observing``):
+``apply``/``apply_inplace`` report each op to it, which sees forward ops, autograd's
+vjps (which are ops too) and the optimizers' fused in-place updates. Tensors are
+matched to graph values by their backend data object (``detach()`` and ``.data``
+make new Tensor objects over the same data). Data that no op made is a graph input:
 an argument, a captured tensor (parameter, optimizer state, cached scalar), a
-constant made during the trace, or a random draw (recorded by wrapping the
-backend's random methods for the duration of the trace, so replays draw anew).
+constant made during the trace, or a random draw (the registry's ``allocated`` event
+says which, so replays draw anew). Module calls and optimizer steps reach it as
+ranges (``enter``/``exit``): the modules' train/eval flags guard the graph, and the
+in-place updates inside a step belong to that optimizer.
 
 A read of tensor values on the host (``.item()``, ``.numpy()``, ``bool(t)``,
-printing) stops the trace: a *graph break*. The traced call itself finishes
-eagerly, so its result is always right.
+printing) stops the trace: a *graph break*, unless it happens inside a function
+declared ``@registry.input_check``, which a replay runs again. The traced call
+itself finishes eagerly, so its result is always right.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
@@ -27,12 +31,7 @@ from ..ops.registry import Op
 from .ir import Graph, Node, Value
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_RANDOM = ("uniform", "normal", "randint")
-_CREATION = ("full", "from_numpy", "arange")
-# Host reads that only validate inputs (class targets and index bounds on cpu, where
-# they are free): not a graph break; each replay calls the same check on its tensors.
-_CHECKS = {("functional_loss.py", "_class_targets"), ("indexing.py", "_check_bounds"),
-           ("functional.py", "_check_embedding_indices")}
+# How a graph break names the Tensor method the user called (messages only).
 _USER_READS = {"__bool__": "bool(tensor)", "__repr__": "printing a tensor", "__str__": "printing a tensor",
                "tensor_repr": "printing a tensor", "__format__": "formatting a tensor",
                "__array__": "np.asarray(tensor)"}
@@ -43,8 +42,8 @@ def check_node(fn, args) -> Node:
     order, and keeps the values it reads; ``op.check`` is the function and its arguments,
     Values standing for the tensors."""
     values = [a for a in args if isinstance(a, Value)]
-    op = Op(f"check[{fn.__name__}]", infer=lambda *a, **k: None, inplace=True, mutates=0)
-    op.check = (fn, args)  # type: ignore[attr-defined]
+    op = Op(f"check[{getattr(fn, '__name__', 'check')}]", infer=lambda *a, **k: None, inplace=True, mutates=0,
+            check=(fn, args))
     return Node(op, values, {})
 
 
@@ -64,7 +63,30 @@ def where(frame) -> str:
     return "<unknown>" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
-class Tracer:
+def _describe_read():
+    """A graph break's message for a host read and the user's frame: the Tensor method the
+    user called (item, numpy, bool...), or the webgrad function that reads values itself."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name != "_host":  # the read itself
+        frame = frame.f_back
+    reader = frame.f_back if frame is not None else None
+    if reader is None:
+        return "a host read of tensor values", user_frame(2)
+    frame = reader
+    call = f"{reader.f_code.co_name}() in webgrad/{os.path.relpath(reader.f_code.co_filename, _PACKAGE_DIR)}"
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        if os.path.basename(frame.f_code.co_filename) in ("tensor.py", "printing.py"):
+            call = _USER_READS.get(frame.f_code.co_name, f"Tensor.{frame.f_code.co_name}()")
+        frame = frame.f_back
+    return f"{call} reads tensor values on the host", frame
+
+
+def tracing():
+    """The Tracer recording now, or None."""
+    return registry.observer_of(Tracer)
+
+
+class Tracer(registry.Observer):
     """Records ops while the traced function runs eagerly."""
 
     def __init__(self, flat_args):
@@ -82,18 +104,14 @@ class Tracer:
         self.optimizers: dict[int, tuple] = {}  # id -> (optimizer, [its in-place nodes])
         self.args = {id(t._data): i for i, t in enumerate(flat_args)}
         self.flat_args = flat_args
-        self._patched: list = []
+        self._steps: list = []  # the optimizers whose step() is running, innermost last
 
     # -- entering and leaving ------------------------------------------------------
     def __enter__(self):
-        if registry.TRACER is not None:
+        if tracing() is not None:
             raise RuntimeError("webgrad.compile: a compiled function was called while another is being traced; "
                                "compile the outer function only")
-        registry.TRACER = self
-        from ..backend import _BACKENDS
-
-        for backend in list(_BACKENDS.values()):
-            self._watch_backend(backend)
+        registry.add_observer(self)
         # finish() collects garbage to learn which temporaries died. Objects older than the
         # trace stay frozen until then, so that collection walks only what the trace made (a
         # full collection in a large program took over half a second per trace).
@@ -111,26 +129,35 @@ class Tracer:
     def __exit__(self, exc_type, *exc):
         if exc_type is not None:
             self.thaw()
-        registry.TRACER = None
-        for backend, name in self._patched:
-            delattr(backend, name)  # back to the class's method
-        self._patched.clear()
+        registry.remove_observer(self)
 
-    def _watch_backend(self, backend):
-        """Wrap this backend's creation and random methods (instance attributes, removed in
-        ``__exit__``) so data made during the trace is known, and random draws become nodes."""
-        for name in _RANDOM + _CREATION:
-            method = getattr(backend, name)
+    # -- the registry's events ------------------------------------------------------------
+    def allocated(self, data, method, args, draw):
+        """Data made during the trace is known (a constant, if nothing outside holds it);
+        a random draw becomes a graph input drawn anew at each replay."""
+        self.keep.append(data)
+        self.made_here.add(id(data))
+        if draw:
+            self.random[id(data)] = (method, args)
 
-            def wrapped(*args, _method=method, _name=name):
-                data = _method(*args)
-                self.keep.append(data)
-                self.made_here.add(id(data))
-                if _name in _RANDOM:
-                    self.random[id(data)] = (_name, args)
-                return data
-            setattr(backend, name, wrapped)
-            self._patched.append((backend, name))
+    def op_end(self, token, op, inputs, attrs, out):
+        if out is not None:  # in-place ops were recorded by claim_inplace, before they ran
+            self.record(op, inputs, attrs, out)
+
+    def claim_inplace(self, op, tensors, attrs) -> bool:
+        self.record_inplace(op, tensors, attrs)
+        return False  # run it
+
+    def enter(self, kind, name, target, args):
+        if kind == "module":  # its train/eval flag guards the graph
+            self.modules.setdefault(id(target), target)
+        elif kind == "optimizer":  # its in-place updates are re-read at every replay
+            self._steps.append(target)
+        return kind
+
+    def exit(self, token, out):
+        if token == "optimizer":
+            self._steps.pop()
 
     # -- values ---------------------------------------------------------------------
     def value_of(self, t):
@@ -158,7 +185,6 @@ class Tracer:
                 if t.device == device:
                     self.value_of(t)
 
-    # -- the hooks registry.apply / apply_inplace / Tensor._host call -------------------
     def record(self, op, inputs, attrs, out):
         if self.broken:
             return
@@ -174,9 +200,9 @@ class Tracer:
         self.keep.append(out._data)
         self._add(Node(op, ins, dict(attrs), output))
 
-    def record_inplace(self, op, tensors, attrs) -> bool:
+    def record_inplace(self, op, tensors, attrs) -> None:
         if self.broken:
-            return False
+            return
         self._start(tensors[0].device)
         ins = [self.value_of(t) for t in tensors]
         for v in ins[op.mutates:]:
@@ -193,69 +219,45 @@ class Tracer:
                 backend = get_backend(t.device)
                 self.snapshots[v.id] = backend.from_numpy(np.array(backend.to_numpy(t._data)), t.dtype)
             self.written.add(v.id)
-        self._add(Node(op, ins, dict(attrs)))
-        return False  # run it
+        node = Node(op, ins, dict(attrs))
+        self._add(node)
+        if self._steps:  # an optimizer's update: its scalars (e.g. Adam's bias corrections) change per step
+            optimizer = self._steps[-1]
+            self.optimizers.setdefault(id(optimizer), (optimizer, []))[1].append(node)
 
     def _add(self, node):
-        frame = user_frame(3)
-        node.source = where(frame)
+        node.source = where(user_frame(3))  # for messages and the printed IR
         self.graph.nodes.append(node)
-        self._note_context(len(self.graph.nodes) - 1, node)
 
-    def _note_context(self, index, node):
-        """Remember the nn.Modules running (their train/eval flag guards the graph) and
-        the optimizer whose ``step`` issued an in-place update (its scalars, e.g. Adam's
-        bias corrections, change per step and are re-read at every replay)."""
-        from ..nn.modules.module import Module
-        from ..optim.optimizer import Optimizer
-
-        frame = sys._getframe(3)
-        while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-            owner = frame.f_locals.get("self")
-            if isinstance(owner, Module):
-                self.modules.setdefault(id(owner), owner)
-            elif node.inplace and isinstance(owner, Optimizer) and frame.f_code.co_name == "step":
-                self.optimizers.setdefault(id(owner), (owner, []))[1].append(node)
-            frame = frame.f_back
-
-    def host_read(self, t) -> None:
+    def host_read(self, t, check) -> None:
         """A tensor's values went to the host inside the traced function: a graph break,
-        unless it is one of the input checks below, which a replay runs again."""
+        unless inside an input check (``check``), which a replay runs again."""
         if self.broken:
             return
-        reader = sys._getframe(2)
-        known = self.by_data.get(id(t._data))
-        if (os.path.basename(reader.f_code.co_filename), reader.f_code.co_name) in _CHECKS:
+        if check is not None:
+            known = self.by_data.get(id(t._data))
             if known is None or known.source != "node":  # a replay checks before running ops
-                return self._record_check(reader)
+                return self._record_check(check)
             if self.graph is not None and not any(n.inplace for n in self.graph.nodes):
-                return self._record_check(reader, in_graph=True)  # checked where it ran; nothing written yet
-        # Name the call: the Tensor method the user called (item, numpy, bool...), or the
-        # webgrad function that reads values itself (e.g. a cpu index check).
-        frame: FrameType | None = reader
-        call = f"{reader.f_code.co_name}() in webgrad/{os.path.relpath(reader.f_code.co_filename, _PACKAGE_DIR)}"
-        while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-            if os.path.basename(frame.f_code.co_filename) in ("tensor.py", "printing.py"):
-                call = _USER_READS.get(frame.f_code.co_name, f"Tensor.{frame.f_code.co_name}()")
-            frame = frame.f_back
-        self.stop(f"{call} reads tensor values on the host", frame)
+                return self._record_check(check, in_graph=True)  # checked where it ran; nothing written yet
+        self.stop(*_describe_read())
 
-    def _record_check(self, frame, in_graph=False):
+    def _record_check(self, check, in_graph=False):
         """Keep the check's function and arguments; tensors among them become graph values.
         A check of values the graph computes (``in_graph``) becomes a node that a replay runs
         where the check ran, before any in-place node (``check_node``)."""
-        code = frame.f_code
-        names = code.co_varnames[:code.co_argcount]
-        args = [frame.f_locals[n] for n in names]
+        fn, args, kwargs = check
+        if kwargs:
+            fn = functools.partial(fn, **kwargs)
         tensors = [a for a in args if isinstance(a, Tensor)]
         if not tensors:
             return
         self._start(tensors[0].device)
         args = [self.value_of(a) if isinstance(a, Tensor) else a for a in args]
         if in_graph:
-            self._add(check_node(frame.f_globals[code.co_name], args))
+            self._add(check_node(fn, args))
         else:
-            self.graph.checks.append((frame.f_globals[code.co_name], args))
+            self.graph.checks.append((fn, args))
 
     def stop(self, reason, frame=None):
         if frame is None:

@@ -22,7 +22,7 @@ import math
 from .. import creation, dtypes, ops
 from ..autograd import no_grad
 from ..ops._helpers import describe
-from ..ops.registry import OpError
+from ..ops.registry import OpError, composite, input_check
 from ..tensor import Tensor
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
 
 
 # -- activations -------------------------------------------------------------------
+@composite("F.relu")
 def relu(input, inplace=False):
     """max(x, 0) elementwise.
 
@@ -53,6 +54,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return ops.clamp(input, min_val, max_val)
 
 
+@composite("F.gelu")
 def gelu(input, approximate="none"):
     """Gaussian error linear unit: x * Phi(x), exact (erf) or with the tanh approximation.
 
@@ -145,6 +147,7 @@ def log_softmax(input, dim=None, dtype=None):
 
 
 # -- dropout -------------------------------------------------------------------
+@composite("F.dropout")
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p) (only when training).
 
@@ -164,6 +167,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 # -- linear ----------------------------------------------------------------------
+@composite("F.linear")
 def linear(input, weight, bias=None):
     """x @ weight.T + bias, with weight of shape (out_features, in_features).
 
@@ -181,6 +185,7 @@ def linear(input, weight, bias=None):
 
 
 # -- normalization -------------------------------------------------------------
+@composite("F.batch_norm")
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """Normalize over every dim but the channel dim 1, with batch or running statistics.
@@ -229,6 +234,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return out
 
 
+@composite("F.layer_norm")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalize over the last ``len(normalized_shape)`` dims (biased variance), then scale and shift.
 
@@ -258,8 +264,9 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
 
 
 # -- embedding -------------------------------------------------------------------
+@input_check
 def _check_embedding_indices(indices, count):
-    """On the cpu (webgrad.compile runs this again before every replay: graph/trace.py)."""
+    """On the cpu (webgrad.compile runs this again before every replay: an input check)."""
     values = indices._host()
     bad = values[(values < 0) | (values >= count)]
     if bad.size:
@@ -324,6 +331,7 @@ def pad(input, pad, mode="constant", value=0.0):
 
 
 # -- attention -------------------------------------------------------------------
+@composite("F.scaled_dot_product_attention")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
     """softmax(Q Kᵀ * scale + mask) V over the last two dims, as ``torch.nn.functional``'s.

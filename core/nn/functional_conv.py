@@ -11,7 +11,7 @@ import numpy as np
 from .. import creation, ops
 from ..ops._helpers import describe
 from ..ops.movement import slice_dims
-from ..ops.registry import OpError
+from ..ops.registry import OpError, composite
 
 __all__ = ["conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]
 
@@ -108,6 +108,7 @@ def _conv_padding(op_name, padding, kernel, stride, dilation, spatial):
     return [(p, p) for p in pads]
 
 
+@composite("F.conv2d")
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution (cross-correlation, as in PyTorch) over (N, C, H, W) or (C, H, W).
 
@@ -128,6 +129,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return out.squeeze(0) if unbatched else out
 
 
+@composite("F.conv1d")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D convolution over (N, C, L) or (C, L) with weight (out_channels, in_channels / groups, k).
 
@@ -174,6 +176,7 @@ def _pool_setup(op_name, input, kernel_size, stride, padding, dilation, ceil_mod
     return kernel, stride, padding, dilation, tuple(sizes), tuple(extra)
 
 
+@composite("F.max_pool2d")
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """Largest value in each (dilated) window; padding counts as -inf. stride defaults to kernel_size.
 
@@ -221,6 +224,7 @@ def _pool_counts(size, out, kernel, stride, padding, count_include_pad):
     return counts
 
 
+@composite("F.avg_pool2d")
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     """Mean of each window; zero padding counts toward the mean unless count_include_pad=False.

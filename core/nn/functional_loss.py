@@ -12,7 +12,7 @@ import warnings
 
 from .. import ops
 from ..ops._helpers import describe
-from ..ops.registry import OpError
+from ..ops.registry import OpError, composite, input_check
 from ..tensor import Tensor
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
@@ -44,6 +44,7 @@ def _check_tensor(op_name, name, value):
 
 
 # -- classification ----------------------------------------------------------------
+@input_check
 def _class_targets(op_name, input, target, weight, ignore_index):
     """Validate an (N, C, d1, ...) input against class-index targets (N, d1, ...)."""
     expected = tuple(input.shape[:1]) + tuple(input.shape[2:])
@@ -84,6 +85,7 @@ def _unbatch(input, target, reduction):
     return input.unsqueeze(0), target.unsqueeze(0), reduction == "none"
 
 
+@composite("F.nll_loss")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """Negative log-likelihood of class-index targets, given log-probabilities (N, C, d1, ...).
@@ -107,6 +109,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return loss.squeeze(0) if squeeze else loss
 
 
+@composite("F.cross_entropy")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """Cross entropy of logits (N, C, d1, ...) against class indices (N, d1, ...) or class probabilities.
@@ -188,6 +191,7 @@ def _same_shape(op_name, input, target, strict=False):
                   stacklevel=3)
 
 
+@composite("F.mse_loss")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error (x - y)².
 

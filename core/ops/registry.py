@@ -5,9 +5,44 @@ user-facing error), one implementation per backend, and the vector-Jacobian
 product written in Tensor ops (so it runs on any backend and can itself be
 differentiated). ``apply`` is the single path from a Tensor call to a backend
 kernel and, when gradients are wanted, to a node in the autograd graph.
+
+Observers: the one instrumentation hook
+---------------------------------------
+Whatever watches the program (webgrad.compile's tracer, the optimizer capture of a
+replay, webgrad.profiler, ONNX export) is an ``Observer`` on the registry's stack,
+pushed and popped by ``with observing(obs):`` (or ``add_observer``/``remove_observer``
+where a context does not fit, as a profile's ``start``/``stop``). While the stack is
+empty every hook costs one check. Nothing patches modules, classes or backends, and
+nothing reads stack frames to decide what to do. The events (all optional, the base
+class ignores them; outer observers hear of an event first, its end last):
+
+- ``op_begin(op, inputs) -> token`` / ``op_end(token, op, inputs, attrs, out)`` around
+  every ``apply`` and ``apply_inplace`` (``out`` is None for in-place ops);
+  ``op_failed(token)`` instead of ``op_end`` when the op raised.
+- ``claim_inplace(op, tensors, attrs) -> bool``: before an in-place op (innermost observer
+  first). True claims it: nothing runs and no ``op_begin`` follows (the optimizer capture
+  of a replay records the update this way instead of running it).
+- ``host_read(tensor, check)``: tensor values are about to go to the host (``.item()``,
+  ``.numpy()``, printing, ``bool``...). ``check`` is ``(fn, args, kwargs)`` when the read
+  happens inside a function declared ``@input_check`` (innermost), else None.
+- ``allocated(data, method, args, draw)``: a backend made new data that no op computed
+  (``allocate``: creation functions, ``.to(device)``); ``draw`` for random draws, which a
+  replay must draw anew with ``getattr(backend, method)(*args)``.
+- ``enter(kind, name, target, args) -> token`` / ``exit(token, out)`` around a range:
+  kind "composite" (a function declared ``@composite(name)``; target the function),
+  "optimizer" (an optimizer's ``step``; target the optimizer), "module" (an ``nn.Module``
+  call; target the module), "backward" (one autograd node's vjp; target the node).
+  ``begin``/``end`` (or ``call``) open and close one for every observer.
+- ``kernel_begin(op, inputs, device) -> token`` / ``kernel_end(token, out)``: a compiled
+  replay calling a backend kernel directly (``replay_kernels``), with no ``apply`` around it.
+
+Declarations where things are defined, not name lists elsewhere: ``@input_check`` marks a
+function that only validates its arguments (a tracer replays it instead of breaking the
+graph at its host reads); ``@composite("F.linear")`` marks a function profiled as one range.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -37,6 +72,9 @@ class Op:
     # (PyTorch's output_mask). Such a vjp computes nothing for the others (returns None).
     vjp_takes_needs: bool = False
     kind: str = "other"  # one of KINDS
+    # For an input check kept in a traced graph (graph/trace.py ``check_node``): its function
+    # and arguments, graph Values standing for the tensors. None for every real op.
+    check: tuple | None = None
 
     def __repr__(self) -> str:
         return f"Op({self.name})"
@@ -96,22 +134,88 @@ def common_device(op_name: str, tensors) -> str:
     return device
 
 
-# webgrad.profiler's hook: the recording profile (core/profiler.py) or None. While None,
-# ``apply`` and ``apply_inplace`` pay one check for it.
-PROFILER: Any = None
+class Observer:
+    """Base of everything on the observer stack: every event does nothing (see the module
+    docstring for when each is called)."""
+
+    def op_begin(self, op: Op, inputs) -> Any:
+        return None
+
+    def op_end(self, token, op: Op, inputs, attrs, out) -> None:
+        pass
+
+    def op_failed(self, token) -> None:
+        pass
+
+    def claim_inplace(self, op: Op, tensors, attrs) -> bool:
+        return False
+
+    def host_read(self, tensor, check) -> None:
+        pass
+
+    def allocated(self, data, method: str, args: tuple, draw: bool) -> None:
+        pass
+
+    def enter(self, kind: str, name: str, target, args) -> Any:
+        return None
+
+    def exit(self, token, out) -> None:
+        pass
+
+    def kernel_begin(self, op: Op, inputs, device: str) -> Any:
+        return None
+
+    def kernel_end(self, token, out) -> None:
+        pass
 
 
-# webgrad.compile's hook (core/graph/trace.py): the active Tracer, which records every op
-# into a graph while a compiled function is traced, or None. One check per op while None.
-TRACER = None
+# The observer stack, outermost first. A tuple, replaced on every change, so a hook can
+# loop over it while an observer removes itself. While empty, each hook pays one check.
+OBSERVERS: tuple = ()
+
+
+def add_observer(observer: Observer) -> None:
+    global OBSERVERS
+    OBSERVERS = OBSERVERS + (observer,)
+
+
+def remove_observer(observer: Observer) -> None:
+    global OBSERVERS
+    OBSERVERS = tuple(o for o in OBSERVERS if o is not observer)
+
+
+class observing:  # noqa: N801  (a context manager, read as a phrase)
+    """``with observing(obs):`` pushes ``obs`` on the observer stack for the block."""
+
+    def __init__(self, observer: Observer):
+        self.observer = observer
+
+    def __enter__(self):
+        add_observer(self.observer)
+        return self.observer
+
+    def __exit__(self, *exc):
+        remove_observer(self.observer)
+        return False
+
+
+def observer_of(cls):
+    """The innermost observer that is a ``cls``, or None."""
+    for o in reversed(OBSERVERS):
+        if isinstance(o, cls):
+            return o
+    return None
 
 
 def apply(op: Op, *inputs, **attrs):
     """Run ``op`` on Tensors ``inputs`` and record it for autograd when needed.
     This is the hot path of every op: keep it lean."""
-    prof = PROFILER
-    if prof is not None:  # profiling: time this op as one event
-        mark = prof.begin_op(op, inputs)
+    if OBSERVERS:
+        return _observed(op, inputs, attrs, _apply)
+    return _apply(op, inputs, attrs)
+
+
+def _apply(op: Op, inputs, attrs):
     device = inputs[0].device
     for t in inputs:
         if t.device != device:
@@ -124,10 +228,6 @@ def apply(op: Op, *inputs, **attrs):
             if t._requires_grad:
                 autograd.record(op, inputs, attrs, out)
                 break
-    if TRACER is not None:
-        TRACER.record(op, inputs, attrs, out)
-    if prof is not None:
-        prof.end_op(mark, op, inputs, out)
     return out
 
 
@@ -135,11 +235,15 @@ def apply_inplace(op: Op, *tensors, **attrs):
     """Run an in-place op that overwrites the data of its first ``op.mutates``
     tensors (an optimizer step, ``fill_``, ``__setitem__``) and bump their
     version counters so autograd notices stale saved values."""
-    if TRACER is not None and TRACER.record_inplace(op, tensors, attrs):
-        return tensors[0]  # a replay collecting an optimizer's per-step scalars: nothing runs
-    prof = PROFILER
-    if prof is not None:  # profiling: time this op as one event
-        mark = prof.begin_op(op, tensors)
+    if OBSERVERS:
+        for o in reversed(OBSERVERS):
+            if o.claim_inplace(op, tensors, attrs):
+                return tensors[0]  # e.g. a replay collecting an optimizer's per-step scalars
+        return _observed(op, tensors, attrs, _apply_inplace)
+    return _apply_inplace(op, tensors, attrs)
+
+
+def _apply_inplace(op: Op, tensors, attrs):
     device = common_device(op.name, tensors) if len(tensors) > 1 else tensors[0].device
     written = tensors[:op.mutates]
     for t in written:
@@ -148,9 +252,121 @@ def apply_inplace(op: Op, *tensors, **attrs):
     get_backend(device).run_inplace(op, tensors, attrs)
     for t in written:
         t._bump_version()
-    if prof is not None:
-        prof.end_op(mark, op, tensors, None)
     return tensors[0]
+
+
+def _observed(op: Op, inputs, attrs, run):
+    observers = OBSERVERS
+    tokens = [o.op_begin(op, inputs) for o in observers]
+    try:
+        out = run(op, inputs, attrs)
+    except BaseException:
+        for o, token in zip(reversed(observers), reversed(tokens)):
+            o.op_failed(token)
+        raise
+    made = None if run is _apply_inplace else out
+    for o, token in zip(reversed(observers), reversed(tokens)):
+        o.op_end(token, op, inputs, attrs, made)
+    return out
+
+
+# -- the other hooks -------------------------------------------------------------------
+def host_read(tensor) -> None:
+    """Tell the observers that ``tensor``'s values go to the host (``Tensor._host`` calls it)."""
+    for o in OBSERVERS:
+        o.host_read(tensor, _CHECKING)
+
+
+_CHECKING = None  # (fn, args, kwargs) of the innermost running @input_check, while observed
+
+
+def input_check(fn):
+    """Declare ``fn`` an input check: it only validates its arguments (raising a clear error)
+    and may read tensor values on the host to do so. Its host reads reach observers with
+    ``check=(fn, args, kwargs)``; webgrad.compile runs it again at each replay instead of
+    breaking the graph."""
+    @functools.wraps(fn)
+    def check(*args, **kwargs):
+        global _CHECKING
+        if not OBSERVERS:
+            return fn(*args, **kwargs)
+        outer, _CHECKING = _CHECKING, (check, args, kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _CHECKING = outer
+    return check
+
+
+def allocate(backend, method: str, *args, draw: bool = False):
+    """New data from a backend's creation method (``full``, ``from_numpy``, ``arange``) or, with
+    ``draw``, a random draw (``uniform``, ``normal``, ``randint``): the one path for data that no
+    op computes, so observers see where it came from."""
+    data = getattr(backend, method)(*args)
+    for o in OBSERVERS:
+        o.allocated(data, method, args, draw)
+    return data
+
+
+def begin(kind: str, name: str, target, args) -> list:
+    """Open a range (``Observer.enter``); pass what it returns to ``end``."""
+    observers = OBSERVERS
+    return [(o, o.enter(kind, name, target, args)) for o in observers]
+
+
+def end(tokens: list, out=None) -> None:
+    for o, token in reversed(tokens):
+        o.exit(token, out)
+
+
+def call(kind: str, name: str, target, fn, args, kwargs):
+    """``fn(*args, **kwargs)`` as one range the observers see."""
+    tokens = begin(kind, name, target, args)
+    out = None
+    try:
+        out = fn(*args, **kwargs)
+    finally:
+        end(tokens, out)
+    return out
+
+
+def observed(kind: str, name: str):
+    """Decorator: calls of the function are ``kind`` ranges named ``name`` (target: the
+    function, or for kind "optimizer" the optimizer, its first argument)."""
+    def declare(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if not OBSERVERS:
+                return fn(*args, **kwargs)
+            return call(kind, name, args[0] if kind == "optimizer" else fn, fn, args, kwargs)
+        return wrapper
+    return declare
+
+
+def composite(name: str):
+    """Declare a function built from other ops (``F.linear``...): a profile times it as one
+    range around its primitives."""
+    return observed("composite", name)
+
+
+def replay_kernels(backend, device: str):
+    """``(run, run_inplace)`` for a compiled replay that calls ``backend``'s kernels directly:
+    the backend's own while nothing observes, else ones that report each call."""
+    if not OBSERVERS:
+        return backend.run, backend.run_inplace
+
+    def reported(kernel):
+        def run(op, inputs, *rest):
+            tokens = [(o, o.kernel_begin(op, inputs, device)) for o in OBSERVERS]
+            out = None
+            try:
+                out = kernel(op, inputs, *rest)
+            finally:
+                for o, token in reversed(tokens):
+                    o.kernel_end(token, out)
+            return out
+        return run
+    return reported(backend.run), reported(backend.run_inplace)
 
 
 from ..backend import get_backend  # noqa: E402  (imported last: backends import ops)

@@ -12,6 +12,7 @@ import numbers
 from collections import defaultdict
 
 from ..autograd import enable_grad, no_grad
+from ..ops import registry
 from ..tensor import Tensor
 
 
@@ -143,6 +144,13 @@ class Optimizer:
                 p.grad.detach_()
                 with no_grad():
                     p.grad.zero_()
+
+    def __init_subclass__(cls, **kwargs):
+        """Each ``step`` a subclass defines is an "optimizer" range for the op registry's
+        observers (webgrad.compile re-reads its updates' scalars, the profiler times it)."""
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = registry.observed("optimizer", f"Optimizer.step#{cls.__name__}.step")(cls.__dict__["step"])
 
     def step(self, closure=None):
         """Update every parameter that has a ``.grad``; ``closure`` recomputes and returns the loss."""

@@ -5,12 +5,13 @@
     print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=15))
     prof.export_chrome_trace("trace.json")     # Perfetto / chrome://tracing
 
-Every primitive goes through ``ops.registry.apply``; while a profile records, that
-function calls ``begin_op``/``end_op`` here (when none records, the hook is None:
-one check per op). Backward nodes are timed by the autograd walk (``MulBackward``...),
-a few composite functions (``F.linear``, ``F.conv2d``, ``F.cross_entropy``, an
-optimizer's ``step``...) are wrapped while recording so their primitives nest under
-them, and ``record_function("name")`` marks any range. Host times come from
+A recording profile is an observer on the op registry's stack (``ops.registry.Observer``):
+every primitive goes through ``ops.registry.apply``, which reports it here (when nothing
+observes: one check per op). Backward nodes are ranges the autograd walk reports
+(``MulBackward``...), functions declared ``@registry.composite`` (``F.linear``,
+``F.conv2d``, ``F.cross_entropy``...) and optimizers' ``step`` are ranges their
+primitives nest under, a compiled replay reports each kernel call, and
+``record_function("name")`` marks any range. Host times come from
 ``time.perf_counter_ns`` (no threads or signals, so it runs in Pyodide too).
 
 WebGPU device time: with the adapter's 'timestamp-query' each dispatch runs in its
@@ -114,50 +115,7 @@ def _webgpu_backend():
     return None if module is None else module._state["backend"]
 
 
-# Composite functions timed as one range around their primitives while recording.
-_COMPOSITES = {"webgrad.nn.functional": ("linear", "conv1d", "conv2d", "cross_entropy", "nll_loss", "mse_loss",
-                                         "scaled_dot_product_attention", "max_pool2d", "avg_pool2d", "batch_norm",
-                                         "layer_norm", "dropout", "relu", "gelu")}
-
-
-def _wrapped(name, fn, recorder):
-    @functools.wraps(fn)
-    def timed(*args, **kwargs):
-        first = next((a for a in args if hasattr(a, "_data")), None)
-        mark = recorder.begin(name, "composite", args, "cpu" if first is None else first.device)
-        out = None
-        try:
-            out = fn(*args, **kwargs)
-        finally:
-            recorder.end(mark, out, name, args)
-        return out
-    return timed
-
-
-def _replayed(run, recorder, device):
-    """A backend's ``run``/``run_inplace`` while recording: a call that does not come from
-    ``ops.registry.apply`` (a webgrad.compile replay calls the backend directly) is an op
-    event of its own; calls from ``apply`` pass through (apply timed them)."""
-    @functools.wraps(run)
-    def timed(op, inputs, *rest):
-        stack = recorder._stack
-        if stack and stack[-1]._frame is sys._getframe(1):
-            return run(op, inputs, *rest)
-        arrays = [getattr(t, "_data", t) for t in inputs]
-        event = recorder.begin(op.name, "op", arrays, device)
-        out = None
-        try:
-            out = run(op, inputs, *rest)
-        finally:
-            recorder.end(event, None, op.name, ())
-        is_product = op.name == "matmul" or isinstance(op.impls.get("wgsl"), Epilogue)  # matmul_relu, ...
-        if is_product and out is not None and recorder.with_flops:
-            event.flops = 2 * math.prod(out.shape) * arrays[0].shape[-1]
-        return out
-    return timed
-
-
-class profile:  # noqa: N801  (torch's name)
+class profile(registry.Observer):  # noqa: N801  (torch's name)
     """Record ops, backward nodes, ranges and WebGPU kernels while active (a context
     manager, or ``start()``/``stop()``). ``device_timing``: "auto" (timestamp queries
     when the adapter has them), "sync" (wait for the GPU at every op boundary), or None."""
@@ -188,7 +146,6 @@ class profile:  # noqa: N801  (torch's name)
         self._stack: list = []
         self._recording = False
         self._started = False
-        self._patched: list = []
         self._step_event = None
         self._memory: list = []
         self._cpu_in_use = 0
@@ -251,44 +208,18 @@ class profile:  # noqa: N801  (torch's name)
         return ProfilerAction.RECORD if self.schedule is None else self.schedule(self.step_num)
 
     def _record_on(self) -> None:
-        if registry.PROFILER is not None:
+        if registry.observer_of(profile) is not None:
             raise RuntimeError("profile: another webgrad.profiler.profile is recording; stop it first "
                                "(profiles do not nest)")
         self._events, self._stack, self._memory, self._cpu_in_use = [], [], [], 0
         self._origin = _now()
         self._attach_device()
-        for module_name, names in _COMPOSITES.items():
-            module = sys.modules.get(module_name)
-            for name in names if module is not None else ():
-                fn = getattr(module, name, None)
-                if fn is not None:
-                    self._patched.append((module, name, fn))
-                    setattr(module, name, _wrapped(f"F.{name}", fn, self))
-        from ..optim.optimizer import Optimizer
-
-        for cls in _subclasses(Optimizer):
-            if "step" in cls.__dict__:
-                fn = cls.__dict__["step"]
-                self._patched.append((cls, "step", fn))
-                cls.step = _wrapped(f"Optimizer.step#{cls.__name__}.step", fn, self)
-        from ..backend import get_backend
-
-        for backend, device in ((get_backend("cpu"), "cpu"), (self._backend, "webgpu")):
-            for method in ("run", "run_inplace") if backend is not None else ():
-                self._patched.append((backend, method, vars(backend).get(method)))
-                setattr(backend, method, _replayed(getattr(backend, method), self, device))
         self._recording = True
-        registry.PROFILER = self
+        registry.add_observer(self)
 
     def _record_off(self) -> None:
-        registry.PROFILER = None
+        registry.remove_observer(self)
         self._recording = False
-        for owner, name, fn in reversed(self._patched):
-            if fn is None:  # a backend method wrapped on the instance: the class's shows again
-                delattr(owner, name)
-            else:
-                setattr(owner, name, fn)
-        self._patched = []
         if self._step_event is not None and self._step_event.end_ns is None:
             self.end(self._step_event, None, "", ())
         self._step_event = None
@@ -305,7 +236,8 @@ class profile:  # noqa: N801  (torch's name)
         self._counters = (getattr(device, "submits", 0), getattr(device, "reads", 0))
         self._sync = self.device_timing == "sync"
         if self.device_timing == "auto" and getattr(device, "timestamps", False):
-            self._timer = device.timer = device.make_timer()
+            self._timer = device.make_timer()
+            device.attach_timer(self._timer)
 
     def _timing_name(self) -> str:
         if self.device_timing is None:
@@ -317,11 +249,45 @@ class profile:  # noqa: N801  (torch's name)
         return ("device time not measured: the adapter has no 'timestamp-query'; pass device_timing='sync' "
                 "to time ops by waiting for the GPU at op boundaries")
 
-    # -- hooks (called by ops.registry.apply, the autograd walk, the wrappers) ---
+    # -- the registry's events (see ops.registry.Observer) ----------------------
+    def op_begin(self, op, inputs):
+        return self.begin(op.name, "op", inputs, inputs[0].device)
+
+    def op_end(self, token, op, inputs, attrs, out) -> None:
+        self.end(token, out, op.name, inputs)
+
+    def op_failed(self, token) -> None:
+        """An op that raised never ends and is no parent: it leaves the stack (and the results)."""
+        if token in self._stack:
+            del self._stack[self._stack.index(token):]
+
+    def enter(self, kind, name, target, args):
+        if kind == "backward":
+            return self.begin(name, "backward", args, args[0].device), None, "", ()
+        if kind in ("composite", "optimizer"):
+            first = next((a for a in args if hasattr(a, "_data")), None)
+            return self.begin(name, "composite", args, "cpu" if first is None else first.device), True, name, args
+        return None
+
+    def exit(self, token, out) -> None:
+        if token is not None:
+            event, keeps_out, name, args = token
+            self.end(event, out if keeps_out else None, name, args)
+
+    def kernel_begin(self, op, inputs, device):
+        """A compiled replay calls a backend kernel directly (no ``apply``): an op event of its own."""
+        arrays = [getattr(t, "_data", t) for t in inputs]
+        return self.begin(op.name, "op", arrays, device), op, arrays
+
+    def kernel_end(self, token, out) -> None:
+        event, op, arrays = token
+        self.end(event, None, op.name, ())
+        is_product = op.name == "matmul" or isinstance(op.impls.get("wgsl"), Epilogue)  # matmul_relu, ...
+        if is_product and out is not None and self.with_flops:
+            event.flops = 2 * math.prod(out.shape) * arrays[0].shape[-1]
+
+    # -- ranges --------------------------------------------------------------------
     def begin(self, name, kind, inputs, device_type="cpu"):
-        stack = self._stack
-        while stack and stack[-1]._frame is not None and not _running(stack[-1]._frame):
-            stack.pop()._frame = None  # an op that raised: it never ended, and is no parent
         shapes = tuple(tuple(t.shape) for t in inputs if hasattr(t, "shape")) if self.record_shapes else ()
         event = FunctionEvent(len(self._events), name, kind, device_type, 0,
                               self._stack[-1] if self._stack else None, shapes)
@@ -349,7 +315,6 @@ class profile:  # noqa: N801  (torch's name)
         if at < 0:
             return  # already closed with its parent (an exception skipped its own end)
         del stack[at:]  # children an exception left open end with their parent
-        event._frame = None
         if event.dispatch_range is not None and self._backend is not None:
             device = self._backend.device
             if self._sync:
@@ -383,17 +348,6 @@ class profile:  # noqa: N801  (torch's name)
     def _cpu_freed(self, nbytes) -> None:
         self._cpu_in_use -= nbytes
 
-    def begin_op(self, op, inputs):
-        event = self.begin(op.name, "op", inputs, inputs[0].device)
-        event._frame = sys._getframe(1)
-        return event
-
-    def end_op(self, mark, op, inputs, out) -> None:
-        self.end(mark, out, op.name, inputs)
-
-    def begin_backward(self, node, grad):
-        return self.begin(node.name(), "backward", (grad,), grad.device)
-
     # -- results ----------------------------------------------------------------
     def _finish(self) -> EventList:
         events = [e for e in self._events if e.end_ns is not None]  # drop ranges an exception left open
@@ -403,7 +357,7 @@ class profile:  # noqa: N801  (torch's name)
             device = self._backend.device
             if self._timer is not None:
                 device.submit()
-                device.timer = None
+                device.attach_timer(None)
                 events += self._kernel_events(events, self._timer.results)
                 self._timer = None
             info["submits"] = getattr(device, "submits", 0) - self._counters[0]
@@ -472,23 +426,6 @@ class profile:  # noqa: N801  (torch's name)
         return self.key_averages()._repr_html_()
 
 
-def _running(frame) -> bool:
-    """Whether ``frame`` is on the current call stack (checked only when an op is
-    the innermost open event: inside an op that calls ops, or after one raised)."""
-    f: Any = sys._getframe(2)
-    while f is not None:
-        if f is frame:
-            return True
-        f = f.f_back
-    return False
-
-
-def _subclasses(cls):
-    for sub in cls.__subclasses__():
-        yield sub
-        yield from _subclasses(sub)
-
-
 class record_function:  # noqa: N801  (torch's name)
     """Mark a range of code as one event: ``with record_function("data"):`` or as a decorator."""
 
@@ -496,7 +433,7 @@ class record_function:  # noqa: N801  (torch's name)
         self.name, self.args, self._mark, self._prof = name, args, None, None
 
     def __enter__(self):
-        prof = registry.PROFILER
+        prof = registry.observer_of(profile)
         if prof is not None:
             self._prof, self._mark = prof, prof.begin(self.name, "user", ())
         return self

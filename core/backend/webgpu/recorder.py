@@ -166,8 +166,12 @@ class Recorder:
         self.dispatches = 0            # counters the profiler reads
         self.submits = 0
         self.reads = 0
-        self.timer: DispatchTimer | None = None  # set by webgrad.profiler to time dispatches
+        self.timer: DispatchTimer | None = None  # webgrad.profiler's, to time dispatches (attach_timer)
         self.tape: Tape | None = None            # set by webgrad.compile to record a step
+
+    def attach_timer(self, timer: DispatchTimer | None) -> None:
+        """Time each dispatch with ``timer`` (from ``make_timer``; webgrad.profiler), or stop with None."""
+        self.timer = timer
 
     # -- errors -------------------------------------------------------------------
     def _lost_error(self, where: str) -> DeviceError:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ... import dtypes
 from ...autograd import no_grad
+from ...ops import registry as _registry
 from ...tensor import Tensor
 from ..parameter import Parameter
 
@@ -172,7 +173,10 @@ class Module:
             result = hook(self, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
-        output = self.forward(*args, **kwargs)
+        if _registry.OBSERVERS:  # e.g. webgrad.compile guards the train/eval flag of every module that ran
+            output = _registry.call("module", type(self).__name__, self, self.forward, args, kwargs)
+        else:
+            output = self.forward(*args, **kwargs)
         for hook in list(self._forward_hooks.values()):
             result = hook(self, args, output)
             if result is not None:
