@@ -125,7 +125,7 @@ def test_the_three_fused_hooks_are_the_same_splice():
                          ["v", "ext0_at(batch, row, col)"]) in fused.matmul_epilogue_source(chain, "f32")
     types = (("X", "f32"), ("T", "f32"), ("O", "f32"), ("S0", "f32"))
     code = fused.reduction_source(chain, None, types)
-    assert source.splice("fn prologue(v: X) -> T", chain, ["v", "s0[p.ext[0]]"]) in code
+    assert source.splice("fn prologue(v: X) -> T", chain, ["v", "s0_value()"]) in code
     assert "fn epilogue(v: T) -> O { return O(v); }" in code
 
 

@@ -12,7 +12,7 @@ import functools
 from ...kernels import Program
 from .elementwise import _plan
 from .geometry import ELEMENTS, kind_of
-from .source import assemble, read, splice
+from .source import assemble, fill, read, splice
 
 
 _PLANS: dict = {}  # launch geometry by (record, operands' geometry): replays repeat the same shapes
@@ -52,11 +52,9 @@ def reduction_source(prologue, epilogue, types: tuple) -> str:
     and ``epilogue`` (input 0: the result stored), either None; their other inputs are
     the one-element arrays S0, S1, ... (prologue's first) bound at 3.. and read at Params.ext."""
     parts = [f"alias {n} = {ELEMENTS[kind].wgsl};" for n, kind in types]
-    parts.append(read("math.wgsl"))
-    extras = [n for n, _ in types if n.startswith("S")]
-    for k, alias in enumerate(extras):
-        parts.append(f"@group(0) @binding({3 + k}) var<storage, read> s{k}: array<{alias}>;")
-    reads = [f"s{k}[p.ext[{k}]]" for k in range(len(extras))]
+    extras = range(sum(n.startswith("S") for n, _ in types))
+    parts += [read("math.wgsl"), fill("reduce_fused.wgsl", [{"k": k, "binding": 3 + k} for k in extras])]
+    reads = [f"s{k}_value()" for k in extras]
     split = 0 if prologue is None else prologue.inputs - 1
     parts.append(splice("fn prologue(v: X) -> T", prologue, ["v", *reads[:split]]))
     parts.append(splice("fn epilogue(v: T) -> O", epilogue, ["v", *reads[split:]]))
