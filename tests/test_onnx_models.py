@@ -82,6 +82,23 @@ def test_scaled_dot_product_attention_with_masks():
     _roundtrip(Attend(), args, [q, k, v, mask])
 
 
+def test_causal_attention_with_dynamic_batch_and_length():
+    class TinyGPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(10, 8), nn.Embedding(16, 8)
+            self.head = nn.Linear(8, 10)
+
+        def forward(self, idx):  # arange(time) becomes a Range, the causal mask is computed from two
+            h = self.tok(idx) + self.pos(webgrad.arange(idx.shape[1]))
+            return self.head(F.scaled_dot_product_attention(h, h, h, is_causal=True) + h)
+
+    webgrad.manual_seed(3)
+    idx = np.random.default_rng(0).integers(0, 10, (3, 7))
+    proto = _roundtrip(TinyGPT(), [webgrad.tensor(idx[:2, :5])], [idx], dynamic={"x0": {0: "batch", 1: "time"}})
+    assert "Range" in {n.op_type for n in proto.graph.node}
+
+
 def test_multihead_attention_and_transformer_layer_with_dynamic_batch(device):
     webgrad.manual_seed(2)
     mha = nn.MultiheadAttention(8, 2, batch_first=True)

@@ -65,8 +65,18 @@ class Lowering:
         elem_type(v.dtype)
         if v.dtype.name == "bfloat16":
             raise ExportError("onnx.export: bfloat16 tensors are not exported; convert the model with .float()")
-        if v.id in self.traced.fills:  # zeros(batch, n) made in forward: its shape follows the batch
-            name = self.filled(self.shape(v), self.traced.fills[v.id], v.dtype.np, f"the shape of {v}")
+        pattern = self.traced.patterns.get(v.id)  # made in forward, its shape follows a dynamic axis
+        if pattern is not None and pattern[0] == "fill":  # zeros(batch, n)
+            name = self.filled(self.shape(v), pattern[1], v.dtype.np, f"the shape of {v}")
+        elif pattern is not None:  # arange(time): start + step * Range(0, n)
+            count = self.emit("Reshape", [self.ints(self.shape(v), f"the length of {v}"), self.ints([])])
+            name = self.emit("Range", [self.const(np.array(0, np.int64)), count, self.const(np.array(1, np.int64))])
+            if v.dtype.name != "int64":
+                name = self.emit("Cast", [name], to=elem_type(v.dtype))
+            if pattern[2] != 1:
+                name = self.emit("Mul", [name, self.scalar(pattern[2], v)])
+            if pattern[1] != 0:
+                name = self.emit("Add", [name, self.scalar(pattern[1], v)])
         else:
             array = get_backend(self.traced.graph.device).to_numpy(v.data)
             base = self.param_names.get(id(v.data))

@@ -87,7 +87,9 @@ class Traced:
     graph: Graph
     attrs: list  # per node of graph.nodes
     shapes: dict  # value id -> shape
-    fills: dict = field(default_factory=dict)  # const value id -> the one number filling it (its shape varies)
+    # A constant made in forward whose shape follows a dynamic axis, by value id: ("fill", number)
+    # for zeros(batch, n) and the like, ("range", start, step) for arange(time).
+    patterns: dict = field(default_factory=dict)
     modules: dict = field(default_factory=dict)  # id(node) -> module path ("" for the model itself)
     model_name: str = "model"
     examples: dict = field(default_factory=dict)  # dynamic label -> its size in the example inputs
@@ -145,8 +147,10 @@ def _module_paths(model, tracer, events):
     return handles
 
 
-def _trace_once(model, args, run_passes=True):
-    """Run ``model(*args)`` under the Tracer; returns (graph, outputs, {id(node): module path})."""
+def _trace_once(model, args, fold=True):
+    """Run ``model(*args)`` under the Tracer; returns (graph, outputs, {id(node): module path}).
+    ``fold``: fold constants (not with dynamic axes: an arange of the length exports as a Range,
+    a causal mask folded from two of them could not)."""
     events: list = []
     tracer = Tracer(list(args))
     handles = _module_paths(model, tracer, events)
@@ -171,12 +175,12 @@ def _trace_once(model, args, run_passes=True):
             path = events[k][1]
             k += 1
         modules[id(node)] = path
-    if run_passes:
-        passes.eliminate_dead_code(graph)  # first: an unread view would keep a write in place
-        passes.functionalize(graph)
+    passes.eliminate_dead_code(graph)  # first: an unread view would keep a write in place
+    passes.functionalize(graph)
+    if fold:
         passes.fold_constants(graph)
-        passes.eliminate_common_subexpressions(graph)
-        passes.eliminate_dead_code(graph)
+    passes.eliminate_common_subexpressions(graph)
+    passes.eliminate_dead_code(graph)
     return graph, outs, modules
 
 
@@ -201,7 +205,7 @@ def _grown(args, dims):
 def trace(model, args, labels: dict) -> tuple:
     """Trace ``model(*args)``; ``labels`` maps a dynamic label to its [(argument index, dim)].
     Returns (Traced, output tensors)."""
-    graph, outs, modules = _trace_once(model, args)
+    graph, outs, modules = _trace_once(model, args, fold=not labels)
     examples = {}
     for label, dims in labels.items():
         sizes = {args[i].shape[d] for i, d in dims}
@@ -209,21 +213,21 @@ def trace(model, args, labels: dict) -> tuple:
             raise ExportError(f"onnx.export: the inputs' dims named {label!r} in dynamic_axes have different "
                               f"sizes {sorted(sizes)} in the example inputs")
         examples[label] = sizes.pop()
-    variants = {label: _trace_once(model, _grown(args, dims))[0] for label, dims in labels.items()}
+    variants = {label: _trace_once(model, _grown(args, dims), fold=False)[0] for label, dims in labels.items()}
     for label, other in variants.items():
         _check_same_nodes(graph, other, label)
     merged = _Merge(examples, variants)
     attrs = [merged.attrs(i, node) for i, node in enumerate(graph.nodes)]
-    shapes, fills = {}, {}
+    shapes, patterns = {}, {}
     for v in graph.live_values():
         shapes[v.id] = merged.combine(v.shape, {k: g.values[v.id].shape for k, g in variants.items()},
                                       f"the shape of {v}")
         if v.source == "const" and variants:
-            fill = merged.const(v, {k: g.values[v.id] for k, g in variants.items()}, shapes[v.id], graph.device)
-            if fill is not None:
-                fills[v.id] = fill
+            pattern = merged.const(v, {k: g.values[v.id] for k, g in variants.items()}, shapes[v.id], graph.device)
+            if pattern is not None:
+                patterns[v.id] = pattern
     name = type(model).__name__ if hasattr(model, "named_modules") else getattr(model, "__name__", "model")
-    return Traced(graph, attrs, shapes, fills, modules, name, examples), outs
+    return Traced(graph, attrs, shapes, patterns, modules, name, examples), outs
 
 
 def _check_same_nodes(graph, other, label):
@@ -274,8 +278,9 @@ class _Merge:
         return value  # other objects (tensors in an indexing key) are taken as they are
 
     def const(self, v, others: dict, shape, device):
-        """For a constant made in forward whose shape follows an axis (``zeros(batch, n)``):
-        the number that fills it. A constant whose values change is refused."""
+        """For a constant made in forward whose shape follows an axis: ("fill", number) when one
+        number fills it (``zeros(batch, n)``), ("range", start, step) when it counts
+        (``arange(time)``). A constant whose values change otherwise is refused."""
         backend = get_backend(device)
         base = backend.to_numpy(v.data)
         arrays = [base] + [backend.to_numpy(o.data) for o in others.values()]
@@ -283,12 +288,14 @@ class _Merge:
             if any(a.shape != base.shape or not np.array_equal(a, base, equal_nan=True) for a in arrays):
                 self._changes(f"the values of the constant {v} of shape {base.shape}")
             return None
-        fill = base.reshape(-1)[:1]
-        if fill.size == 0 or any(not np.array_equal(a, np.broadcast_to(fill, a.shape), equal_nan=True)
-                                 for a in arrays):
-            self._changes(f"the constant {v} (its shape follows a dynamic axis, and it is not one number "
-                          f"repeated, as zeros or ones are)")
-        return fill[0]
+        first = next((a.reshape(-1)[:2] for a in arrays if a.size >= 2), base.reshape(-1)[:1])
+        if first.size and all(np.array_equal(a, np.broadcast_to(first[:1], a.shape), equal_nan=True) for a in arrays):
+            return ("fill", first[0])
+        if first.size == 2 and all(a.ndim == 1 and np.array_equal(a, first[0] + (first[1] - first[0]) *
+                                                                  np.arange(a.size, dtype=a.dtype)) for a in arrays):
+            return ("range", first[0], first[1] - first[0])
+        self._changes(f"the constant {v} (its shape follows a dynamic axis, and it is neither one number "
+                      f"repeated, as zeros or ones are, nor an arange)")
 
     def _changes(self, what):
         raise ExportError(f"onnx.export: {what} changes with the size of a dynamic axis in a way the exporter "
