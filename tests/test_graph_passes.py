@@ -10,6 +10,13 @@ import pytest
 import webgrad
 from tests.conftest import DEVICES, assert_close
 from webgrad.graph import passes
+from webgrad.graph.verify import GraphError
+
+
+@pytest.fixture(autouse=True)
+def _verify_after_each_pass(monkeypatch):
+    """Every graph these tests optimize is checked by graph/verify.py after each pass."""
+    monkeypatch.setattr(passes, "VERIFY", True)
 
 
 def _traced(fn, *args):
@@ -20,6 +27,13 @@ def _traced(fn, *args):
 
 def _ops(graph):
     return [n.op.name for n in graph.nodes]
+
+
+def test_run_verifies_the_graph_after_each_pass(monkeypatch):
+    graph = _traced(lambda x: x.exp().neg(), webgrad.ones(3))
+    monkeypatch.setitem(passes.PASSES, "dce", lambda graph, backend: graph.nodes.reverse() or 0)  # a broken pass
+    with pytest.raises(GraphError, match="after pass 'dce': node 0 .*neg.* before any node makes it"):
+        passes.run(graph)
 
 
 def test_dce_drops_unused_nodes_and_keeps_inplace_writes():
