@@ -24,6 +24,7 @@ from ..dtypes import DType
 from ..graph import passes
 from ..graph.ir import Graph
 from ..graph.trace import Tracer
+from ..ops import registry
 from ..ops.movement import cat, narrow
 from ..tensor import Tensor
 
@@ -121,60 +122,62 @@ def flatten_outputs(out) -> list:
                       f"or dicts of them)")
 
 
-def _module_paths(model, tracer, events):
-    """Forward hooks that note, as (node count, module path), where each module's nodes start and end."""
-    if not hasattr(model, "named_modules"):
-        return []
-    stack: list = []
+class _ModulePaths(registry.Observer):
+    """Notes, as (node count, module path), where each module's nodes start and end: the
+    registry reports every module call as a range."""
 
-    def count():
-        return 0 if tracer.graph is None else len(tracer.graph.nodes)
+    def __init__(self, model, tracer):
+        named = model.named_modules() if hasattr(model, "named_modules") else ()
+        self.paths = {id(module): name for name, module in named}
+        self.tracer = tracer
+        self.stack: list = []
+        self.events: list = []
 
-    def enter(name):
-        def hook(module, args):
-            stack.append(name)
-            events.append((count(), name))
-        return hook
+    def _note(self):
+        count = 0 if self.tracer.graph is None else len(self.tracer.graph.nodes)
+        self.events.append((count, self.stack[-1] if self.stack else ""))
 
-    def leave(module, args, output):
-        stack.pop()
-        events.append((count(), stack[-1] if stack else ""))
+    def enter(self, kind, name, target, args):
+        if kind != "module" or id(target) not in self.paths:
+            return False
+        self.stack.append(self.paths[id(target)])
+        self._note()
+        return True
 
-    handles = []
-    for name, module in model.named_modules():
-        handles.append(module.register_forward_pre_hook(enter(name)))
-        handles.append(module.register_forward_hook(leave))
-    return handles
+    def exit(self, token, out):
+        if token:
+            self.stack.pop()
+            self._note()
+
+    def of_nodes(self, nodes) -> dict:
+        """id(node) -> the path of the innermost module running when the tracer recorded it."""
+        modules, path, k = {}, "", 0
+        for i, node in enumerate(nodes):
+            while k < len(self.events) and self.events[k][0] <= i:
+                path = self.events[k][1]
+                k += 1
+            modules[id(node)] = path
+        return modules
 
 
 def _trace_once(model, args, fold=True):
     """Run ``model(*args)`` under the Tracer; returns (graph, outputs, {id(node): module path}).
     ``fold``: fold constants (not with dynamic axes: an arange of the length exports as a Range,
     a causal mask folded from two of them could not)."""
-    events: list = []
     tracer = Tracer(list(args))
-    handles = _module_paths(model, tracer, events)
+    paths = _ModulePaths(model, tracer)
+    with no_grad(), registry.observing(paths), tracer:
+        outs = flatten_outputs(model(*args))
     try:
-        with no_grad(), tracer:
-            outs = flatten_outputs(model(*args))
-        try:
-            tracer.finish(outs)
-        finally:
-            tracer.thaw()
+        tracer.finish(outs)
     finally:
-        for handle in handles:
-            handle.remove()
+        tracer.thaw()
     graph = tracer.graph
     if graph is None and args and all(any(o is a for a in args) for o in outs):
         graph = _passthrough(args, outs)  # nn.Identity: no op ran, the tracer made no graph
     elif tracer.broken:
         raise ExportError(f"onnx.export: the forward cannot be traced into a graph: {tracer.broken}")
-    modules, path, k = {}, "", 0
-    for i, node in enumerate(graph.nodes):
-        while k < len(events) and events[k][0] <= i:
-            path = events[k][1]
-            k += 1
-        modules[id(node)] = path
+    modules = paths.of_nodes(graph.nodes)
     passes.eliminate_dead_code(graph)  # first: an unread view would keep a write in place
     passes.functionalize(graph)
     if fold:
