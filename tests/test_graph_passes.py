@@ -206,6 +206,28 @@ def test_optimizer_updates_group_by_op_and_attrs_up_to_the_capacity():
     assert not [n for n in graph.nodes if n.inplace][-1].op.name.startswith("sgd")  # the marker's add_
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_replayed_step_bumps_every_parameter_version_as_eager(device):
+    """A grouped update writes each member's parameter (analysis.written), so each gets its
+    version bump, as eager's in-place steps give it."""
+    model = webgrad.nn.Linear(3, 2).to(device)
+    opt = webgrad.optim.SGD(model.parameters(), lr=0.1)
+    x = webgrad.ones(4, 3, device=device)
+
+    def step(x):
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+        return x
+
+    compiled = webgrad.compile(step)
+    for _ in range(3):  # trace, record, replay
+        compiled(x)
+    before = [p._version for p in model.parameters()]
+    compiled(x)
+    assert [p._version - b for p, b in zip(model.parameters(), before)] == [1, 1]
+
+
 def _epilogues(graph):
     return [n for n in graph.nodes if n.fused and n.fused[0].op.name == "matmul"]
 
