@@ -220,7 +220,8 @@ OPS = {
     "conv_pool": (lambda a: (F.max_pool2d(F.conv2d(a, webgrad.ones(2, 1, 2, 2), stride=1, padding=1), 2,
                                           ceil_mode=True), F.avg_pool2d(a, 2), F.conv1d(a[0], webgrad.ones(3, 5, 2))),
                   [_randn(1, 1, 5, 5)]),
-    "scatter": (lambda a: (webgrad.zeros(3, 4).scatter_add(0, webgrad.tensor([[0, 1, 2, 0]]), a),
+    "scatter": (lambda a: (webgrad.zeros(3, 4).scatter_add(0, webgrad.tensor([[0, 1, 2, 0]]),
+                                                           webgrad.cat([a, a[:, :1]], 1)),  # src's corner
                            webgrad.ops.index_add(webgrad.zeros(5, 4), webgrad.tensor([4, 0, 4]), a)), [x]),
 }
 

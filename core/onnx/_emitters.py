@@ -174,8 +174,8 @@ def _conv2d(low, node, x, w, *, stride, padding, dilation, groups):
 
 def _max_pool(low, node, x, source, *, kernel, stride, padding, dilation, out_hw):
     if node.inputs[0] is not node.inputs[1]:
-        raise ExportError("onnx.export: max_pool2d_select of another tensor's values (a max-pool gradient) is "
-                          "not exported")
+        raise ExportError(f"onnx.export: max_pool2d_select of another tensor's values (a max-pool gradient, "
+                          f"{low.traced.where(node)}) is not exported")
     h, w = low.static(low.shape(node.inputs[0])[2:], "max_pool2d's input size")
     (kh, kw), (sh, sw), (top, left), (dh, dw), (ho, wo) = kernel, stride, padding, dilation, out_hw
     # The rows and columns of padding after the input that the last window reaches (ceil_mode
@@ -197,7 +197,11 @@ def _reshape(low, node, x, *, shape):
 
 
 def _slice(low, node, x, *, slices):
-    shape = low.shape(node.inputs[0])
+    return _cut(low, x, low.shape(node.inputs[0]), slices)
+
+
+def _cut(low, x, shape, slices):
+    """A Slice over the dims where ``slices`` takes less than all of ``shape``."""
     cut = [(d, s) for d, s in enumerate(slices) if tuple(s) != (0, shape[d], 1)]
     if not cut:
         return low.emit("Identity", [x])
@@ -215,7 +219,7 @@ def _pads(shape, slices) -> list:
 def _unslice(low, node, g, *, shape, slices):
     """Zeros of ``shape`` with g placed at ``slices``: a Pad, for unit steps."""
     if any(step != 1 for _, _, step in slices):
-        raise ExportError(f"onnx.export: unslice with a step ({traced_where(low, node)}) is not exported")
+        raise ExportError(f"onnx.export: unslice with a step ({low.traced.where(node)}) is not exported")
     return low.emit("Pad", [g, low.ints(_pads(shape, slices), "a padding")])
 
 
@@ -223,10 +227,6 @@ def _flip(low, node, x, *, dims):
     k = len(dims)
     return low.emit("Slice", [x, low.ints([-1] * k), low.ints([np.iinfo(np.int64).min] * k),
                               low.ints([int(d) for d in dims]), low.ints([-1] * k)])
-
-
-def traced_where(low, node) -> str:
-    return low.traced.where(node)
 
 
 EMITTERS.update({
@@ -240,7 +240,7 @@ EMITTERS.update({
 # -- indexing ---------------------------------------------------------------------------
 def _needs_opset(low, node, opset, onnx_op):
     if low.opset < opset:
-        raise ExportError(f"onnx.export: '{node.op.name}' ({traced_where(low, node)}) needs opset_version >= "
+        raise ExportError(f"onnx.export: '{node.op.name}' ({low.traced.where(node)}) needs opset_version >= "
                           f"{opset} ({onnx_op} with reduction='add'), got {low.opset}")
 
 
@@ -248,7 +248,7 @@ def _scatter_add(low, node, x, index, src, *, dim):
     _needs_opset(low, node, 16, "ScatterElements")
     index_shape, src_shape = low.shape(node.inputs[1]), low.shape(node.inputs[2])
     if tuple(index_shape) != tuple(src_shape):  # torch reads only src's leading corner
-        src = _slice(low, node, src, slices=[(0, n, 1) for n in index_shape])
+        src = _cut(low, src, src_shape, [(0, n, 1) for n in index_shape])
     return low.emit("ScatterElements", [x, index, src], axis=int(dim), reduction="add")
 
 
@@ -286,7 +286,7 @@ def _index_put_at_positions(low, node, x, value, key):
     for item in items:
         if isinstance(item, Tensor) and id(item._data) not in constants:
             raise ExportError(f"onnx.export: x[index] = value with an index tensor computed in forward "
-                              f"({traced_where(low, node)}) is not exported; use scatter_add or where")
+                              f"({low.traced.where(node)}) is not exported; use scatter_add or where")
     cpu_key = tuple(i.cpu() if isinstance(i, Tensor) else i for i in items)
     numbered = tensor(np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape))
     selected = I.getitem(numbered, cpu_key if isinstance(key, tuple) else cpu_key[0]).numpy()

@@ -167,9 +167,12 @@ def lower(traced: Traced, low: Lowering) -> None:
         if node.inplace:
             if node.op.mutates == 0:
                 continue  # an input check (it writes nothing): ONNX has no run-time checks
+            # Functionalization made new values of the writes it could: this one reaches memory
+            # the caller sees, or memory another tensor shares.
+            what = {"arg": "a model input", "capture": "a tensor from outside forward (a parameter or buffer)"}
             written = node.inputs[0]
-            raise ExportError(f"onnx.export: '{node.op.name}' ({traced.where(node)}) writes in place into {written}, "
-                              f"a {'model input' if written.source == 'arg' else 'parameter, buffer or view'}; an "
-                              f"ONNX graph has no in-place writes: use the out-of-place form in forward")
+            raise ExportError(f"onnx.export: '{node.op.name}' ({traced.where(node)}) writes in place into "
+                              f"{what.get(written.source, 'a view of another tensor')}; an ONNX graph has no "
+                              f"in-place writes: use the out-of-place form (y = x.clone(); y[...] = v)")
         inputs = [low.value(v) for v in node.inputs]
         low.names[node.output.id] = EMITTERS[node.op](low, node, *inputs, **attrs)
