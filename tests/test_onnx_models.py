@@ -162,7 +162,9 @@ def test_sizes_that_follow_dynamic_axes():
         steps = x[:, 1:] - x[:, :-1]  # slice stops: time and time - 1
         doubled = webgrad.cat([x[:, 0], x[:, -1]], 0).reshape(-1, 2, 2)  # shape (2 * batch, 2, 2)
         spread = x[:, :1].expand(-1, x.shape[1], -1)  # expand to (batch, time, 4)
-        return steps, doubled, (x - spread).reshape(-1)  # reshape to batch * time * 4: left to ONNX (-1)
+        first = x[:1, 0]  # expanded to (batch, 4) and to (2, 4): equal nodes at batch 2 only
+        same = first.expand(x.shape[0], 4).sum(0) + first.expand(2, 4).sum(0)
+        return steps, doubled, (x - spread).reshape(-1), same  # batch * time * 4 is left to ONNX (-1)
 
     proto = _roundtrip(f, [webgrad.tensor(_randn(2, 5, 4))], [_randn(3, 7, 4, seed=1)],
                        dynamic={"x0": {0: "batch", 1: "time"}})

@@ -160,10 +160,11 @@ class _ModulePaths(registry.Observer):
         return modules
 
 
-def _trace_once(model, args, fold=True):
+def _trace_once(model, args, static=True):
     """Run ``model(*args)`` under the Tracer; returns (graph, outputs, {id(node): module path}).
-    ``fold``: fold constants (not with dynamic axes: an arange of the length exports as a Range,
-    a causal mask folded from two of them could not)."""
+    ``static``: no dynamic axes. With them constants are not folded (an arange of the length
+    exports as a Range, a causal mask folded from two of them could not) and equal nodes are not
+    merged (two reshapes, to (batch, 4) and (2, 4), are equal at batch 2 only)."""
     tracer = Tracer(list(args))
     paths = _ModulePaths(model, tracer)
     with no_grad(), registry.observing(paths), tracer:
@@ -180,9 +181,9 @@ def _trace_once(model, args, fold=True):
     modules = paths.of_nodes(graph.nodes)
     passes.eliminate_dead_code(graph)  # first: an unread view would keep a write in place
     passes.functionalize(graph)
-    if fold:
+    if static:
         passes.fold_constants(graph)
-    passes.eliminate_common_subexpressions(graph)
+        passes.eliminate_common_subexpressions(graph)
     passes.eliminate_dead_code(graph)
     return graph, outs, modules
 
@@ -208,7 +209,7 @@ def _grown(args, dims):
 def trace(model, args, labels: dict) -> tuple:
     """Trace ``model(*args)``; ``labels`` maps a dynamic label to its [(argument index, dim)].
     Returns (Traced, output tensors)."""
-    graph, outs, modules = _trace_once(model, args, fold=not labels)
+    graph, outs, modules = _trace_once(model, args, static=not labels)
     examples = {}
     for label, dims in labels.items():
         sizes = {args[i].shape[d] for i, d in dims}
@@ -216,7 +217,7 @@ def trace(model, args, labels: dict) -> tuple:
             raise ExportError(f"onnx.export: the inputs' dims named {label!r} in dynamic_axes have different "
                               f"sizes {sorted(sizes)} in the example inputs")
         examples[label] = sizes.pop()
-    variants = {label: _trace_once(model, _grown(args, dims), fold=False)[0] for label, dims in labels.items()}
+    variants = {label: _trace_once(model, _grown(args, dims), static=False)[0] for label, dims in labels.items()}
     for label, other in variants.items():
         _check_same_nodes(graph, other, label)
     merged = _Merge(examples, variants)
