@@ -4,7 +4,9 @@ The model runs once, in eval mode and without autograd, under the graph ``Tracer
 (the one tracer in webgrad: the IR in ``webgrad.graph.ir``). Then the passes that
 keep the meaning and help a pure ONNX graph run: dead-code elimination,
 functionalization (``h[:, t] = v`` into a tensor made in forward becomes
-``index_put``, a new value), constant folding and common subexpressions.
+``index_put``, a new value) and, without dynamic axes, constant folding and common
+subexpressions. Module paths for error messages come from the registry's module
+ranges, seen by an observer pushed beside the tracer.
 
 Dynamic axes. The IR holds sizes as numbers: a reshape's shape, a slice's stop, a
 tensor of zeros made in forward. To learn which of them follow a dynamic axis, the
