@@ -59,6 +59,13 @@ def test_lstm_with_dynamic_batch(batch_first):
     assert {i.name for i in proto.graph.initializer} >= {"weight_ih_l0", "weight_hh_l1"}  # named parameters
 
 
+@pytest.mark.parametrize("make", [lambda: nn.LSTM(3, 4, bidirectional=True, proj_size=2, batch_first=True),
+                                  lambda: nn.RNN(3, 4, nonlinearity="relu", batch_first=True)])
+def test_bidirectional_and_plain_rnns(make):
+    webgrad.manual_seed(4)
+    _roundtrip(make(), [webgrad.tensor(_randn(2, 5, 3))], [_randn(3, 5, 3, seed=1)], dynamic={"x0": {0: "batch"}})
+
+
 def test_gru_and_its_sequence_length_is_fixed():
     webgrad.manual_seed(1)
     model = nn.GRU(3, 4, num_layers=2)
