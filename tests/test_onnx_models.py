@@ -179,6 +179,22 @@ def test_sizes_that_follow_dynamic_axes():
     assert shapes[:2] == [["batch", "time - 1", 4], ["2*batch", 2, 2]]
 
 
+def test_a_model_that_returns_its_loss():
+    class Classifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 5)
+
+        def forward(self, x, y):
+            logits = self.fc(x)
+            return (F.cross_entropy(logits, y, ignore_index=2, label_smoothing=0.1),
+                    F.cross_entropy(logits.unsqueeze(-1), y.unsqueeze(-1), reduction="none"))
+
+    webgrad.manual_seed(5)
+    x, y = _randn(6, 4), np.array([0, 2, 4, 1, 2, 3], np.int64)
+    _roundtrip(Classifier(), [webgrad.tensor(x), webgrad.tensor(y)], [x, y])
+
+
 def test_in_place_write_into_an_input_is_refused():
     def f(x):
         x[0] = 1.0

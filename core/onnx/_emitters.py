@@ -156,7 +156,24 @@ def _cumsum(low, node, x):
     return low.emit("CumSum", [x, low.const(np.array(-1, dtype=np.int64), "axis")])
 
 
+def _cross_entropy(low, node, x, labels, *, ignore_index, smoothing):
+    """Per position: -log_softmax(x)[label] over dim 1 (mixed with the mean over classes by
+    ``smoothing``), 0 where the label is ``ignore_index``."""
+    logp = low.emit("LogSoftmax", [x], axis=1)
+    valid = low.emit("Not", [low.emit("Equal", [labels, low.scalar(ignore_index, node.inputs[1])])])
+    safe = low.emit("Where", [valid, labels, low.scalar(0, node.inputs[1])])
+    picked = low.emit("GatherElements", [logp, low.emit("Unsqueeze", [safe, low.ints([1])])], axis=1)
+    loss = low.emit("Neg", [low.emit("Squeeze", [picked, low.ints([1])])])
+    if smoothing:
+        classes = node.inputs[0].shape[1]
+        spread = low.emit("ReduceSum", [logp, low.ints([1])], keepdims=0)
+        loss = low.emit("Sub", [low.emit("Mul", [loss, low.scalar(1.0 - smoothing, node.inputs[0])]),
+                                low.emit("Mul", [spread, low.scalar(smoothing / classes, node.inputs[0])])])
+    return low.emit("Where", [valid, loss, low.scalar(0, node.inputs[0])])
+
+
 EMITTERS.update({
+    R.CROSS_ENTROPY: _cross_entropy,
     R.SUM: _reduce("ReduceSum", 13), R.AMAX: _reduce("ReduceMax", 18), R.AMIN: _reduce("ReduceMin", 18),
     R.PROD: _reduce("ReduceProd", 18), R.ARGMAX: _arg_reduce("ArgMax"), R.ARGMIN: _arg_reduce("ArgMin"),
     R.SOFTMAX: lambda low, node, x, *, dim: low.emit("Softmax", [x], axis=int(dim)),
