@@ -58,8 +58,9 @@ class Lowering:
         if name is not None:
             return name
         if v.source == "random":
-            raise ExportError(f"onnx.export: the forward draws random numbers ({v}: {v.type_str()}); call "
-                              f"model.eval() parts that sample (dropout does not in eval mode) or draw them outside")
+            raise ExportError(f"onnx.export: the forward draws random numbers ({v}: {v.type_str()}), which an "
+                              f"exported graph cannot repeat; export in eval mode (dropout draws nothing there) "
+                              f"and draw noise outside the model")
         if v.source not in ("capture", "const"):
             raise ExportError(f"onnx.export: {v} ({v.source}) has no ONNX name (an exporter bug)")
         elem_type(v.dtype)
@@ -80,7 +81,7 @@ class Lowering:
         else:
             array = get_backend(self.traced.graph.device).to_numpy(v.data)
             base = self.param_names.get(id(v.data))
-            if base is not None and all(t.name != base for t in self.initializers):
+            if base is not None:  # each parameter's data is one value of the graph: one initializer
                 name = base
                 self.initializers.append(self.numpy_helper.from_array(np.array(array, order="C"), name))
             else:
