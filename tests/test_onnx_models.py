@@ -195,6 +195,13 @@ def test_a_model_that_returns_its_loss():
     _roundtrip(Classifier(), [webgrad.tensor(x), webgrad.tensor(y)], [x, y])
 
 
+def test_random_draws_are_refused():
+    model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5))
+    with pytest.raises(webgrad.onnx.ExportError, match="draws random numbers.*eval mode"):
+        webgrad.onnx.export(model, (webgrad.randn(2, 3),), io.BytesIO(), training=True)
+    assert model.training
+
+
 def test_in_place_write_into_an_input_is_refused():
     def f(x):
         x[0] = 1.0
