@@ -3,6 +3,8 @@ run in onnxruntime, matching webgrad's own outputs; ops one by one through their
 from __future__ import annotations
 
 import io
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -104,6 +106,16 @@ def test_causal_attention_with_dynamic_batch_and_length():
     idx = np.random.default_rng(0).integers(0, 10, (3, 7))
     proto = _roundtrip(TinyGPT(), [webgrad.tensor(idx[:2, :5])], [idx], dynamic={"x0": {0: "batch", 1: "time"}})
     assert "Range" in {n.op_type for n in proto.graph.node}
+
+
+def test_the_char_lm_demo_exports_with_dynamic_batch_and_length():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `demos` is not installed
+    from demos.char_lm import TinyGPT
+
+    webgrad.manual_seed(6)
+    tokens = np.random.default_rng(0).integers(0, 20, (3, 7))
+    _roundtrip(TinyGPT(20, context=16), [webgrad.tensor(tokens[:2, :5])], [tokens],
+               dynamic={"x0": {0: "batch", 1: "time"}})
 
 
 def test_multihead_attention_and_transformer_layer_with_dynamic_batch(device):
