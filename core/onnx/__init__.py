@@ -68,7 +68,9 @@ def export(model, args, f, export_params=True, verbose=False, training=None, inp
         opset_version: ONNX opset (default 17; LayerNorm needs >= 17).
 
     The model is put in eval mode while tracing (as PyTorch does by default) and
-    restored after. Raises ExportError for layers or ops the exporter does not cover.
+    restored after. With ``dynamic_axes`` it is traced once more per label, that axis one
+    longer, to learn which sizes in the graph follow it. Raises ExportError for ops the
+    exporter does not cover, naming the op and the module it runs in.
     """
     onnx, helper, numpy_helper = _import_onnx()
     if isinstance(args, Tensor):
