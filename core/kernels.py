@@ -9,7 +9,8 @@ cache key is ever written by hand. Nothing here imports wgpu.
   or ``ternary.wgsl``. ``expr`` may be a dict keyed by element kind
   (``"f32"``, ``"i32"``, ``"u32"``, ``"<in>-><out>"`` or ``"*"``). This is also
   what a later fusion pass composes.
-- ``Kernel(file, entry, launch)``: a hand-written entry point in ``file``;
+- ``Kernel(file, entry, launch)``: a hand-written entry point in ``file`` (for the
+  optimizer ops, the update function of ``optim.wgsl`` that optim_step.wgsl calls);
   ``launch`` is the import path (``"module.function"`` under
   ``webgrad.backend.webgpu``) of the Python launcher that sizes the grid and
   packs the ``Params`` uniform. Besides that entry a launcher may run
@@ -18,13 +19,13 @@ cache key is ever written by hand. Nothing here imports wgpu.
 - ``View(kind)``: no kernel at all; the backend returns a strided view.
 - ``Fused``, ``Epilogue``, ``Reduction``, ``Grouped``: the records of nodes the graph passes make
   (``webgrad.graph.passes``).
+- ``Program``: what one compiled pipeline is made of (file, entry, types, spliced
+  expression, override constants, and the record of a generated source). The
+  pipeline cache is keyed by this record; ``Program.of`` is the one place it is made.
 
 Every record names its launcher the same way, in a ``launch`` import path (a field of
 ``Kernel``, a class attribute of the others): the backend imports it directly
 (``webgpu.backend.launcher_of``), so no registry is filled by side-effect imports.
-- ``Program``: what one compiled pipeline is made of (file, entry, types, spliced
-  expression, override constants, and the record of a generated source). The
-  pipeline cache is keyed by this record; ``Program.of`` is the one place it is made.
 """
 from __future__ import annotations
 

@@ -7,8 +7,9 @@
    ``epilogue``, reduction ``prologue``/``epilogue``), one small function per step.
 3. Preludes (``strided.wgsl``, ``math.wgsl``) are prepended where a kernel uses them.
 4. Sizes and tiles are pipeline-override constants, never pasted text.
-5. A generated layout (the optimizer's group of updates) is a template file filled by
-   ``fill``: fields, and lines repeated per item; no regular expression edits a shader.
+5. A generated layout (optimizer updates over a group of parameters, a fused reduction's
+   inputs) is a template file filled by ``fill``: fields, and lines repeated per item;
+   no regular expression edits a shader.
 Shaders are read with importlib.resources from the installed package, so the
 same code runs natively and inside Pyodide.
 """
