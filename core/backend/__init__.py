@@ -1,5 +1,7 @@
 """Backends by device name. ``cpu`` is the numpy backend; ``webgpu`` registers
-itself when its module is imported and a device can be made."""
+itself when its module is imported and a device can be made. What a backend implements
+(eager kernels, and its passes, fusion rules and replay for ``webgrad.compile``) is
+written down in protocol.py."""
 from __future__ import annotations
 
 from ..device_api import as_device
