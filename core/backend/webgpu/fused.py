@@ -11,8 +11,8 @@ import functools
 
 from ...kernels import Program
 from .elementwise import _plan
-from .geometry import ELEMENTS, kind_of
-from .source import assemble, fill, read, splice
+from .geometry import kind_of
+from .source import aliases, assemble, fill, read, splice
 
 
 _PLANS: dict = {}  # launch geometry by (record, operands' geometry): replays repeat the same shapes
@@ -41,7 +41,7 @@ def matmul_epilogue_source(record, kind: str) -> str:
     """matmul.wgsl whose ``epilogue()`` runs the chain ``record`` on each stored value of C:
     chain input 0 is the product, inputs 1 and 2 the float32 buffers of matmul_epilogue.wgsl."""
     reads = ["v", "ext0_at(batch, row, col)", "ext1_at(batch, row, col)"][:record.inputs]
-    return "\n".join([f"alias T = {ELEMENTS[kind].wgsl};", read("math.wgsl"), read("matmul_epilogue.wgsl"),
+    return "\n".join(aliases([("T", kind)]) + [read("math.wgsl"), read("matmul_epilogue.wgsl"),
                       splice("fn chain(v: T, batch: u32, row: u32, col: u32) -> T", record, reads),
                       read("matmul.wgsl")])
 
@@ -51,7 +51,7 @@ def reduction_source(prologue, epilogue, types: tuple) -> str:
     """reduce.wgsl with hooks running the chains ``prologue`` (input 0: the element read)
     and ``epilogue`` (input 0: the result stored), either None; their other inputs are
     the one-element arrays S0, S1, ... (prologue's first) bound at 3.. and read at Params.ext."""
-    parts = [f"alias {n} = {ELEMENTS[kind].wgsl};" for n, kind in types]
+    parts = aliases(types)
     extras = range(sum(n.startswith("S") for n, _ in types))
     parts += [read("math.wgsl"), fill("reduce_fused.wgsl", [{"k": k, "binding": 3 + k} for k in extras])]
     reads = [f"s{k}_value()" for k in extras]

@@ -43,6 +43,11 @@ def read(file: str) -> str:
     return resources.files("webgrad.wgsl_kernels").joinpath(file).read_text()
 
 
+def aliases(types) -> list[str]:
+    """The ``alias`` line of each (name, element kind) pair."""
+    return [f"alias {name} = {ELEMENTS[kind].wgsl};" for name, kind in types]
+
+
 def fill(file: str, rows=(), **fields) -> str:
     """The template ``file`` with each ``${name}`` written as ``fields[name]``; a line that
     holds ``${k}`` is written once per row of ``rows`` (a dict of more fields), in order."""
@@ -63,8 +68,7 @@ def all_files() -> list[str]:
 def assemble(file: str, types: tuple = (), expr: str | None = None, chain=None) -> str:
     """``file`` with its type aliases and preludes, and its hook ``op()`` returning ``expr``
     or running the fused chain ``chain`` (over the inputs a, b, c)."""
-    parts = [f"alias {name} = {ELEMENTS[kind].wgsl};" for name, kind in types]
-    parts += [read(p) for p in PRELUDES.get(file, ())]
+    parts = aliases(types) + [read(p) for p in PRELUDES.get(file, ())]
     if expr is not None:
         parts.append(f"{SPLICE_SIGNATURE[file]} {{\n  return {expr};\n}}")
     if chain is not None:
