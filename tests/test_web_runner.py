@@ -50,6 +50,31 @@ def test_call_refuses_anything_but_public_webgrad_functions(module, function, me
     assert message in out["message"] and out["message"].startswith("ValueError: runtime.call: ")
 
 
+def test_call_admits_a_module_imported_from_the_working_folder_only(tmp_path, page_state):
+    """The page's own Python (a demo's file written into the working folder and imported once) can
+    be called; the same file not yet imported, or a module from outside the folder, cannot."""
+    work, other = tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other.mkdir()
+    (work / "page_demo.py").write_text("def twice(values):\n    return [2 * v for v in values]\n")
+    (work / "page_later.py").write_text("def f():\n    return 1\n")
+    os.chdir(work)
+    sys.path.insert(0, str(work))
+    try:
+        import page_demo  # noqa: F401 (what the page's one run does: import the file it wrote)
+
+        assert call("page_demo", "twice", [1, 2.5]) == {"ok": True, "result": [2, 5.0]}
+        for module in ("page_later", "json", "pytest"):  # not imported yet; the stdlib; site-packages
+            assert module == "page_later" or module in sys.modules
+            out = call(module, "f")
+            assert out["ok"] is False and "besides modules imported from the working folder" in out["message"]
+        assert "page_later" not in sys.modules  # a call never imports the page's files
+        os.chdir(other)  # the same module, once the working folder is another one
+        assert call("page_demo", "twice", [1])["ok"] is False
+    finally:
+        sys.modules.pop("page_demo", None)
+
+
 def test_call_reports_the_functions_own_error_with_its_frames():
     out = call("webgrad.web.widget", "predict", "nothing-loaded", b"", [1, 0])
     assert out["ok"] is False and out["type"] == "WidgetError"

@@ -13,7 +13,8 @@
   ``{"ok": False, "type", "message", "traceback", "line"}`` with the traceback
   trimmed to the user's frames (Pyodide's own frames dropped, webgrad's kept).
 - ``call(module, function, args)`` for each ``call`` message: calls a function of one of
-  webgrad's own modules with ``args`` (typed arrays arrive as memoryviews, no base64 and no
+  webgrad's own modules, or of a module the page imported from the working folder (see
+  ``resolve``), with ``args`` (typed arrays arrive as memoryviews, no base64 and no
   Python source built in JS); returns ``{"ok": True, "result": <wire value>}`` or the same
   error record as ``run_cell``.
 - ``list_files()``: the files the code wrote under the working directory.
@@ -311,11 +312,28 @@ async def run_cell(code: str, filename: str = CELL) -> dict:
 CALLABLE = "webgrad"  # the package whose modules a `call` message may name
 
 
+def _in_working_folder(module: str) -> bool:
+    """Whether ``module`` is already imported from a file under the working folder: a file the page
+    wrote there (``runtime.files.write``) and imported once (``runtime.run("import NAME")``).
+    Nothing is imported here, so a name can never run a module's import-time code; and the
+    standard library and site-packages lie outside that folder, so ``os`` or ``subprocess`` stay out."""
+    imported = sys.modules.get(module)
+    path = getattr(imported, "__file__", None)
+    if not isinstance(path, str):
+        return False
+    folder = os.path.realpath(os.getcwd())
+    return os.path.commonpath([folder, os.path.realpath(path)]) == folder
+
+
 def resolve(module: str, function: str) -> Any:
-    """The function ``module.function`` a ``call`` message names: only webgrad's own modules,
-    only public names; anything else is a ValueError saying what may be called."""
-    if module != CALLABLE and not module.startswith(CALLABLE + "."):
-        raise ValueError(f"runtime.call: only webgrad's own modules (webgrad.*) can be called, not {module!r}; "
+    """The function ``module.function`` a ``call`` message names; anything else is a ValueError
+    saying what may be called. The rule: webgrad's own modules (``webgrad``, ``webgrad.*``, imported
+    on demand), and modules already imported from the working folder (the page's own Python, e.g.
+    a demo's file); only public names."""
+    if module != CALLABLE and not module.startswith(CALLABLE + ".") and not _in_working_folder(module):
+        raise ValueError(f"runtime.call: only webgrad's own modules (webgrad.*) can be called, not {module!r}, "
+                         "besides modules imported from the working folder (write the file with "
+                         "runtime.files.write(path, source), import it once with runtime.run('import NAME')); "
                          "run other Python with runtime.run(code)")
     if not function.isidentifier() or function.startswith("_"):
         raise ValueError(f"runtime.call: {function!r} is not a public function name of {module}")

@@ -12,7 +12,8 @@
 //                private file system (kept_files.js)
 //     run    {id, code, filename}     run Python source (top-level await allowed)
 //     call   {id, module, function, args}  call module.function(*args) (webgrad.web.worker.call):
-//              only webgrad's own modules; args are structured-cloned, typed arrays and
+//              only webgrad's own modules and modules already imported from the working
+//              folder (webgrad.web.worker.resolve); args are structured-cloned, typed arrays and
 //              ArrayBuffers (transferred when the page says so) reach Python as memoryviews.
 //              Answered by `result` (result: the return value, one-dimensional numpy arrays and
 //              bytes as typed arrays, their buffers transferred) or `error`, as a run is.

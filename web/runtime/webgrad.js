@@ -52,7 +52,9 @@
 //
 // call(module, fn, args = [], {transfer = []}) -> Promise<value>: module.fn(*args) in the worker,
 //   awaited if it is a coroutine, without building Python source: only webgrad's own modules
-//   ("webgrad" and "webgrad.*"), only public names. Typed arrays and ArrayBuffers in args reach
+//   ("webgrad" and "webgrad.*") and modules already imported from the working folder (a file the
+//   page wrote with files.write and imported once with run("import NAME"), as the demos do; the
+//   standard library and site-packages stay out), only public names. Typed arrays and ArrayBuffers in args reach
 //   Python as memoryviews (ArrayBuffers named in `transfer` move rather than copy); the value
 //   comes back as JSON-able data, one-dimensional numpy arrays and bytes as typed arrays (their
 //   buffers transferred). Rejects with a PythonError as run() does; interrupt() stops it too.
@@ -381,7 +383,8 @@ export class Runtime {
   }
 
   /**
-   * Call a function of one of webgrad's own modules (module "webgrad" or "webgrad.*") with
+   * Call a function of one of webgrad's own modules (module "webgrad" or "webgrad.*"), or of a
+   * module already imported from the working folder (the page's own file), with
    * structured-clonable args; typed arrays and ArrayBuffers reach Python as memoryviews, and
    * those listed in `transfer` (ArrayBuffers) move to the worker instead of being copied (they
    * are detached here). Resolves to the return value: JSON-able data, with one-dimensional numpy
