@@ -11,6 +11,8 @@ from . import dtypes
 from .backend import get_backend, normalize_device
 from .ops.registry import allocate
 from .tensor import Tensor
+from . import random as wg_random
+from .random import numpy_generator_for
 
 
 def _make(array: np.ndarray, dtype, device, requires_grad=False) -> Tensor:
@@ -151,8 +153,6 @@ def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
 def _from_generator(generator, draw):
     """A ``make`` for ``_creation`` drawing on the host from ``generator``'s own stream
     (then uploading), so a seeded Generator gives the same numbers on every device."""
-    from .random import numpy_generator_for
-
     rng = numpy_generator_for(generator)
     return lambda b, s, d: allocate(b, "from_numpy", np.asarray(draw(rng, s)).astype(d.np), d)
 
@@ -187,8 +187,6 @@ def randint(low, high=None, size=None, dtype=None, device=None, *, generator=Non
 
 
 def randperm(n, dtype=None, device=None, *, generator=None) -> Tensor:
-    from . import random as wg_random
-
     perm = wg_random.numpy_generator_for(generator).permutation(n)
     return tensor(perm, dtype=dtype or dtypes.int64, device=device)
 

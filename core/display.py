@@ -18,6 +18,7 @@ import sys
 import zlib
 
 import numpy as np
+from .tensor import Tensor
 
 MAX_TABLE_CELLS = 400  # tensors up to this size (and at most 2-D) also get an HTML table
 
@@ -73,8 +74,6 @@ def _safe(function, *args) -> str:
 
 
 def _tensor_table(obj) -> str | None:
-    from .tensor import Tensor
-
     if isinstance(obj, Tensor):
         if obj.dim() > 2 or obj.numel() > MAX_TABLE_CELLS or obj.numel() == 0:
             return None

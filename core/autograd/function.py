@@ -33,6 +33,9 @@ import numpy as np
 
 from . import Node, is_grad_enabled, no_grad
 from ..ops.registry import Op
+from .. import dtypes
+from ..creation import zeros_like
+from ..tensor import Tensor
 
 
 class FunctionCtx:
@@ -51,8 +54,6 @@ class FunctionCtx:
     def save_for_backward(self, *tensors) -> None:
         """Keep tensors (inputs, outputs or None) for backward; changing them in place
         before backward is an error there, as in PyTorch."""
-        from ..tensor import Tensor
-
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward: can only save tensors or None, got {type(t).__name__}; "
@@ -155,8 +156,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from ..tensor import Tensor
-
         needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         ctx = FunctionCtx(needs)
         with no_grad():
@@ -179,8 +178,6 @@ class Function:
 
 
 def _record(cls, ctx, args, raw, outputs):
-    from ..tensor import Tensor
-
     inputs = tuple(a for a in args if isinstance(a, Tensor))
     positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
     attrs = {"ctx": ctx, "cls": cls, "positions": positions, "n_args": len(args), "outputs": outputs}
@@ -199,17 +196,12 @@ def _record(cls, ctx, args, raw, outputs):
 
 
 def _float32():
-    from .. import dtypes
-
     return dtypes.float32
 
 
 def _function_vjp(grads, *inputs, out, ctx, cls, positions, n_args, outputs):
     """Run the user's backward once with every output's gradient; map its results
     (one per forward argument) onto the tensor inputs and check their shapes."""
-    from ..creation import zeros_like
-    from ..tensor import Tensor
-
     grad_outputs = []
     for i, o in enumerate(outputs):
         g = grads.grads.get(i)

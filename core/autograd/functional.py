@@ -10,11 +10,12 @@ Example:
 from __future__ import annotations
 
 from . import enable_grad, grad
+from ..creation import zeros, zeros_like
+from ..ops import stack
+from ..tensor import Tensor
 
 
 def _as_tuple(value, what):
-    from ..tensor import Tensor
-
     if isinstance(value, Tensor):
         return (value,), False
     if isinstance(value, (tuple, list)) and all(isinstance(v, Tensor) for v in value):
@@ -47,9 +48,6 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
         create_graph: keep the graph so the Jacobian can be differentiated again.
         strict: raise if an output does not depend on an input (else that block is zeros).
     """
-    from ..creation import zeros
-    from ..ops import stack
-
     if strategy != "reverse-mode":
         raise NotImplementedError(f"jacobian: strategy={strategy!r} is not supported; use 'reverse-mode'")
     inputs, inputs_tuple = _as_tuple(inputs, "jacobian")
@@ -86,14 +84,10 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
 
     def gradient(*xs):
         out = func(*xs)
-        from ..tensor import Tensor
-
         if not isinstance(out, Tensor) or out.numel() != 1:
             shown = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
             raise RuntimeError(f"hessian: func must return a single-element tensor, got {shown}")
         gs = grad(out.reshape(()), xs, create_graph=True, allow_unused=True)
-        from ..creation import zeros_like
-
         return tuple(zeros_like(x) if g is None else g for g, x in zip(gs, xs))
 
     result = jacobian(gradient, inputs_t, create_graph=create_graph, strict=strict)
@@ -107,8 +101,6 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     with enable_grad():
         out = func(*xs)
         gs = grad(out, xs, grad_outputs=v, create_graph=create_graph, allow_unused=True)
-    from ..creation import zeros_like
-
     gs = tuple(zeros_like(x) if g is None else (g if create_graph else g.detach()) for g, x in zip(gs, xs))
     out = out if create_graph else out.detach()
     return out, (gs if inputs_tuple else gs[0])

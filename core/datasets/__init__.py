@@ -19,6 +19,7 @@ from importlib import resources
 from types import SimpleNamespace
 
 import numpy as np
+from ..creation import tensor
 
 DIGITS_FILE = "digits.npz"
 TEXT_FILE = "tiny_text.txt"
@@ -67,8 +68,6 @@ def digits(split: str | None = None, flatten: bool = True, device=None):
         >>> x.shape, y[:5]
         (webgrad.Size([360, 1, 8, 8]), tensor([...]))
     """
-    from ..creation import tensor
-
     images, labels = _digits_arrays()
     index = _split_indices(len(labels), split, "webgrad.datasets.digits")
     pixels = images[index].astype(np.float32) / np.float32(16.0)

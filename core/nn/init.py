@@ -14,6 +14,7 @@ import math
 
 from .. import ops
 from ..autograd import no_grad
+from ..creation import eye
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_"]
@@ -99,8 +100,6 @@ def ones_(tensor):
 
 def eye_(tensor):
     """Fill a 2-D tensor with the identity matrix."""
-    from ..creation import eye
-
     if tensor.ndim != 2:
         raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got shape {tuple(tensor.shape)}")
     with no_grad():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..tensor import Tensor
+from ..creation import zeros
 
 
 class Parameter(Tensor):
@@ -17,8 +18,6 @@ class Parameter(Tensor):
     """
 
     def __new__(cls, data=None, requires_grad=True):
-        from ..creation import zeros
-
         if data is None:
             data = zeros(0)
         if not isinstance(data, Tensor):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import ops
 from ..autograd import no_grad
 from ..tensor import Tensor
+from ..creation import tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
 
@@ -25,8 +26,6 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     """
     grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
     if not grads:
-        from ..creation import tensor
-
         return tensor(0.0)
     norm_type = float(norm_type)
     with no_grad():

@@ -15,6 +15,9 @@ import string
 
 from ._helpers import describe
 from .registry import OpError
+from ..creation import eye
+from ..tensor import Tensor
+from .elementwise import promote
 
 _ELLIPSIS_LABELS = "".join(chr(c) for c in range(0x3b1, 0x3b1 + 24))  # Greek: never in user input
 
@@ -59,8 +62,6 @@ def _parse(equation, operands):
 
 def _diagonal(t, term):
     """Take the diagonal of every label that appears twice or more in one term."""
-    from ..creation import eye
-
     while len(set(term)) < len(term):
         ch = next(c for c in term if term.count(c) > 1)
         a, b = term.index(ch), term.index(ch, term.index(ch) + 1)
@@ -110,9 +111,6 @@ def einsum(equation, *operands):
         >>> webgrad.einsum("bqd,bkd->bqk", q, k).shape
         webgrad.Size([2, 4, 5])
     """
-    from ..tensor import Tensor
-    from .elementwise import promote
-
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not operands or not all(isinstance(t, Tensor) for t in operands):

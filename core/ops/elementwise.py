@@ -15,6 +15,8 @@ from ..kernels import Elementwise as E
 from ..tensor import Tensor
 from ._helpers import broadcast_infer, compare_infer, describe, require_float, same_dtype_infer
 from .registry import OpError, apply, defop
+from ..creation import scalar_tensor
+from ._helpers import broadcast_shapes
 
 # -- unary ------------------------------------------------------------------------
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -227,8 +229,6 @@ LOGICAL_XOR = defop("logical_xor", wgsl=E({"f32": "u32(wg_truthy(a) != wg_truthy
 
 
 def _scalar_tensor(value, dtype, device):
-    from ..creation import scalar_tensor
-
     return scalar_tensor(value, dtype, device)
 
 
@@ -327,8 +327,6 @@ def pow(x, y):  # noqa: A001  (torch.pow)
 
 # -- where / clamp ------------------------------------------------------------------
 def _where_infer(c, x, y):
-    from ._helpers import broadcast_shapes
-
     if c.dtype is not dtypes.bool_:
         raise OpError(f"where: condition must be a bool tensor, got {describe(c)}")
     return broadcast_shapes("where", c.shape, x.shape, y.shape), x.dtype

@@ -18,6 +18,10 @@ from ..kernels import Kernel
 from ._helpers import broadcast_shapes, describe, normalize_dim
 from ..backend import get_backend
 from .registry import OpError, apply, apply_inplace, defop, input_check
+from ..creation import arange, scalar_tensor, tensor, zeros
+from ..tensor import Tensor
+from .elementwise import cast, logical_or, where
+from .movement import _inverse, clone, expand, permute, reshape, slice_dims, unslice
 
 _INDEX_DTYPES = ("int64", "int32")
 
@@ -65,8 +69,6 @@ def index_add(base, index, src):
 
 
 def _zeros_like(x):
-    from ..creation import zeros
-
     return zeros(x.shape, dtype=x.dtype, device=x.device)
 
 
@@ -129,8 +131,6 @@ def _scatter_add_infer(x, index, src, *, dim):
 
 
 def _scatter_add_vjp(g, x, index, src, *, out, dim):
-    from .movement import unslice
-
     gs = gather(g, dim, index)
     if tuple(gs.shape) != tuple(src.shape):
         gs = unslice(gs, src.shape, [(0, n, 1) for n in index.shape])
@@ -156,9 +156,6 @@ def scatter_add(x, dim, index, src):
 
 # -- x[key] -----------------------------------------------------------------------
 def _to_index_tensor(item, device):
-    from ..creation import tensor
-    from ..tensor import Tensor
-
     if isinstance(item, Tensor):
         return item if item.device == device else item.to(device)
     return tensor(np.asarray(item) if not isinstance(item, np.ndarray) else item, device=device)
@@ -173,8 +170,6 @@ class _NewAxis:
 
 def _normalize_key(x, key):
     """Expand Ellipsis, turn lists/arrays into tensors and masks into index tensors."""
-    from ..tensor import Tensor
-
     if not isinstance(key, tuple):
         key = (key,)
     items = []
@@ -222,8 +217,6 @@ def _resolve_key(x, key):
     """``x[key]`` as basic slicing then advanced indexing: one normalized (start, stop,
     step) per dim of x, the shape after slicing (ints dropped, None added), and the
     advanced items as (position in that shape, index tensor, dim size)."""
-    from ..tensor import Tensor
-
     items = _normalize_key(x, key)
     slices, out_shape, adv = [], [], []  # adv: (position in out_shape, index tensor, size)
     dim = 0
@@ -256,9 +249,6 @@ def _resolve_key(x, key):
 
 
 def getitem(x, key):
-    from .elementwise import logical_or, where
-    from .movement import permute, reshape, slice_dims
-
     slices, out_shape, adv = _resolve_key(x, key)
     y = reshape(slice_dims(x, slices), tuple(out_shape))
     if not adv:
@@ -323,8 +313,6 @@ def _int_index(item, n, dim):
 
 # -- writing ------------------------------------------------------------------------
 def _numpy_key(key):
-    from ..tensor import Tensor
-
     items = key if isinstance(key, tuple) else (key,)
     out = tuple(i._host() if isinstance(i, Tensor) else i for i in items)
     return out if isinstance(key, tuple) else out[0]
@@ -379,8 +367,6 @@ def _index_put_kernel(x, value, *positions, key, view=None):
 
 
 def _index_put_vjp(g, x, value, *positions, out, **where):
-    from ..creation import scalar_tensor
-
     zero = scalar_tensor(0, g.dtype, g.device)
     return apply(INDEX_PUT, g, zero, *positions, **where), getitem(g, where["key"])
 
@@ -400,8 +386,6 @@ INDEX_PUT = defop("index_put", kind="index", wgsl=Kernel("index.wgsl", "put", "m
 
 
 def _is_basic(key) -> bool:
-    from ..tensor import Tensor
-
     items = key if isinstance(key, tuple) else (key,)
     return not any(isinstance(i, (Tensor, list)) or hasattr(i, "__array__") for i in items)
 
@@ -413,25 +397,17 @@ def _where(x, key):
     if _is_basic(key):
         slices, shape, _ = _resolve_key(x, key)
         return (), {"key": key, "view": (tuple(slices), tuple(shape))}
-    from ..creation import arange
-
     with autograd.no_grad():
         numbered = arange(1, x.numel() + 1, dtype=dtypes.int32, device=x.device).reshape(tuple(x.shape))
         return (getitem(numbered, key),), {"key": key}
 
 
 def _value_tensor(dst, value):
-    from ..creation import scalar_tensor
-    from ..tensor import Tensor
-    from .elementwise import cast
-
     if isinstance(value, Tensor):
         if value.device != dst.device:
             value = value.to(dst.device)
         return cast(value, dst.dtype)
     if isinstance(value, (list, tuple, np.ndarray)):
-        from ..creation import tensor
-
         return tensor(np.asarray(value), dtype=dst.dtype, device=dst.device)
     return scalar_tensor(value, dst.dtype, dst.device)
 
@@ -447,9 +423,6 @@ def update_(op_name, x, compute, *inputs, write=None, cast=False):
     from a snapshot of x that keeps x's history, then x takes the result's place in
     the graph, so ``h[:, t] = f(h[:, t - 1])`` or ``out += identity`` differentiate
     as in PyTorch. A leaf that requires grad can't change in place."""
-    from ..tensor import Tensor
-    from .movement import clone
-
     inputs = tuple(clone(t) if isinstance(t, Tensor) and t._version_counter is x._version_counter else t
                    for t in inputs)
     tracked = autograd.is_grad_enabled() and (
@@ -469,9 +442,6 @@ def update_(op_name, x, compute, *inputs, write=None, cast=False):
     if old.requires_grad and not result.requires_grad:
         # Overwritten with constants (fill_, zero_, copy_ of plain data): as in PyTorch,
         # x stays in the graph and passes a zero gradient back.
-        from ..creation import scalar_tensor
-        from .elementwise import where
-
         result = where(scalar_tensor(True, dtypes.bool_, x.device), result, old)
     if view is not None:
         # x shares its base's memory: write the new value into base, whose history
@@ -491,8 +461,6 @@ def _view_of_base(op_name, x):
     """(base, write, reread) when x is a view of a base tensor: ``write(v)`` puts v
     into base where x lies, differentiably; ``reread()`` derives x from base again.
     None when x owns its memory (a reshape that had to copy is no view)."""
-    from .movement import _inverse, permute, reshape, slice_dims
-
     if x._view_of is None:
         return None
     base, kind, arg = x._view_of
@@ -543,8 +511,6 @@ def index_put(x, indices, values, accumulate=False):
 def copy_(x, src):
     """Overwrite ``x``'s data with ``src`` (broadcast and cast to ``x``); gradients
     flow to ``src``, as in PyTorch."""
-    from .movement import expand
-
     src = _value_tensor(x, src)
     return update_("copy_", x, lambda old, v: expand(v, x.shape), src,
                    write=lambda v: apply_inplace(COPY_INTO, x, v), cast=True)
@@ -552,8 +518,6 @@ def copy_(x, src):
 
 def nonzero(x, as_tuple=False):
     """Indices of the non-zero elements (reads the data back to the host)."""
-    from ..creation import tensor
-
     positions = np.nonzero(x._host())
     if as_tuple:
         return tuple(tensor(p.astype(np.int64), device=x.device) for p in positions)

@@ -8,6 +8,9 @@ import numpy as np
 from ..kernels import Kernel
 from ._helpers import broadcast_shapes, describe
 from .registry import OpError, apply, defop
+from ..creation import arange
+from ..tensor import Tensor
+from .elementwise import where
 
 
 def _matmul_infer(x, y):
@@ -42,8 +45,6 @@ def matmul(x, y):
     Example:
         >>> webgrad.ones(2, 3) @ webgrad.ones(3)   # -> shape (2,)
     """
-    from ..tensor import Tensor
-
     if not isinstance(x, Tensor) or not isinstance(y, Tensor):
         raise TypeError("matmul: both operands must be Tensors")
     if x.ndim == 0 or y.ndim == 0:
@@ -84,9 +85,6 @@ def bmm(x, y):
 def _triangle(op_name, x, diagonal, keep_below):
     """x where (column - row) <= diagonal (tril) or >= diagonal (triu), else 0,
     over the last two dims: a mask from two small aranges and one where, on any device."""
-    from ..creation import arange
-    from .elementwise import where
-
     if x.ndim < 2:
         raise OpError(f"{op_name}: expected a tensor with at least 2 dims, got shape {tuple(x.shape)}")
     if not isinstance(diagonal, int) or isinstance(diagonal, bool):

@@ -14,6 +14,8 @@ from ..kernels import Elementwise, Kernel, View
 from ._helpers import describe, normalize_dim, normalize_dims
 from ..backend import get_backend
 from .registry import Op, OpError, apply, defop
+from ..creation import ones
+from .elementwise import promote, where
 
 
 def _as_view(out, x, kind, arg):
@@ -264,8 +266,6 @@ CAT = defop("cat", wgsl=Kernel("unary.wgsl", "unary", "movement.cat"), infer=_ca
 
 
 def cat(tensors, dim=0):
-    from .elementwise import promote
-
     tensors = list(tensors)
     if not tensors:
         raise OpError("cat: expected a non-empty list of tensors")
@@ -354,9 +354,6 @@ def pad(x, pad, mode="constant", value=0.0):
     if value == 0:
         return unslice(x, shape, place)
     # Select, not (x - value) + value: that is nan for value=-inf and rounds x for finite values.
-    from ..creation import ones
-    from .elementwise import where
-
     inside = unslice(ones(x.shape, dtype=x.dtype, device=x.device), shape, place) > 0
     return where(inside, unslice(x, shape, place), value)
 

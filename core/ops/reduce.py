@@ -14,6 +14,9 @@ from ..kernels import Kernel
 from ._helpers import normalize_dim, normalize_dims, reduce_dims, require_float
 from .elementwise import cast, exp, log, sqrt, where
 from .registry import Op, OpError, apply, defop
+from ..creation import full
+from ..tensor import Tensor
+from .elementwise import maximum, minimum
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
@@ -162,18 +165,12 @@ def _extreme(name, x, dim, keepdim, arg_fn):
 def max(x, dim=None, keepdim=False):  # noqa: A001
     """``max(x)`` is the largest element; ``max(x, dim)`` gives ``(values, indices)``.
     ``max(x, y)`` with a tensor ``y`` is ``maximum``."""
-    from ..tensor import Tensor
-    from .elementwise import maximum
-
     if isinstance(dim, Tensor):
         return maximum(x, dim)
     return _extreme("max", x, dim, keepdim, argmax)
 
 
 def min(x, dim=None, keepdim=False):  # noqa: A001
-    from ..tensor import Tensor
-    from .elementwise import minimum
-
     if isinstance(dim, Tensor):
         return minimum(x, dim)
     return _extreme("min", x, dim, keepdim, argmin)
@@ -191,8 +188,6 @@ def _all_any(name, extreme, x, dim, keepdim, empty_value):  # dim=() reduces not
     dims = normalize_dims(name, dim, x.ndim)
     if builtins.any(x.shape[d] == 0 for d in dims):
         # Reducing over nothing: all() is True and any() is False, in the reduced shape.
-        from ..creation import full
-
         return full(_reduced_shape(x.shape, dims, keepdim), empty_value, dtype=dtypes.bool_,
                     device=x.device)
     return apply(extreme, cast(x, dtypes.bool_), dims=dims, keepdim=keepdim)

@@ -17,6 +17,8 @@ from ._helpers import describe, normalize_dim
 from .movement import movedim, narrow
 from .reduce import ValuesIndices
 from .registry import OpError, apply, defop
+from ..creation import scalar_tensor, tensor
+from ..tensor import Tensor
 
 
 def _argsort_numpy(x, *, descending):
@@ -90,9 +92,6 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
         >>> webgrad.searchsorted(webgrad.tensor([1, 3, 5, 7]), webgrad.tensor([3, 6]))
         tensor([1, 3])
     """
-    from ..tensor import Tensor
-    from ..creation import scalar_tensor
-
     if side is not None:
         if side not in ("left", "right"):
             raise OpError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
@@ -140,8 +139,6 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
         >>> webgrad.unique(webgrad.tensor([3, 1, 3, 2]), return_counts=True)
         (tensor([1, 2, 3]), tensor([1, 1, 2]))
     """
-    from ..creation import tensor
-
     array = x.detach()._host()
     if dim is None:
         values, inverse, counts = np.unique(array.reshape(-1), return_inverse=True, return_counts=True)
