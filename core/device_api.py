@@ -13,6 +13,8 @@ Example:
 """
 from __future__ import annotations
 
+import importlib
+
 # The device types a device object may name. Only cpu and webgpu can hold tensors;
 # the others can be named (scripts build torch.device("cuda") before checking it),
 # and moving a tensor there is an error that says what to use instead.
@@ -73,15 +75,11 @@ class device(str):  # noqa: N801  (torch's name)
 
     def __enter__(self) -> "device":
         """``with webgrad.device("webgpu"):`` makes creation ops default to this device inside."""
-        from .backend import default_device, set_default_device
-
         _previous.append(default_device())
         set_default_device(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        from .backend import set_default_device
-
         set_default_device(_previous.pop())
 
 
@@ -98,3 +96,59 @@ def as_device(name) -> device:
     if found is None:
         found = _INTERNED[name] = str.__new__(device, str.__str__(name))
     return found
+
+
+# -- the backends by device name (webgrad.backend re-exports these) ------------------------
+# ``cpu`` is registered by webgrad.backend (the numpy backend); ``webgpu`` registers itself
+# when its module is imported (by name, on first use) and a device can be made.
+_BACKENDS: dict = {}
+_default_device: list[str] = [as_device("cpu")]
+
+
+def default_device() -> str:
+    return _default_device[0]
+
+
+def set_default_device(device) -> None:
+    """Make creation ops put new tensors on ``device`` ("cpu" or "webgpu")."""
+    name = normalize_device(device)
+    get_backend(name)  # fail now, not at the first tensor, if it cannot run
+    _default_device[0] = name
+
+
+_LAZY = {"webgpu": "webgrad.backend.webgpu"}
+
+
+def register(device: str, backend) -> None:
+    _BACKENDS[device] = backend
+
+
+def get_backend(device: str):
+    try:
+        return _BACKENDS[device]
+    except KeyError:
+        pass
+    if device in _LAZY:
+        importlib.import_module(_LAZY[device])
+        if device in _BACKENDS:
+            return _BACKENDS[device]
+    raise RuntimeError(f"unknown device {device!r}; expected one of "
+                       f"{sorted(set(_BACKENDS) | set(_LAZY))}")
+
+
+def normalize_device(device) -> str:
+    """Accept 'cpu', 'webgpu', 'webgpu:0' or a device object with ``.type``; give the
+    shared ``webgrad.device`` object that tensors hold (it equals the plain name)."""
+    if device is None:
+        return _default_device[0]
+    name = getattr(device, "type", device)
+    if not isinstance(name, str):
+        raise TypeError(f"device must be a string like 'cpu' or 'webgpu', got {device!r}")
+    name = name.split(":")[0]
+    if name not in _BACKENDS and name not in _LAZY:
+        if name in ("cuda", "mps", "xpu"):
+            raise RuntimeError(f"device {str(device)!r} is not available: webgrad has no {name} backend "
+                               f"(webgrad.{'cuda' if name == 'cuda' else 'accelerator'}.is_available() is False); "
+                               f"use 'webgpu' (webgrad.accelerator.current_accelerator()) or 'cpu'")
+        raise RuntimeError(f"unknown device {str(device)!r}; expected 'cpu' or 'webgpu'")
+    return as_device(name)

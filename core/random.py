@@ -10,6 +10,8 @@ from typing import TypedDict
 
 import numpy as np
 
+from .device_api import normalize_device
+
 
 class _State(TypedDict):
     generator: np.random.Generator
@@ -62,8 +64,6 @@ class Generator:
     """
 
     def __init__(self, device="cpu"):
-        from .backend import normalize_device
-
         self.device = normalize_device(device)
         self._seed = _fresh_seed()
         self._rng = np.random.default_rng(self._seed)

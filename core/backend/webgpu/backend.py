@@ -18,6 +18,7 @@ import numpy as np
 
 from ...kernels import Program
 from . import elementwise
+from . import random as device_random
 from .array import GPUArray
 from .geometry import ELEMENTS, dtype_of, fold_grid, itemsize, kind_of, looped_grid
 from .pool import BufferPool, Storage
@@ -227,18 +228,12 @@ class WebGPUBackend(Lowering):
 
     def uniform(self, shape, low, high, dtype):
         """Drawn on the device (random.wgsl, Philox keyed by webgrad.random.next_device_seed())."""
-        from . import random as device_random
-
         return device_random.uniform(self, shape, low, high, dtype)
 
     def normal(self, shape, mean, std, dtype):
-        from . import random as device_random
-
         return device_random.normal(self, shape, mean, std, dtype)
 
     def randint(self, shape, low, high, dtype):
-        from . import random as device_random
-
         return device_random.randint(self, shape, low, high, dtype)
 
     def synchronize(self) -> None:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import random as wg_random
+from .geometry import kind_of
+
 FILE = "random.wgsl"
 
 
@@ -21,9 +24,6 @@ def _pack(n, seed, *, offset=0, low=0.0, scale=1.0, int_low=0, value_range=0) ->
 
 
 def _draw(backend, entry, shape, dtype, **params):
-    from ... import random as wg_random
-    from .backend import kind_of
-
     out = backend.empty(shape, kind_of(dtype), entry)
     n = out.numel()
     if n == 0:
