@@ -5,8 +5,9 @@
     python demos/char_lm.py --chars 0 --steps 3000   # all of the text (takes far longer)
 
 The page /demos/char_lm.html runs this same file in the browser worker (fetched from
-/demos/py/char_lm.py and imported as a module): ``train`` sends the loss and, every few
-steps, a sampled continuation through ``webgrad_progress``; ``sample`` takes a temperature.
+/demos/py/char_lm.py and imported as a module once) and calls the page's functions at the
+end of this file by name (``runtime.call``, never Python source): ``train`` sends the loss
+and, every few steps, a sampled continuation as progress events; ``sample`` takes a temperature.
 
 Why four sonnets and a short context: a visitor should watch the model learn within a
 minute of the page's CPU time, about 300 steps. On 2.6 KB of text, with 64 windows of 16
@@ -22,6 +23,7 @@ import re
 
 import webgrad
 from webgrad import nn
+from webgrad.web.worker import progress
 
 CORPUS_CHARS = 2600  # the first four sonnets of webgrad.datasets.tiny_text()
 
@@ -117,6 +119,41 @@ class CharLM:
         metadata = {"labels": self.chars, "vocab": self.chars, "context": self.context, "demo": "char_lm"}
         return webgrad.store.push(self.model, name, metadata, url=url, input_size=(1, self.context),
                                   dtypes=[webgrad.int64])
+
+
+# ----------------------------------------------------------------------------- the page's calls
+# The page's model lives here, so the page names functions rather than writing Python.
+
+current: CharLM | None = None
+
+
+def _current() -> CharLM:
+    if current is None:
+        raise RuntimeError("char_lm: no model yet; call start(...) first")
+    return current
+
+
+def start() -> None:
+    """A new, untrained model for the page (``current``)."""
+    global current
+    current = CharLM()
+
+
+def train(steps: int, sample_every: int = 50, temperature: float = 0.8, every: int = 10) -> float:
+    """``steps`` more steps of the page's model; progress events every ``every`` steps, with a
+    sample at ``temperature`` every ``sample_every`` steps."""
+    return _current().train(int(steps), progress, every=int(every), sample_every=int(sample_every),
+                            temperature=float(temperature))
+
+
+def sample(prompt: str = "\n", length: int = 120, temperature: float = 0.8) -> str:
+    """Text the page's model writes after ``prompt``."""
+    return _current().sample(str(prompt), int(length), float(temperature))
+
+
+def push(name: str) -> dict:
+    """Save the page's model to the store (the page's own server) as ``name``."""
+    return _current().push(str(name))
 
 
 def main(argv=None) -> float:

@@ -4,8 +4,9 @@ boundary is a heat map over the plane (in the spirit of the TensorFlow Playgroun
     python demos/classify_2d.py --dataset spirals --layers 2 --width 16 --activation tanh
 
 The page /demos/classify_2d.html runs this same file in the browser worker (fetched from
-/demos/py/classify_2d.py and imported as a module): it builds a ``Classify2D`` from its
-controls and calls ``train`` with ``webgrad_progress``, whose events carry the boundary grid.
+/demos/py/classify_2d.py and imported as a module once): it calls the page's functions at the
+end of this file by name with its controls' values (``runtime.call``, never Python source):
+``start`` builds a ``Classify2D``, ``train`` reports progress events carrying the boundary grid.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 
 import webgrad
 from webgrad import nn
+from webgrad.web.worker import progress
 
 DATASETS = ("spirals", "circles", "xor", "gaussians")
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "sigmoid": nn.Sigmoid, "gelu": nn.GELU}
@@ -123,6 +125,36 @@ def ascii_boundary(values: list[float], side: int, cells: int = 24) -> str:
         rows.append("".join("#" if values[row * side + int(c * side / cells)] > 0.5 else "."
                             for c in range(cells)))
     return "\n".join(rows)
+
+
+# ----------------------------------------------------------------------------- the page's calls
+# The page's model lives here, so the page names functions rather than writing Python.
+
+current: Classify2D | None = None
+
+
+def _current() -> Classify2D:
+    if current is None:
+        raise RuntimeError("classify_2d: no model yet; call start(...) first")
+    return current
+
+
+def start(dataset: str = "spirals", layers: int = 2, width: int = 16, activation: str = "tanh",
+          lr: float = 0.03) -> dict:
+    """A new, untrained model from the page's controls; returns its points {xs, labels} and boundary."""
+    global current
+    current = Classify2D(str(dataset), int(layers), int(width), str(activation), float(lr))
+    return {"xs": current.points.tolist(), "labels": current.labels.tolist(), "boundary": current.boundary()}
+
+
+def train(steps: int, every: int = 10) -> float:
+    """``steps`` more steps of the page's model, each ``every``-th reported as a progress event."""
+    return _current().train(int(steps), progress, every=int(every))
+
+
+def push(name: str) -> dict:
+    """Save the page's model to the store (the page's own server) as ``name``."""
+    return _current().push(str(name))
 
 
 def main(argv=None) -> float:

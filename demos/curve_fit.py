@@ -3,8 +3,9 @@
     python demos/curve_fit.py --steps 800
 
 The page /demos/curve_fit.html runs this same file in the browser worker (fetched from
-/demos/py/curve_fit.py and imported as a module): clicking adds points (``set_points``),
-and ``train`` sends the fitted curve with every ``webgrad_progress`` event.
+/demos/py/curve_fit.py and imported as a module once): it calls the page's functions at the
+end of this file by name with its points as arrays (``runtime.call``, never Python source):
+``start`` makes a model through them, ``train`` sends the fitted curve with every progress event.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 
 import webgrad
 from webgrad import nn
+from webgrad.web.worker import progress
 
 CURVE_POINTS = 101  # where the fitted curve is sampled over [-1, 1]
 
@@ -74,6 +76,43 @@ class CurveFit:
         """Save the model to the store: its input is x in [-1, 1] (a curve y = f(x))."""
         metadata = {"demo": "curve_fit", "x_range": [-1, 1], "y_range": [-1, 1]}
         return webgrad.store.push(self.model, name, metadata, url=url, input_size=(1, 1))
+
+
+# ----------------------------------------------------------------------------- the page's calls
+# The page's model lives here, so the page names functions rather than writing Python.
+
+current: CurveFit | None = None
+
+
+def _current() -> CurveFit:
+    if current is None:
+        raise RuntimeError("curve_fit: no model yet; call start(...) first")
+    return current
+
+
+def start(xs=None, ys=None) -> dict:
+    """A new, untrained model through the page's points (``default_points()`` when none are given);
+    returns the points {xs, ys} and the model's curve."""
+    global current
+    if not xs:
+        xs, ys = default_points()
+    current = CurveFit(xs, ys)
+    return {"xs": list(xs), "ys": list(ys), "curve": current.curve()}
+
+
+def set_points(xs, ys) -> None:
+    """The page's points (clicks add some) for the page's model to fit from now on."""
+    _current().set_points(xs, ys)
+
+
+def train(steps: int, every: int = 10) -> float:
+    """``steps`` more steps of the page's model, each ``every``-th reported as a progress event."""
+    return _current().train(int(steps), progress, every=int(every))
+
+
+def push(name: str) -> dict:
+    """Save the page's model to the store (the page's own server) as ``name``."""
+    return _current().push(str(name))
 
 
 def main(argv=None) -> float:

@@ -4,16 +4,21 @@
     python demos/digits.py --model cnn --device webgpu --steps 400
 
 The page /demos/digits.html runs this same file in the browser worker: it fetches it from
-/demos/py/digits.py, imports it as a module and calls ``DigitsDemo`` step by step (train
-with ``webgrad_progress`` as ``on_progress``, then ``predict`` as the user draws).
-The file imports only webgrad (the data ships in the wheel), so it runs in both places.
+/demos/py/digits.py, imports it as a module once and then calls the page's functions at the
+end of this file by name (``runtime.call``, data as arguments, never Python source): ``start``
+makes the model, ``train`` reports through the page's progress events, ``predict`` takes the
+pad's pixels as a Float32Array. The file imports only webgrad (the data ships in the wheel),
+so it runs in both places.
 """
 from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 import webgrad
 from webgrad import nn
+from webgrad.web.worker import progress
 
 LABELS = list("0123456789")
 
@@ -84,7 +89,7 @@ class DigitsDemo:
 
     def predict(self, pixels) -> list[float]:
         """Class probabilities for one image: 64 values in 0..1 (row by row, 1 = ink)."""
-        x = webgrad.tensor([float(v) for v in pixels]).reshape(self.input_shape())
+        x = webgrad.tensor(np.asarray(pixels, dtype=np.float32)).reshape(self.input_shape())
         self.model.eval()
         with webgrad.no_grad():
             probabilities = self.model(x.to(self.x_test.device)).softmax(dim=1)[0]
@@ -96,6 +101,39 @@ class DigitsDemo:
         metadata = {"labels": LABELS, "image": {"height": 8, "width": 8, "channels": 1},
                     "demo": "digits", "kind": self.kind, "test_accuracy": self.accuracy}
         return webgrad.store.push(self.model, name, metadata, url=url, input_size=tuple(self.input_shape()))
+
+
+# ----------------------------------------------------------------------------- the page's calls
+# The page's model lives here, so the page names functions rather than writing Python.
+
+current: DigitsDemo | None = None
+
+
+def start(kind: str = "mlp", lr: float = 1e-2) -> None:
+    """A new, untrained model for the page (``current``)."""
+    global current
+    current = DigitsDemo(kind, lr=lr)
+
+
+def _current() -> DigitsDemo:
+    if current is None:
+        raise RuntimeError("digits: no model yet; call start(kind, lr) first")
+    return current
+
+
+def train(steps: int, every: int = 10) -> float:
+    """``steps`` more steps of the page's model, each ``every``-th reported as a progress event."""
+    return _current().train(int(steps), progress, every=int(every))
+
+
+def predict(pixels) -> np.ndarray:
+    """Class probabilities (float32) for the pad's 64 pixels (a Float32Array reaches here as a memoryview)."""
+    return np.asarray(_current().predict(pixels), dtype=np.float32)
+
+
+def push(name: str) -> dict:
+    """Save the page's model to the store (the page's own server) as ``name``."""
+    return _current().push(str(name))
 
 
 def main(argv=None) -> float:

@@ -151,3 +151,52 @@ def test_demos_push_records_their_input_for_the_widget(tmp_path):
     assert inputs["lm"]["context"] == 8
     assert inputs["plane"] == {"kind": "points", "dims": 2, "x_range": [-1.2, 1.2], "y_range": [-1.2, 1.2]}
     assert inputs["curve"] == {"kind": "points", "dims": 1, "x_range": [-1, 1], "y_range": [-1, 1]}
+
+
+def test_each_page_calls_its_demo_by_name_with_data(tmp_path, monkeypatch, request):
+    """What each demo page does, natively, through the worker's ``call`` (as the ``call`` message
+    enters it): the file written into the working folder and imported once, then its functions
+    named with data; the model lives in the module (``current``)."""
+    import asyncio
+    import importlib
+    import shutil
+
+    import numpy as np
+
+    from webgrad.web import worker
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    request.addfinalizer(lambda: [sys.modules.pop(name, None) for name in DEMOS])  # imported as the page does
+    for name in DEMOS:
+        shutil.copy(REPO / "demos" / f"{name}.py", tmp_path)
+        importlib.import_module(name)
+
+    def page(module, function, *args):
+        out = asyncio.run(worker.call(module, function, args))
+        assert out["ok"], out.get("traceback")
+        return out["result"]
+
+    out = asyncio.run(worker.call("digits", "train", [5]))
+    assert out["ok"] is False and "no model yet; call start" in out["message"]
+    page("digits", "start", "mlp", 0.01)
+    assert page("digits", "train", 40, 20) > 0.5
+    pixels = sys.modules["digits"].current.x_test[0].numpy().astype(np.float32)
+    probabilities = page("digits", "predict", memoryview(pixels))  # a Float32Array arrives as a memoryview
+    assert probabilities.dtype == np.float32 and probabilities.shape == (10,)
+    assert abs(float(probabilities.sum()) - 1) < 1e-4
+
+    plane = page("classify_2d", "start", "xor", 2, 8, "tanh", 0.05)
+    assert len(plane["xs"]) == len(plane["labels"]) == 200 and len(plane["boundary"]) == 40 * 40
+    assert page("classify_2d", "train", 20) < 1.0
+
+    curve = page("curve_fit", "start", [], [])  # no points yet: the demo's default ones
+    assert (curve["xs"], curve["ys"]) == tuple(map(list, curve_fit.default_points()))
+    assert len(curve["curve"]) == curve_fit.CURVE_POINTS
+    page("curve_fit", "set_points", [0.0, 0.5], [0.5, -0.5])
+    assert sys.modules["curve_fit"].current.x.shape == (2, 1)
+    page("curve_fit", "train", 5)
+
+    page("char_lm", "start")
+    page("char_lm", "train", 2, 1, 0.8)
+    assert len(page("char_lm", "sample", "\n", 7, 0.5)) == 7

@@ -209,15 +209,40 @@ def draw_stroke(page, points) -> None:
     page.page.mouse.up()
 
 
+# Records every message the page sends its runtime's worker in window.sent.
+RECORD_MESSAGES = """() => {
+    window.sent = [];
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (message, transfer) {
+        if (message.type === "run" || message.type === "call") {
+            const first = message.args?.[0];
+            window.sent.push({type: message.type, module: message.module ?? null, fn: message.function ?? null,
+                              code: message.code ?? null, values: first?.constructor?.name ?? null,
+                              length: first?.length ?? null, moved: (transfer || []).length});
+        }
+        return post.call(this, message, transfer);
+    };
+}"""
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_digits_demo_train_then_draw_a_prediction_appears(demo_page, device):
     page = demo_page("digits", device=device)
     page.wait_ready()
+    page.page.evaluate(RECORD_MESSAGES)
     assert page.train(80).startswith("done at step 80")
-    accuracy = page.page.evaluate("() => window.webgradDemo.runtime.run('digits_demo.accuracy')")["result"]
+    accuracy = page.page.evaluate("() => window.webgradDemo.runtime.run('digits.current.accuracy')")["result"]
     assert accuracy > 0.8
     draw_stroke(page, [(112, 30), (112, 110), (112, 190)])  # a vertical bar: a one
     page.page.wait_for_function("() => document.getElementById('prediction').textContent !== ''", timeout=60_000)
+    # The page names the module's functions and sends data: the pixels go as a Float32Array
+    # (its buffer transferred), and no Python source was sent but the test's own accuracy read.
+    sent = page.page.evaluate("() => window.sent")
+    assert [m["fn"] for m in sent[:2]] == ["start", "train"] and all(m["module"] == "digits" for m in sent[:2])
+    predictions = [m for m in sent if m["fn"] == "predict"]
+    assert predictions and all(m == {"type": "call", "module": "digits", "fn": "predict", "code": None,
+                                     "values": "Float32Array", "length": 64, "moved": 1} for m in predictions), sent
+    assert [m["code"] for m in sent if m["type"] == "run"] == ["digits.current.accuracy"], sent
     # Read both in one task: a stroke classifies as it grows, and a later classification may
     # land between two separate reads (seen under CI load: the text of one, the bars of the next).
     shown, best = page.page.evaluate("""() => [document.getElementById('prediction').innerText,

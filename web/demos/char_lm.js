@@ -2,7 +2,7 @@
 // a sample (at the chosen temperature), shown newest first; Sample writes one more. Train
 // continues the model for Steps more steps; Reset starts over.
 import {LineChart} from "./chart.js";
-import {$, Demo, py} from "./common.js";
+import {$, Demo} from "./common.js";
 
 const SAMPLE_EVERY = 50;  // steps between samples while training (a sample costs a few steps' time)
 const demo = new Demo("char_lm");
@@ -21,7 +21,7 @@ $("temperature").addEventListener("input", () => { $("temperature-value").textCo
 
 /** A new, untrained model (and no samples). */
 async function setup() {
-  await demo.call("lm = char_lm.CharLM()");
+  await demo.call("start");
   chart.reset();
   $("sample-text").textContent = "";
   demo.fresh = true;
@@ -30,9 +30,8 @@ async function setup() {
 $("train").addEventListener("click", () => {
   const steps = Number($("steps").value) || 300;
   demo.train({
-    code: `lm.train(${py(steps)}, webgrad_progress, every=10, sample_every=${py(SAMPLE_EVERY)}, `
-      + `temperature=${py(temperature())})`,
     steps,
+    args: [SAMPLE_EVERY, temperature()],
     onProgress: (event) => {
       chart.add(event);
       if (event.sample) showSample(event.step, event.sample);
@@ -43,12 +42,12 @@ $("train").addEventListener("click", () => {
 $("reset").addEventListener("click", () => demo.task("building a new model…", setup, "ready: a new model"));
 
 $("sample").addEventListener("click", async () => {
-  const text = await demo.task("writing a sample…", () => demo.call(`lm.sample('\\n', 160, ${py(temperature())})`));
+  const text = await demo.task("writing a sample…", () => demo.call("sample", ["\n", 160, temperature()]));
   if (typeof text === "string") showSample(null, text);
 });
 
 demo.controls = [$("reset")];
 demo.modelControls = [$("sample")];
-demo.wire({push: (name) => `lm.push(${py(name)})`});
+demo.wire();
 demo.start(setup);
 /** @type {any} */ (window).webgradDemo = demo;

@@ -2,7 +2,7 @@
 // train it, and paint the decision boundary (P(class 1) on a grid) with the points on top.
 // Train runs the Steps asked on the current model; Reset or a changed control builds a new one.
 import {LineChart} from "./chart.js";
-import {$, Demo, plotScale, py} from "./common.js";
+import {$, Demo, plotScale} from "./common.js";
 
 const EXTENT = 1.2;  // classify_2d.EXTENT: the plane shown is [-1.2, 1.2]^2
 const RADIUS = 3.5;  // a point's radius in canvas pixels
@@ -50,10 +50,9 @@ function settings() {
 /** A new, untrained model from the controls; paints its boundary and the points. */
 async function rebuild() {
   const s = settings();
-  await demo.call(`plane = classify_2d.Classify2D(${py(s.dataset)}, ${py(s.layers)}, ${py(s.width)}, `
-    + `${py(s.activation)}, ${py(s.lr)})`);
-  points = await demo.call("{'xs': plane.points.tolist(), 'labels': plane.labels.tolist()}");
-  paint(await demo.call("plane.boundary()"));
+  const {xs, labels, boundary} = await demo.call("start", [s.dataset, s.layers, s.width, s.activation, s.lr]);
+  points = {xs, labels};
+  paint(boundary);
   chart.reset();
   demo.fresh = true;
 }
@@ -67,13 +66,13 @@ $("reset").addEventListener("click", startOver);
 
 $("train").addEventListener("click", () => {
   const steps = Number($("steps").value) || 300;
-  demo.train({code: `plane.train(${py(steps)}, webgrad_progress, every=10)`, steps, onProgress: (event) => {
+  demo.train({steps, onProgress: (event) => {
     chart.add(event);
     if (event.boundary) paint(event.boundary);
   }});
 });
 
 demo.controls = [...CONTROLS, "reset"].map((id) => $(id));
-demo.wire({push: (name) => `plane.push(${py(name)})`});
+demo.wire();
 demo.start(rebuild);
 /** @type {any} */ (window).webgradDemo = demo;

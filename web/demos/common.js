@@ -4,7 +4,11 @@
 //
 // The Python is the file `python demos/NAME.py` runs: the server serves it at
 // /demos/py/NAME.py; the page writes it into the worker's working directory and imports it
-// as a module, then calls its functions step by step (see each demo's docstring).
+// as a module (the one run of Python source), then calls its functions by name with data
+// (runtime.call: JSON-able values and typed arrays, never Python source built from what the
+// user typed or drew). The model lives in the module (its `current`, made by its `start`), so
+// every demo module has start(...), train(steps, ...) (progress events, obeys Stop) and
+// push(name); see each demo's docstring.
 //
 // A page is in one state at a time, shown by its buttons and status line:
 //   "starting"  booting Python, importing the file and running the page's setup (the first
@@ -120,7 +124,8 @@ export class Demo {
     }
   }
 
-  /** Write the demo's file into the worker, import it and run the page's setup. */
+  /** Write the demo's file into the worker, import it (once: later calls name its functions;
+   * runtime.call admits a module imported from the working folder) and run the page's setup. */
   async prepare() {
     const response = await fetch(`/demos/py/${this.module}.py`);
     if (!response.ok) throw new Error(`/demos/py/${this.module}.py answered ${response.status}`);
@@ -131,10 +136,13 @@ export class Demo {
     if (this.setup) await this.setup();
   }
 
-  /** Run Python (the demo's module is imported); resolves to the last expression's value. */
-  async call(code) {
-    const {result} = await this.runtime.run(code, {filename: `<${this.module} page>`});
-    return result;
+  /**
+   * Call the demo module's function `fn` with `args` (JSON-able values and typed arrays; the
+   * ArrayBuffers in `transfer` move to the worker); resolves to its return value.
+   * @param {string} fn  @param {any[]} [args]  @param {{transfer?: ArrayBuffer[]}} [options]
+   */
+  call(fn, args = [], options = {}) {
+    return this.runtime.call(this.module, fn, args, options);
   }
 
   /**
@@ -166,14 +174,14 @@ export class Demo {
   }
 
   /**
-   * Run `steps` training steps: `code` is Python that passes `webgrad_progress` as on_progress
-   * (its events carry the model's step and total since it was built); `before` runs first,
+   * Run `steps` training steps: calls the module's train(steps, ...args), which sends progress
+   * events (they carry the model's step and total since it was built); `before` runs first,
    * inside the run (e.g. send the points). Resolves true if it finished, false if stopped,
    * failed, or the page was not idle.
-   * @param {{code: string, steps: number, before?: () => Promise<void>, onProgress: (event: any) => void,
+   * @param {{steps: number, args?: any[], before?: () => Promise<any>, onProgress: (event: any) => void,
    *          label?: string}} run
    */
-  async train({code, steps, before, onProgress, label = "training"}) {
+  async train({steps, args = [], before, onProgress, label = "training"}) {
     if (!this.idle) return false;
     this.setState("training");  // at once, in the click's own task: the page answers every click
     const compiling = this.runtime.device === "webgpu" ? " (compiling the GPU kernels)" : "";
@@ -191,7 +199,7 @@ export class Demo {
     try {
       if (this.lost) await this.prepare();
       if (before) await before();
-      await this.call(code);
+      await this.call("train", [steps, ...args]);
       this.fresh = false;
       this.setStatus(`done at step ${done} of ${steps}${inAll()}`);
       return true;
@@ -229,12 +237,12 @@ export class Demo {
     for (const control of this.modelControls) control.disabled = !this.idle || this.fresh;
   }
 
-  /** Wire Stop, Save to store and Embed; `push(name)` is Python code that pushes the model. */
-  wire({push}) {
+  /** Wire Stop, Save to store and Embed (the module's push(name) saves the model). */
+  wire() {
     this.modelControls.push($("save"), $("embed"));
     $("stop").addEventListener("click", () => this.stop());
-    $("save").addEventListener("click", () => this.task("saving…", () => this.save(push)));
-    $("embed").addEventListener("click", () => this.task("saving…", () => this.embed(push)));
+    $("save").addEventListener("click", () => this.task("saving…", () => this.save()));
+    $("embed").addEventListener("click", () => this.task("saving…", () => this.embed()));
     this.buttons();
   }
 
@@ -259,7 +267,7 @@ export class Demo {
    * other: the playground, another demo) is replaced only after the user agrees. Resolves to
    * true if saved.
    */
-  async save(push) {
+  async save() {
     const name = this.modelName();
     if (!name) return false;
     $("saved").textContent = "saving…";
@@ -271,7 +279,7 @@ export class Demo {
         $("saved").textContent = `not saved: "${name}" is taken (choose another name)`;
         return false;
       }
-      const info = await this.call(push(name));
+      const info = await this.call("push", [name]);
       this.saved = name;
       $("saved").textContent = `saved as ${name}, revision ${info?.revision ?? "?"} (/api/models/${name})`;
       return true;
@@ -282,22 +290,15 @@ export class Demo {
   }
 
   /** Save (unless this page saved this name already), then show the widget snippet for it. */
-  async embed(push) {
+  async embed() {
     const name = this.modelName();
     if (!name) return;
-    if (this.saved !== name && !(await this.save(push))) return;
+    if (this.saved !== name && !(await this.save())) return;
     const record = await this.record(name);
     if (!record) throw new Error(`the store has no model named ${name} any more: save it again`);
     $("snippet").hidden = false;
     $("snippet").textContent = embedSnippet({origin: location.origin, name, info: record});
   }
-}
-
-/** A number, string or list of them as a Python literal (their JSON is valid Python). */
-export function py(value) {
-  const ok = (v) => (typeof v === "number" && Number.isFinite(v)) || typeof v === "string";
-  if (!(ok(value) || (Array.isArray(value) && value.every(ok)))) throw new TypeError(`py(): cannot pass ${value}`);
-  return JSON.stringify(value);
 }
 
 /**

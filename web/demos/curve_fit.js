@@ -2,7 +2,7 @@
 // live. A click on the plot adds a point: while idle it starts a short refit at once; during a
 // run, the refit follows that run (the worker runs one call at a time).
 import {LineChart} from "./chart.js";
-import {$, Demo, plotScale, py} from "./common.js";
+import {$, Demo, plotScale} from "./common.js";
 
 const REFIT_STEPS = 150;  // a click's refit: enough for the curve to reach a new point
 const RADIUS = 4.5;  // a point's radius in canvas pixels
@@ -39,10 +39,7 @@ function paint() {
 
 /** A new model through the page's points (the demo's default points when there are none). */
 async function setup() {
-  await demo.call("fit = curve_fit.CurveFit()");
-  if (!xs.length) [xs, ys] = await demo.call("curve_fit.default_points()");
-  await demo.call(`fit.set_points(${py(xs)}, ${py(ys)})`);
-  curve = await demo.call("fit.curve()");
+  ({xs, ys, curve} = await demo.call("start", [xs, ys]));  // no points yet: the demo's default ones
   chart.reset();
   demo.fresh = true;
   paint();
@@ -51,8 +48,8 @@ async function setup() {
 async function train(steps, label) {
   added = false;
   const finished = await demo.train({
-    code: `fit.train(${py(steps)}, webgrad_progress, every=10)`, steps, label,
-    before: () => demo.call(`fit.set_points(${py(xs)}, ${py(ys)})`),
+    steps, label,
+    before: () => demo.call("set_points", [xs, ys]),
     onProgress: (event) => {
       chart.add(event);
       if (event.curve) { curve = event.curve; paint(); }
@@ -80,7 +77,7 @@ $("reset").addEventListener("click", () => {
 $("train").addEventListener("click", () => train(Number($("steps").value) || 500, "training"));
 
 demo.controls = [$("reset")];
-demo.wire({push: (name) => `fit.push(${py(name)})`});
+demo.wire();
 paint();
 demo.start(setup);
 /** @type {any} */ (window).webgradDemo = demo;

@@ -4,7 +4,7 @@ import {ProbabilityBars} from "../widget/bars.js";
 import {toPixels} from "../widget/image.js";
 import {DrawingPad} from "../widget/pad.js";
 import {LineChart} from "./chart.js";
-import {$, Demo, py} from "./common.js";
+import {$, Demo} from "./common.js";
 
 const demo = new Demo("digits");
 const chart = new LineChart($("chart"), ["loss", "accuracy"]);
@@ -33,7 +33,8 @@ async function classify(pad) {
   if (busy) { again = true; return; }
   busy = true;
   try {
-    const probabilities = await demo.call(`digits_demo.predict(${py(Array.from(pixels, (v) => +v.toFixed(4)))})`);
+    // The pixels move to the worker (a Float32Array, transferred); ten probabilities come back.
+    const probabilities = await demo.call("predict", [pixels], {transfer: [pixels.buffer]});
     bars.show(probabilities);
     $("prediction").textContent = String(probabilities.indexOf(Math.max(...probabilities)));
   } catch (error) {
@@ -61,12 +62,12 @@ $("train").addEventListener("click", async () => {
   if (!demo.idle) return;
   chart.reset();
   const kind = $("kind").value, steps = Number($("steps").value) || 300, lr = Number($("lr").value) || 0.01;
-  await demo.train({code: `digits_demo = digits.DigitsDemo(${py(kind)}, lr=${py(lr)})\n`
-    + `digits_demo.train(${py(steps)}, webgrad_progress, every=10)`, steps, onProgress: (event) => chart.add(event)});
+  // Each Train starts a new model from the controls.
+  await demo.train({steps, before: () => demo.call("start", [kind, lr]), onProgress: (event) => chart.add(event)});
   classify(pad);
 });
 
 demo.controls = [$("kind"), $("lr")];
-demo.wire({push: (name) => `digits_demo.push(${py(name)})`});
+demo.wire();
 demo.start();  // the status line shows why if it fails
 /** @type {any} */ (window).webgradDemo = demo;  // for tests and the console
