@@ -105,10 +105,10 @@ MUTANTS = [
     # -- optimizers and schedulers --------------------------------------------------------
     M("adam-no-bias-correction", "core/optim/adam.py",
       "step_size = lr / (1 - beta1 ** step)", "step_size = lr", OPTIM),
-    M("sgd-nesterov-ignored", "core/optim/kernels.py",
+    M("sgd-nesterov-ignored", "core/optim/updates.py",
       "        update = np.multiply(momentum_buffer, momentum)\n        update += d_p",
       "        update = np.multiply(momentum_buffer, 1.0)", OPTIM),
-    M("sgd-dampening-ignored", "core/optim/kernels.py",
+    M("sgd-dampening-ignored", "core/optim/updates.py",
       "            momentum_buffer += (1 - dampening) * d_p", "            momentum_buffer += d_p", OPTIM),
     M("steplr-exponent-off-by-one", "core/optim/lr_scheduler.py",
       "base_lr * self.gamma ** (self.last_epoch // self.step_size)",

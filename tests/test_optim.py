@@ -10,7 +10,7 @@ from conftest import supports_dtype
 import webgrad
 from webgrad.ops.registry import OPS, OpError
 from webgrad.optim import SGD, Adam, AdamW, RMSprop, lr_scheduler
-from webgrad.optim.kernels import OPTIMIZER_OPS
+from webgrad.optim.updates import OPTIMIZER_OPS
 
 
 SHAPES = [(3, 4), (5,), ()]
@@ -221,7 +221,7 @@ def test_kernel_rejects_a_gradient_of_another_shape_or_dtype():
 
 
 def test_kernel_rejects_options_that_do_not_fit_its_buffers():
-    from webgrad.optim.kernels import RMSPROP_STEP, apply_inplace
+    from webgrad.optim.updates import RMSPROP_STEP, apply_inplace
 
     p, square_avg, grad = webgrad.ones(3), webgrad.zeros(3), webgrad.ones(3)
     with pytest.raises(OpError, match="rmsprop_step: called with centered=True"):

@@ -417,7 +417,7 @@ def test_optimizer_steps_match_cpu(cls, options):
 
 def test_optimizer_reads_a_broadcast_gradient_and_an_offset_parameter():
     from webgrad.backend import get_backend
-    from webgrad.optim.kernels import ADAM_STEP, apply_inplace
+    from webgrad.optim.updates import ADAM_STEP, apply_inplace
 
     attrs = {"lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0,
              "decoupled_weight_decay": False, "maximize": False, "step_size": 0.1, "bias_correction2_sqrt": 0.05}

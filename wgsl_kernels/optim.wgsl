@@ -2,7 +2,7 @@
 // after it: fn <op>(p: Params, grad: f32, v: vec4<f32>) -> vec4<f32> updates one element,
 // v holding the param then the op's state values in its order (the unused lanes are 0
 // in and ignored out). optim_step.wgsl runs them in place over one parameter or a group.
-// Each function mirrors its numpy kernel in core/optim/kernels.py operation by
+// Each function mirrors its numpy kernel in core/optim/updates.py operation by
 // operation (same order, every scalar rounded to f32 as numpy does), so webgpu and
 // cpu runs agree to float32 rounding. With g the effective gradient
 // (-grad if maximize, plus weight_decay * param if weight_decay != 0):

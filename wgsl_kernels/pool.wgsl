@@ -1,5 +1,5 @@
 // pool.wgsl: 2-D max pooling, one thread per output element (select) or per input
-// element (backward); see core/ops/pool.py for the maths.
+// element (backward); see core/ops/pooling.py for the maths.
 //
 // Window (y, x) of plane (n, c) reads rows y*sh - top + i*dh and columns
 // x*sw - left + j*dw, i < kh, j < kw row-major; positions outside the input are

@@ -191,7 +191,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         "max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
-    if not return_indices and x.dtype.is_floating_point:  # one kernel each way (ops/pool.py)
+    if not return_indices and x.dtype.is_floating_point:  # one kernel each way (ops/pooling.py)
         geometry = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation, out_hw=out_hw)
         values = ops.max_pool2d_select(x, x, **geometry)
         return values.squeeze(0) if unbatched else values

@@ -19,7 +19,7 @@ from .movement import (  # noqa: F401
 from .linalg import bmm, matmul, mm  # noqa: F401
 from .normalization import layer_norm_core  # noqa: F401
 from .conv import conv2d_core  # noqa: F401
-from .pool import max_pool2d_backward, max_pool2d_select  # noqa: F401
+from .pooling import max_pool2d_backward, max_pool2d_select  # noqa: F401
 from .indexing import (  # noqa: F401
     copy_, gather, getitem, index_add, index_put, index_select, nonzero, scatter_add, setitem, take,
     update_,

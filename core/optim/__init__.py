@@ -1,7 +1,7 @@
 """Optimizers and learning-rate schedules with PyTorch's names and update rules.
 
 SGD, Adam, AdamW and RMSprop update a parameter with one fused in-place kernel
-per step (``webgrad.optim.kernels``); Adagrad, Adadelta, Adamax, NAdam, RAdam and
+per step (``webgrad.optim.updates``); Adagrad, Adadelta, Adamax, NAdam, RAdam and
 LBFGS are composed from Tensor ops, a few kernels per parameter, on every backend.
 
 Example:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..creation import zeros_like
-from .kernels import ADAM_AMSGRAD_STEP, ADAM_STEP, apply_inplace
+from .updates import ADAM_AMSGRAD_STEP, ADAM_STEP, apply_inplace
 from .optimizer import Optimizer, check_real, evaluate_closure
 
 

@@ -2,7 +2,7 @@
 
 Subclasses (``SGD``, ``Adam``, ``AdamW``, ``RMSprop``) give their defaults,
 check their options and implement ``step`` as one fused kernel call per
-parameter (see ``webgrad.optim.kernels``). The layout of ``param_groups``,
+parameter (see ``webgrad.optim.updates``). The layout of ``param_groups``,
 ``state`` and ``state_dict()`` is PyTorch's, so training loops port unchanged.
 """
 from __future__ import annotations

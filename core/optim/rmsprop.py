@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..creation import zeros_like
-from .kernels import (
+from .updates import (
     RMSPROP_CENTERED_MOMENTUM_STEP, RMSPROP_CENTERED_STEP, RMSPROP_MOMENTUM_STEP, RMSPROP_STEP,
     apply_inplace,
 )

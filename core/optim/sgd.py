@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..creation import zeros_like
-from .kernels import SGD_MOMENTUM_STEP, SGD_STEP, apply_inplace
+from .updates import SGD_MOMENTUM_STEP, SGD_STEP, apply_inplace
 from .optimizer import Optimizer, check_real, evaluate_closure
 
 

@@ -21,7 +21,7 @@ from . import elementwise
 from . import random as device_random
 from .array import GPUArray
 from .geometry import ELEMENTS, dtype_of, fold_grid, itemsize, kind_of, looped_grid
-from .pool import BufferPool, Storage
+from .buffers import BufferPool, Storage
 from .replay import Lowering
 from .source import assemble
 

@@ -3,7 +3,7 @@ parameter and its state buffers in place. The update arithmetic is optim.wgsl's 
 function per op; optim_step.wgsl, a template, runs it over one parameter here and over
 a group of them in optim_group.py, so both call the same function.
 
-The op's inputs come "written first, gradient last" (core/optim/kernels.py); the
+The op's inputs come "written first, gradient last" (core/optim/updates.py); the
 kernel binds the gradient first (1) and the written buffers after it (2, 3, ...).
 Every scalar is rounded to float32 here, from the same float64 expressions the
 numpy kernels use (``1 - dampening``, ``-lr``, ...), so both backends see the

@@ -33,7 +33,7 @@ from ...kernels import Elementwise, Grouped, Kernel
 from ..protocol import Unfit
 from . import optim
 from .array import GPUArray
-from .pool import Keep, Storage
+from .buffers import Keep, Storage
 from .recorder import Tape
 
 # The passes, in order (graph/passes/__init__.py names them). Functionalization first: the

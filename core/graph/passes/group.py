@@ -20,7 +20,7 @@ from ..ir import Node
 
 
 def _optimizer_ops() -> set:
-    from ...optim.kernels import OPTIMIZER_OPS
+    from ...optim.updates import OPTIMIZER_OPS
     return set(OPTIMIZER_OPS)
 
 
