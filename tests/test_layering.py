@@ -1,7 +1,12 @@
 """Layers point down: ops -> backends. The WebGPU backend works on its arrays only;
 what it needs from above (positions, views, kernel records) the op computes and
 passes in. So no module under backend/webgpu imports webgrad's ops, tensor or
-creation modules, or makes a Tensor."""
+creation modules, or makes a Tensor (a compiled step's replay too: the plan hands it
+what makes Tensors).
+
+And the graph layer is device-neutral: graph/ reaches a backend only through
+``get_backend(device)`` and the ``Backend`` protocol (backend/protocol.py), never by a
+device's name."""
 import ast
 from pathlib import Path
 
@@ -10,8 +15,16 @@ import pytest
 import webgrad
 
 BACKEND = Path(webgrad.__file__).parent / "backend"
+GRAPH = Path(webgrad.__file__).parent / "graph"
 FORBIDDEN = ("ops", "tensor", "creation")
-FILES = sorted(BACKEND.glob("webgpu/*.py")) + [BACKEND / "numpy_backend.py"]
+FILES = sorted(BACKEND.glob("webgpu/*.py")) + [BACKEND / name for name in (
+    "numpy_backend.py", "numpy_replay.py", "numpy_arrays.py", "protocol.py")]
+GRAPH_FILES = sorted(GRAPH.rglob("*.py"))
+# What graph/ may import of backend/: the lookup, the protocol, and numpy's out= helpers (a fused
+# node carries a numpy kernel made from its steps' own, passes/fuse.py).
+GRAPH_MAY_IMPORT = ("webgrad.backend", "webgrad.backend.get_backend", "webgrad.backend.protocol",
+                    "webgrad.backend.numpy_arrays")
+DEVICES = ("cpu", "webgpu")
 
 
 def _imports(tree, path):
@@ -43,3 +56,49 @@ def test_the_check_sees_a_relative_import(tmp_path):
     tree = ast.parse("from ...ops.indexing import getitem\nfrom . import views\n")
     assert "webgrad.ops.indexing.getitem" in set(_imports(tree, path))
     assert "webgrad.backend.webgpu.views" in set(_imports(tree, path))
+
+
+def _graph_reaches(tree, path) -> list:
+    return [m for m in _imports(tree, path) if m.startswith("webgrad.backend")
+            and not any(m == ok or m.startswith(ok + ".") and ok != "webgrad.backend" for ok in GRAPH_MAY_IMPORT)]
+
+
+def _device_names(tree) -> list:
+    """Lines comparing something with a device's name (``graph.device == "webgpu"``)."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Compare)
+            and any(isinstance(c, ast.Constant) and c.value in DEVICES for c in [n.left, *n.comparators])]
+
+
+@pytest.mark.parametrize("path", GRAPH_FILES, ids=lambda p: str(p.relative_to(GRAPH)))
+def test_graph_goes_through_the_backend_protocol(path):
+    tree = ast.parse(path.read_text())
+    bad = _graph_reaches(tree, path)
+    assert not bad, f"{path.name} imports {bad}: ask get_backend(graph.device) (backend/protocol.py)"
+    branches = _device_names(tree)
+    assert not branches, f"{path.name} branches on a device name (lines {branches}): make it a Backend hook"
+
+
+def test_the_graph_check_sees_a_backend_module_and_a_device_branch():
+    path = GRAPH / "passes" / "example.py"
+    tree = ast.parse("from ...backend import get_backend\nfrom ...backend.protocol import Unfit\n"
+                     "from ...backend.webgpu import optim_group\nfrom ...backend.numpy_backend import takes_out\n"
+                     "from ...backend import numpy_replay\nif graph.device != 'webgpu':\n    pass\n")
+    assert _graph_reaches(tree, path) == ["webgrad.backend.webgpu", "webgrad.backend.webgpu.optim_group",
+                                          "webgrad.backend.numpy_backend", "webgrad.backend.numpy_backend.takes_out",
+                                          "webgrad.backend.numpy_replay"]
+    assert _device_names(tree) == [6]
+
+
+def test_both_backends_implement_the_protocol():
+    from webgrad.backend.numpy_backend import NumpyBackend
+    from webgrad.backend.protocol import Backend
+    from webgrad.backend.webgpu.backend import WebGPUBackend
+
+    wanted = {name for name in [*vars(Backend), *Backend.__annotations__] if not name.startswith("_")}
+    assert {"passes", "can_fuse", "record", "run"} <= wanted
+    for backend in (NumpyBackend, WebGPUBackend):
+        missing = sorted(name for name in wanted if not hasattr(backend, name))
+        assert not missing, f"{backend.__name__} lacks {missing} of backend/protocol.py's Backend"
+    from webgrad.graph.passes import PASSES
+    for backend in (NumpyBackend, WebGPUBackend):
+        assert set(backend.passes) <= set(PASSES), backend.__name__
