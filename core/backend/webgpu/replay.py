@@ -31,7 +31,7 @@ from typing import Any
 
 from ...kernels import Elementwise, Grouped, Kernel
 from ..protocol import Unfit
-from . import optim
+from . import optim, optim_group
 from .array import GPUArray
 from .buffers import Keep, Storage
 from .recorder import Tape
@@ -89,8 +89,6 @@ class Lowering:
         return isinstance(record, Kernel) and _launches(record, "matmul")  # matmul.wgsl splices the chain
 
     def group_capacity(self, arity: int) -> int:
-        from . import optim_group  # it imports backend.py, whose class this module's Lowering is a base of
-
         return optim_group.capacity(self, arity)
 
     def dispatches(self) -> int | None:
