@@ -1,6 +1,6 @@
 """webgrad.compile inside Pyodide: a traced and replayed digits-MLP Adam step equals eager
 on the page's numpy (cpu) and on the browser's WebGPU device, with fused kernels there and,
-from the second replay on, the recorded dispatch list (graph/replay.py) re-issuing the
+from the second replay on, the recorded dispatch list (backend/webgpu/replay.py) re-issuing the
 optimizer updates too; a loop that fills a tensor's rows writes them in place there."""
 from __future__ import annotations
 

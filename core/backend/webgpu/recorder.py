@@ -125,7 +125,7 @@ class DispatchTimer:
 
 class Tape:
     """The dispatches recorded while attached as ``Recorder.tape``: what a compiled function's
-    replay re-issues without running kernel Python (graph/replay.py). ``broken`` says why
+    replay re-issues without running kernel Python (replay.py). ``broken`` says why
     they cannot stand for the step (an upload or a read in the middle of it)."""
 
     def __init__(self):
