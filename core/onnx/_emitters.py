@@ -12,7 +12,7 @@ import numpy as np
 
 from ..creation import tensor
 from ..dtypes import bool_
-from ..ops import conv, elementwise as E, indexing as I, linalg, movement as M, normalization, pool
+from ..ops import conv, elementwise as E, indexing as I, linalg, movement as M, normalization, pooling
 from ..ops import reduce as R, scan, sorting
 from ..tensor import Tensor
 from ._traced import ExportError, Size
@@ -203,7 +203,7 @@ def _max_pool(low, node, x, source, *, kernel, stride, padding, dilation, out_hw
                     dilations=[dh, dw])
 
 
-EMITTERS.update({linalg.MATMUL: _same("MatMul"), conv.CONV2D: _conv2d, pool.MAX_POOL2D_SELECT: _max_pool})
+EMITTERS.update({linalg.MATMUL: _same("MatMul"), conv.CONV2D: _conv2d, pooling.MAX_POOL2D_SELECT: _max_pool})
 
 
 # -- movement ---------------------------------------------------------------------------
