@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import webgrad
-from webgrad.backend import blas
+from webgrad.backend.numpy import blas
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mlp_step import webgrad_step  # noqa: E402  (the same step bench/mlp_step.py times)

@@ -52,10 +52,10 @@ class WheelBuildError(RuntimeError):
     pass
 
 
-# The wasm kernels (core/backend/wasm/gemm.c): built into the wheel's copy of the
+# The wasm kernels (core/backend/numpy/wasm_gemm/gemm.c): built into the wheel's copy of the
 # sources, never into the tree, so the wheel always matches the C it came from.
 # zig's clang is deterministic: the same source and flags give the same bytes.
-WASM_SOURCE = Path("core", "backend", "wasm", "gemm.c")
+WASM_SOURCE = Path("core", "backend", "numpy", "wasm_gemm", "gemm.c")
 WASM_FLAGS = ["--target=wasm32-freestanding", "-O3", "-g0", "-msimd128", "-nostdlib", "-Wl,--no-entry",
               "-Wl,--strip-all", "-Wl,--export-memory", "-Wl,--export=__heap_base"]
 WASM_BUILDS = {"gemm_simd.wasm": [], "gemm_relaxed.wasm": ["-mrelaxed-simd", "-DRELAXED"]}

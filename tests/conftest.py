@@ -91,7 +91,7 @@ def fake_device():
     of its input's (mixing devices then raises), long before a real second backend
     runs here; it also lets the mixed-device errors be tested."""
     from webgrad import backend as backends
-    from webgrad.backend.numpy_backend import NumpyBackend
+    from webgrad.backend.numpy import NumpyBackend
 
     backends.register("fake", NumpyBackend())
     yield "fake"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import webgrad
-from webgrad.backend import blas, numpy_backend
-from webgrad.ops.linalg import MATMUL
+from webgrad.backend.numpy import backend as numpy_backend
+from webgrad.backend.numpy import blas
 from conftest import need_module
 
 threadpoolctl = need_module("threadpoolctl")
@@ -23,16 +23,19 @@ def numpy_blas_threads() -> list[int]:
 
 @pytest.fixture()
 def seen(monkeypatch):
-    """Thread counts BLAS had during each matmul kernel call, with a fresh chooser whose default is 2."""
+    """Thread counts BLAS has as each matmul kernel is handed out (the backend calls it next),
+    with a fresh chooser whose default is 2."""
     counts: list[list[int]] = []
+    chooser = blas.BlasThreads()
+    choose = chooser.choose
 
-    def spy(x, y):
+    def spy(size):
+        choose(size)
         counts.append(numpy_blas_threads())
-        return np.matmul(x, y)
 
-    monkeypatch.setitem(MATMUL.impls, "numpy", spy)
+    monkeypatch.setattr(chooser, "choose", spy)
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        monkeypatch.setattr(numpy_backend, "blas_threads", blas.BlasThreads())
+        monkeypatch.setattr(numpy_backend, "blas_threads", chooser)
         assert numpy_blas_threads() and set(numpy_blas_threads()) == {2}
         yield counts
         assert set(numpy_blas_threads()) <= {1, 2}

@@ -1,5 +1,5 @@
 """webgrad.compile on numpy (device "cpu"): from the second replay on, a step runs as a flat
-list of calls, writing into arrays planned once per plan (backend/numpy_replay.py). These check
+list of calls, writing into arrays planned once per plan (backend/numpy/replay.py). These check
 what planning must never do: hand a caller an array a later call overwrites, or reuse an
 array while a value (or a view of it) is still read."""
 from __future__ import annotations

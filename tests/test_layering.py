@@ -17,13 +17,12 @@ import webgrad
 BACKEND = Path(webgrad.__file__).parent / "backend"
 GRAPH = Path(webgrad.__file__).parent / "graph"
 FORBIDDEN = ("ops", "tensor", "creation")
-FILES = sorted(BACKEND.glob("webgpu/*.py")) + [BACKEND / name for name in (
-    "numpy_backend.py", "numpy_replay.py", "numpy_arrays.py", "protocol.py")]
+FILES = sorted(BACKEND.glob("webgpu/*.py")) + sorted(BACKEND.glob("numpy/**/*.py")) + [BACKEND / "protocol.py"]
 GRAPH_FILES = sorted(GRAPH.rglob("*.py"))
 # What graph/ may import of backend/: the lookup, the protocol, and numpy's out= helpers (a fused
 # node carries a numpy kernel made from its steps' own, passes/fuse.py).
 GRAPH_MAY_IMPORT = ("webgrad.backend", "webgrad.backend.get_backend", "webgrad.backend.protocol",
-                    "webgrad.backend.numpy_arrays")
+                    "webgrad.backend.numpy.arrays")
 DEVICES = ("cpu", "webgpu")
 
 
@@ -81,16 +80,16 @@ def test_graph_goes_through_the_backend_protocol(path):
 def test_the_graph_check_sees_a_backend_module_and_a_device_branch():
     path = GRAPH / "passes" / "example.py"
     tree = ast.parse("from ...backend import get_backend\nfrom ...backend.protocol import Unfit\n"
-                     "from ...backend.webgpu import optim_group\nfrom ...backend.numpy_backend import takes_out\n"
-                     "from ...backend import numpy_replay\nif graph.device != 'webgpu':\n    pass\n")
+                     "from ...backend.webgpu import optim_group\nfrom ...backend.numpy.backend import takes_out\n"
+                     "from ...backend.numpy import replay\nif graph.device != 'webgpu':\n    pass\n")
     assert _graph_reaches(tree, path) == ["webgrad.backend.webgpu", "webgrad.backend.webgpu.optim_group",
-                                          "webgrad.backend.numpy_backend", "webgrad.backend.numpy_backend.takes_out",
-                                          "webgrad.backend.numpy_replay"]
+                                          "webgrad.backend.numpy.backend", "webgrad.backend.numpy.backend.takes_out",
+                                          "webgrad.backend.numpy", "webgrad.backend.numpy.replay"]
     assert _device_names(tree) == [6]
 
 
 def test_both_backends_implement_the_protocol():
-    from webgrad.backend.numpy_backend import NumpyBackend
+    from webgrad.backend.numpy import NumpyBackend
     from webgrad.backend.protocol import Backend
     from webgrad.backend.webgpu.backend import WebGPUBackend
 

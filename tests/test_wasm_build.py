@@ -1,4 +1,4 @@
-"""The wasm matmul kernel (core/backend/wasm/gemm.c) builds reproducibly into the wheel.
+"""The wasm matmul kernel (core/backend/numpy/wasm_gemm/gemm.c) builds reproducibly into the wheel.
 
 Its results are checked in Pyodide (tests/browser/test_wasm_gemm.py); natively
 numpy's BLAS stays, and the fast path is off."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import webgrad
-from webgrad.backend import wasm as wasm_gemm
+from webgrad.backend.numpy import wasm_gemm
 
 from conftest import need_module
 
@@ -43,7 +43,8 @@ def test_wheel_ships_the_kernels_and_bytecode(tmp_path):
     built = wheel.build_wheel(tmp_path, log=lambda message: None)
     archive = zipfile.ZipFile(built)
     names = set(archive.namelist())
-    assert {"webgrad/backend/wasm/gemm_simd.wasm", "webgrad/backend/wasm/gemm_relaxed.wasm"} <= names
+    folder = "webgrad/backend/numpy/wasm_gemm/"
+    assert {folder + "gemm_simd.wasm", folder + "gemm_relaxed.wasm"} <= names
     # Every module has Pyodide's bytecode (CPython 3.12), unchecked-hash (flags 0b01), in RECORD.
     modules = {n for n in names if n.endswith(".py")}
     caches = {n for n in names if n.endswith(".cpython-312.pyc")}

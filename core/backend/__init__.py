@@ -10,6 +10,6 @@ from __future__ import annotations
 from ..device_api import (  # noqa: F401
     _BACKENDS, default_device, get_backend, normalize_device, register, set_default_device,
 )
-from . import numpy_backend  # noqa: E402
+from . import numpy  # noqa: E402
 
-register("cpu", numpy_backend.NumpyBackend())
+register("cpu", numpy.NumpyBackend())

@@ -6,7 +6,7 @@ fusion asking ``can_fuse``) and lowers the result to a ``Plan``: a list of ``Ste
 the plan runs through ``run``/``run_inplace``. From then on the backend owns the replay:
 ``record`` runs the plan once while watching it, and gives back what later calls run
 instead (WebGPU: a recorded dispatch list, webgpu/replay.py; numpy: a flat list of calls
-into planned arrays, numpy_replay.py), as tinygrad's ``Compiled.graph`` belongs to its
+into planned arrays, numpy/replay.py), as tinygrad's ``Compiled.graph`` belongs to its
 device. The graph layer imports no backend module but this one and ``get_backend``.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ once, at the next readback; from the second replay on, a signature's dispatches 
 re-issued from the list its first replay recorded (backend/webgpu/replay.py), with no
 kernel Python (the optimizer updates too, with each call's scalars). On numpy, from the
 second replay on, a step is a flat list of calls, those whose results stay inside the call
-writing into arrays planned once (backend/numpy_replay.py). Which passes run, which nodes
+writing into arrays planned once (backend/numpy/replay.py). Which passes run, which nodes
 fuse and what a replay becomes is the backend's to say (backend/protocol.py).
 
 Signature: each tensor argument's shape, dtype, device and requires_grad, the

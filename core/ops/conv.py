@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend.wasm import np_matmul  # numpy's matmul, or in Pyodide the wasm one
+from ..backend.numpy.wasm_gemm import np_matmul  # numpy's matmul, or in Pyodide the wasm one
 from ..kernels import Kernel
 from ._helpers import describe
 from .registry import OpError, apply, defop

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..backend.numpy_backend import takes_out
+from ..backend.numpy.arrays import takes_out
 from ..kernels import Elementwise as E
 from ..tensor import Tensor
 from ._helpers import broadcast_infer, compare_infer, describe, require_float, same_dtype_infer

@@ -34,7 +34,7 @@ def test_boot_auto_reports_device_and_reason(browser, server_url):
         # Booting imports webgrad's core only: nn, optim and graph load on first use, the wasm
         # matmul at the first large product, and a CPU-emulated adapter gets no WebGPU device.
         loaded = runtime.ok("""import sys
-import webgrad.backend.wasm as wasm
+import webgrad.backend.numpy.wasm_gemm as wasm
 webgpu = sys.modules.get("webgrad.backend.webgpu")
 [sorted(m for m in ("webgrad.nn", "webgrad.optim", "webgrad.graph") if m in sys.modules),
  wasm._kernel is None, webgpu is None or webgpu._state["backend"] is None]""")["result"]

@@ -1,4 +1,4 @@
-"""The wasm matmul of the numpy backend (core/backend/wasm/), in Pyodide in headless Chromium.
+"""The wasm matmul of the numpy backend (core/backend/numpy/wasm_gemm/), in Pyodide in headless Chromium.
 
 Every float32 product goes through the wasm kernel here (the size threshold is set
 to 1 for these tests) and is checked against numpy: the op table's matmul rows and
@@ -15,7 +15,7 @@ from .test_in_pyodide import INSTALL_PYTEST
 
 FAST_PATH = """
 import webgrad
-from webgrad.backend import wasm as wasm_gemm
+from webgrad.backend.numpy import wasm_gemm
 wasm_gemm.MIN_MULTIPLY_ADDS = 1   # every float32 product, however small
 wasm_gemm.use_wasm_gemm(True)
 """

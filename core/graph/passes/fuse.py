@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...backend import get_backend
-from ...backend.numpy_arrays import takes_out, writes_out
+from ...backend.numpy.arrays import takes_out, writes_out
 from ...kernels import Fused
 from ...ops.registry import OPS, Op
 from ..analysis import analyze

@@ -1,15 +1,19 @@
 """How numpy kernels hand over their results: a kernel that takes ``out=``, and a result
 stored as its dtype. A leaf (numpy only): the numpy backend, its list of calls
-(numpy_replay.py) and the graph passes that build numpy kernels for fused nodes use it."""
+(replay.py) and the graph passes that build numpy kernels for fused nodes use it."""
 from __future__ import annotations
 
 import numpy as np
+
+# A plain product: the kernel MATMUL declares, which the backend routes to BLAS with a thread
+# count (or the wasm GEMM). Taken once, so a test that wraps np.matmul still sees it.
+NP_MATMUL = np.matmul
 
 
 def takes_out(kernel):
     """Mark a numpy kernel that, as a ufunc does, takes ``out=`` (an array of its result's shape
     and dtype) and returns it with the result written in: compile's numpy replay then hands it
-    an array planned once (numpy_replay.py)."""
+    an array planned once (replay.py)."""
     kernel.takes_out = True
     return kernel
 

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import random as wg_random
-from . import numpy_replay
-from . import wasm as wasm_gemm
+from ... import random as wg_random
+from . import replay as numpy_replay
+from . import wasm_gemm
 from .blas import blas_threads, matmul_size
-from .numpy_arrays import stored_result, takes_out, writes_out  # noqa: F401  (imported from here)
-from .wasm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy_backend.use_wasm_gemm)
+from .arrays import NP_MATMUL, stored_result, takes_out, writes_out  # noqa: F401  (imported from here)
+from .wasm_gemm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy.use_wasm_gemm)
 
 # The graph passes, in order (graph/passes/__init__.py names them): no functionalization (a
 # numpy kernel may return its input, so a write in place stays one) and no generated kernels;
-# a fused chain's steps share one planned array (numpy_replay.py).
+# a fused chain's steps share one planned array (replay.py).
 PASSES = ("dce", "folded", "cse", "dce", "transposed", "copies", "fused")
 
 
@@ -45,7 +45,7 @@ class NumpyBackend:
         kernel = op.impls.get("numpy")
         if kernel is None:
             raise NotImplementedError(f"{op.name}: no numpy kernel")
-        if kernel is np.matmul:
+        if kernel is NP_MATMUL:
             x, y = arrays
             size = matmul_size(x, y)
             if wasm_gemm.wants(x, y, size):  # Pyodide: float32 products in wasm (see wasm/)
@@ -78,7 +78,7 @@ class NumpyBackend:
         return op.name  # any axis reduction: the chains run before and after its numpy kernel
 
     def takes_epilogue(self, op) -> bool:
-        return op.impls.get("numpy") is np.matmul  # an epilogue node's numpy kernel is np.matmul, then the chain
+        return op.impls.get("numpy") is NP_MATMUL  # an epilogue node's numpy kernel is np.matmul, then the chain
 
     def group_capacity(self, arity: int) -> int:
         return 1
@@ -88,7 +88,7 @@ class NumpyBackend:
 
     def record(self, plan, flat_args):
         """Run ``plan`` once, noting what each step's result shares memory with, and give the
-        flat list of calls later calls run (numpy_replay.py)."""
+        flat list of calls later calls run (replay.py)."""
         recording = numpy_replay.Recording(plan)
         result = plan.run(flat_args, recording)
         return result, numpy_replay.NumpyList(plan, recording)

@@ -21,8 +21,8 @@ import weakref
 
 import numpy as np
 
-from .numpy_arrays import stored_result, takes_out, writes_out
-from .wasm import IN_PYODIDE
+from .arrays import NP_MATMUL, stored_result, takes_out, writes_out
+from .wasm_gemm import IN_PYODIDE
 
 
 class Recording:
@@ -103,7 +103,7 @@ class NumpyList:
                 self.calls.append(_inplace(op.impls["numpy"], ids, attrs))
                 continue
             kernel = op.impls.get("numpy")
-            if kernel is np.matmul:  # natively BLAS, with out=; in Pyodide chosen per call (wasm GEMM or not)
+            if kernel is NP_MATMUL:  # natively BLAS, with out=; in Pyodide chosen per call (wasm GEMM or not)
                 kernel = _blas_matmul(backend, op) if not IN_PYODIDE else None
             if (kernel is not None and out in recording.fresh and out not in outside
                     and writes_out(kernel, attrs)):
@@ -147,7 +147,7 @@ def _into(kernel, ids, attrs, out, array):
 
 
 def _call(backend, op, ids, attrs, out, dtype):
-    if op.impls.get("numpy") is np.matmul:  # the backend chooses the kernel by the operands (Pyodide: wasm or numpy)
+    if op.impls.get("numpy") is NP_MATMUL:  # the backend chooses the kernel by the operands (Pyodide: wasm or numpy)
         def call(env):
             arrays = [env[i] for i in ids]
             env[out] = stored_result(backend.kernel(op, arrays)(*arrays, **attrs), dtype)
