@@ -57,7 +57,9 @@ def test_replays_from_the_recorded_list_match_eager_step_after_step():
     listing = _listing(fn)
     assert listing is not None, fn.explain()
     assert "replay: a recorded list of" in fn.explain()
-    # the list re-issues every dispatch but the optimizer's, which runs in Python with this step's lr
+    # the optimizer's dispatch is known by its kernel record and re-issued with this step's lr
+    assert "update(s) re-issued with each call's scalars; 0 step(s) in Python" in fn.explain(), fn.explain()
+    # the list re-issues every dispatch but the optimizer's, which is re-packed per call
     assert listing.count == fn._latest.dispatches - 1
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-5, atol=1e-6)
     for a, b in zip(params + grads, eager_params + eager_grads):

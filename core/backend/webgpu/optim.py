@@ -20,7 +20,7 @@ from ...kernels import Program
 from .elementwise import WORKGROUP
 from .source import fill, read
 
-FILE = "optim.wgsl"  # the update functions; also how a replay knows an update's dispatches (labels)
+FILE = "optim.wgsl"  # the update functions
 TEMPLATE = "optim_step.wgsl"  # the entry point over one or a group of parameters
 MEMBER = "optim_member.wgsl"
 MEMBER_BYTES = 32
@@ -97,6 +97,12 @@ def repack(uniform: bytes, op_name: str, attrs: dict) -> bytes:
         fresh = _params(flags, values)
         out[0:4], out[32:80] = fresh[0:4], fresh[32:80]
     return bytes(out)
+
+
+def is_update(program) -> bool:
+    """Whether a dispatch of ``program`` is an optimizer update (a replay re-packs its uniform
+    with each call's scalars, ``repack``)."""
+    return isinstance(program, Program) and program.file == TEMPLATE
 
 
 def optim_step(backend, op, record, arrays, attrs, shape, dtype):

@@ -160,6 +160,7 @@ class Recorder:
         self._pass = None
         self._used: set[int] = set()   # ids of buffers the open encoder touches
         self._pipelines: dict = {}
+        self._programs: dict = {}  # id(compiled pipeline) -> the key (kernel record) it was made for
         self._recent: list[str] = []   # labels of the dispatches since the last read, for asynchronous errors
         self._errors: list[str] = []   # errors the GPU reported asynchronously, raised at the next read
         self._lost: str | None = None  # why the device was lost, once it was
@@ -285,7 +286,12 @@ class Recorder:
             except Exception as err:
                 raise self._failure(where, err) from err
             self._pipelines[key] = found
+            self._programs[id(found[0])] = key
         return found
+
+    def program_of(self, pipeline):
+        """The kernel record ``pipeline`` (as ``pipeline()`` gave it) was compiled for."""
+        return self._programs.get(id(pipeline[0]))
 
     def dispatch(self, pipeline, buffers, uniform: bytes, grid, label: str) -> None:
         """Record one dispatch. ``buffers`` bind to 1, 2, ...; ``uniform`` to 0."""

@@ -261,8 +261,8 @@ class DispatchList:
         self.schedule = []
         for kind, item in plan_of:
             if kind == "step":
-                self.schedule.append(_Update.of(item, [tape.entries[j] for j in spans[id(item)]], varying, constant)
-                                     or item)
+                entries = [tape.entries[j] for j in spans[id(item)]]
+                self.schedule.append(_Update.of(item, entries, varying, constant, device.program_of) or item)
                 continue
             if kind != "list":
                 self.schedule.append(_REFRESH)
@@ -370,11 +370,12 @@ class _Update:
         self.dispatches, self.op_name, self.attrs = dispatches, op_name, attrs
 
     @classmethod
-    def of(cls, step, entries, varying, constant):
+    def of(cls, step, entries, varying, constant, program_of):
         """The update ``step`` recorded as ``entries``, or None where a recording holds anything
-        but optim.wgsl's dispatches over buffers the list knows."""
+        but optimizer update dispatches (by the kernel record each pipeline was compiled for)
+        over buffers the list knows."""
         op, attrs = step.op, step.attrs
-        if not entries or getattr(op, "check", None) or not all(e[4].startswith(optim.FILE) for e in entries):
+        if not entries or getattr(op, "check", None) or not all(optim.is_update(program_of(e[0])) for e in entries):
             return None
         dispatches = []
         for pipeline, buffers, uniform, grid, label in entries:
