@@ -178,7 +178,8 @@ def test_chrome_trace_is_valid_json_with_shapes(tmp_path, device):
     assert "Input Dims" not in mm["args"]
 
 
-@pytest.mark.parametrize("case", ["matmul", "batched", "vector", "linear", "conv2d", "conv2d_groups", "conv1d"])
+@pytest.mark.parametrize("case", ["matmul", "batched", "vector", "linear", "conv2d", "conv2d_groups", "conv1d",
+                                  "attention"])
 def test_flops_are_exact(case, device):
     r = lambda *s: webgrad.randn(*s, device=device)  # noqa: E731
     run, name, expected = {
@@ -190,6 +191,9 @@ def test_flops_are_exact(case, device):
         "conv2d_groups": (lambda: F.conv2d(r(1, 4, 5, 5), r(6, 2, 3, 3), groups=2), "F.conv2d",
                           2 * 6 * 3 * 3 * 2 * 9),
         "conv1d": (lambda: F.conv1d(r(2, 3, 10), r(4, 3, 5)), "F.conv1d", 2 * 2 * 4 * 6 * 15),
+        # batch 2, L 4, S 6 scores, each from E 8 and into Ev 3
+        "attention": (lambda: F.scaled_dot_product_attention(r(2, 4, 8), r(2, 6, 8), r(2, 6, 3)),
+                      "F.scaled_dot_product_attention", 2 * 48 * 8 + 2 * 48 * 3),
     }[case]
     with profile() as prof:
         run()

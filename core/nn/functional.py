@@ -167,7 +167,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 # -- linear ----------------------------------------------------------------------
-@composite("F.linear")
+@composite("F.linear", flops=lambda shapes, out: 2 * math.prod(out) * shapes[1][-1])
 def linear(input, weight, bias=None):
     """x @ weight.T + bias, with weight of shape (out_features, in_features).
 
@@ -331,7 +331,14 @@ def pad(input, pad, mode="constant", value=0.0):
 
 
 # -- attention -------------------------------------------------------------------
-@composite("F.scaled_dot_product_attention")
+def _attention_flops(shapes, out) -> int:
+    """Q Kᵀ and the weights times V: batch * L * S scores, each E and Ev long."""
+    (*_, e), (*_, s, _), (*_, ev) = shapes[:3]
+    scores = math.prod(out) // ev * s
+    return 2 * scores * e + 2 * scores * ev
+
+
+@composite("F.scaled_dot_product_attention", flops=_attention_flops)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
     """softmax(Q Kᵀ * scale + mask) V over the last two dims, as ``torch.nn.functional``'s.

@@ -6,6 +6,8 @@ stacks one strided slice of the padded input per kernel offset and reduces them.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import creation, ops
@@ -108,7 +110,12 @@ def _conv_padding(op_name, padding, kernel, stride, dilation, spatial):
     return [(p, p) for p in pads]
 
 
-@composite("F.conv2d")
+def _conv_flops(shapes, out) -> int:
+    """Each output element: (C_in / groups) x kernel multiply-adds."""
+    return 2 * math.prod(out) * math.prod(shapes[1][1:])
+
+
+@composite("F.conv2d", flops=_conv_flops)
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution (cross-correlation, as in PyTorch) over (N, C, H, W) or (C, H, W).
 
@@ -129,7 +136,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return out.squeeze(0) if unbatched else out
 
 
-@composite("F.conv1d")
+@composite("F.conv1d", flops=_conv_flops)
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D convolution over (N, C, L) or (C, L) with weight (out_channels, in_channels / groups, k).
 

@@ -3,6 +3,8 @@ handled as PyTorch does (a vector is a row on the left, a column on the right,
 and that dim is removed from the result)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..kernels import Kernel
@@ -35,7 +37,12 @@ def _matmul_vjp(g, x, y, *, out, needs):
     return gx, gy
 
 
-MATMUL = defop("matmul", infer=_matmul_infer, vjp=_matmul_vjp, numpy=np.matmul,
+def product_flops(shapes, out) -> int:
+    """2 x multiply-adds of x @ y: each output element sums over x's last dim."""
+    return 2 * math.prod(out) * shapes[0][-1]
+
+
+MATMUL = defop("matmul", infer=_matmul_infer, vjp=_matmul_vjp, numpy=np.matmul, flops=product_flops,
                wgsl=Kernel("matmul.wgsl", "matmul", "matmul.matmul"))
 
 

@@ -72,6 +72,9 @@ class Op:
     # (PyTorch's output_mask). Such a vjp computes nothing for the others (returns None).
     vjp_takes_needs: bool = False
     kind: str = "other"  # one of KINDS
+    # Floating-point operations of one call, from the input shapes and the output shape (a
+    # profile's FLOPs column); None where the op is cheap next to products.
+    flops: Callable | None = None
     # For an input check kept in a traced graph (graph/trace.py ``check_node``): its function
     # and arguments, graph Values standing for the tensors. None for every real op.
     check: tuple | None = None
@@ -82,11 +85,12 @@ class Op:
 
 def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
           inplace: bool = False, mutates: int = 1, reads_inputs: bool | None = None,
-          kind: str | None = None, **impls) -> Op:
+          kind: str | None = None, flops: Callable | None = None, **impls) -> Op:
     """Declare a primitive. ``impls`` maps a backend name to its kernel, e.g.
     ``numpy=np.add``. Backends added later attach theirs with ``bind``.
     ``reads_inputs`` defaults to True, and to False for views. ``kind`` (one of ``KINDS``)
-    defaults to what the kernels say: a view, an elementwise expression, a reduction..."""
+    defaults to what the kernels say: a view, an elementwise expression, a reduction...
+    ``flops(input_shapes, output_shape)`` counts a call's floating-point operations."""
     if name in OPS:
         raise ValueError(f"op {name!r} declared twice")
     if reads_inputs is None:
@@ -95,7 +99,7 @@ def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
     kind = kind or _derived_kind(name, inplace, impls.get("wgsl"))
     if kind not in KINDS:
         raise ValueError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
-    op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs, takes_needs, kind)
+    op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs, takes_needs, kind, flops)
     OPS[name] = op
     return op
 
@@ -330,10 +334,17 @@ def call(kind: str, name: str, target, fn, args, kwargs):
     return out
 
 
-def observed(kind: str, name: str):
+# The FLOPs of declared functions (``composite(name, flops=...)``), by function.
+FLOPS: dict = {}
+
+
+def observed(kind: str, name: str, flops: Callable | None = None):
     """Decorator: calls of the function are ``kind`` ranges named ``name`` (target: the
-    function, or for kind "optimizer" the optimizer, its first argument)."""
+    function, or for kind "optimizer" the optimizer, its first argument). ``flops``, as
+    ``defop``'s, counts a call's floating-point operations (``FLOPS[function]``)."""
     def declare(fn):
+        if flops is not None:
+            FLOPS[fn] = flops
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             if not OBSERVERS:
@@ -343,10 +354,10 @@ def observed(kind: str, name: str):
     return declare
 
 
-def composite(name: str):
+def composite(name: str, flops: Callable | None = None):
     """Declare a function built from other ops (``F.linear``...): a profile times it as one
-    range around its primitives."""
-    return observed("composite", name)
+    range around its primitives (and counts ``flops(input_shapes, output_shape)``)."""
+    return observed("composite", name, flops)
 
 
 def replay_kernels(backend, device: str):

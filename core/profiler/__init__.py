@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import enum
 import functools
-import math
 import sys
 import time
 import weakref
 from typing import Any
 
-from ..kernels import Epilogue
 from ..ops import registry
 from .events import EventList, FunctionEvent, FunctionEventAvg
 
@@ -92,20 +90,9 @@ def _nbytes(t) -> int:
     return t.numel() * t.dtype.itemsize
 
 
-def _flops(name: str, inputs, out) -> int:
-    """Multiply-adds x 2 of the ops that dominate compute; 0 for the rest."""
-    if name == "matmul":
-        return 2 * out.numel() * inputs[0].shape[-1]
-    if name == "F.linear":
-        return 2 * out.numel() * inputs[1].shape[-1]
-    if name in ("F.conv1d", "F.conv2d"):
-        weight = inputs[1]
-        return 2 * out.numel() * math.prod(weight.shape[1:])  # (C_in / groups) * kernel per output
-    if name == "F.scaled_dot_product_attention":
-        q, k, v = inputs[:3]
-        scores = out.numel() // v.shape[-1] * k.shape[-2]  # batch * L * S
-        return 2 * scores * q.shape[-1] + 2 * scores * v.shape[-1]
-    return 0
+def _shapes(inputs) -> list:
+    """Each input's shape (None for a non-tensor argument), by position."""
+    return [getattr(t, "shape", None) for t in inputs]
 
 
 # -- recording ------------------------------------------------------------------
@@ -185,7 +172,7 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
         if not self._started:
             raise RuntimeError("profile.step: call it inside `with profile(...)` (or after start())")
         if self._recording and self._step_event is not None:
-            self.end(self._step_event, None, "", ())
+            self.end(self._step_event, None, None, ())
         self._step_event = None
         before = self._action()
         self.step_num += 1
@@ -221,7 +208,7 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
         registry.remove_observer(self)
         self._recording = False
         if self._step_event is not None and self._step_event.end_ns is None:
-            self.end(self._step_event, None, "", ())
+            self.end(self._step_event, None, None, ())
         self._step_event = None
         self._finished = self._finish()
 
@@ -254,7 +241,7 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
         return self.begin(op.name, "op", inputs, inputs[0].device)
 
     def op_end(self, token, op, inputs, attrs, out) -> None:
-        self.end(token, out, op.name, inputs)
+        self.end(token, out, op.flops, inputs)
 
     def op_failed(self, token) -> None:
         """An op that raised never ends and is no parent: it leaves the stack (and the results)."""
@@ -263,16 +250,17 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
 
     def enter(self, kind, name, target, args):
         if kind == "backward":
-            return self.begin(name, "backward", args, args[0].device), None, "", ()
+            return self.begin(name, "backward", args, args[0].device), None, None, ()
         if kind in ("composite", "optimizer"):
             first = next((a for a in args if hasattr(a, "_data")), None)
-            return self.begin(name, "composite", args, "cpu" if first is None else first.device), True, name, args
+            event = self.begin(name, "composite", args, "cpu" if first is None else first.device)
+            return event, True, registry.FLOPS.get(target), args
         return None
 
     def exit(self, token, out) -> None:
         if token is not None:
-            event, keeps_out, name, args = token
-            self.end(event, out if keeps_out else None, name, args)
+            event, keeps_out, flops, args = token
+            self.end(event, out if keeps_out else None, flops, args)
 
     def kernel_begin(self, op, inputs, device):
         """A compiled replay calls a backend kernel directly (no ``apply``): an op event of its own."""
@@ -281,10 +269,9 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
 
     def kernel_end(self, token, out) -> None:
         event, op, arrays = token
-        self.end(event, None, op.name, ())
-        is_product = op.name == "matmul" or isinstance(op.impls.get("wgsl"), Epilogue)  # matmul_relu, ...
-        if is_product and out is not None and self.with_flops:
-            event.flops = 2 * math.prod(out.shape) * arrays[0].shape[-1]
+        self.end(event, None, None, ())
+        if op.flops is not None and out is not None and self.with_flops:  # (an epilogue counts its product)
+            event.flops = op.flops(_shapes(arrays), out.shape)
 
     # -- ranges --------------------------------------------------------------------
     def begin(self, name, kind, inputs, device_type="cpu"):
@@ -306,7 +293,7 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
         event.start_ns = _now()
         return event
 
-    def end(self, event, out, name, inputs) -> None:
+    def end(self, event, out, flops, inputs) -> None:
         end = _now()
         stack = self._stack
         at = len(stack) - 1
@@ -326,8 +313,8 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
                 event.device_mem = self._backend.pool.in_use - event._mem0
         event.end_ns = end
         if out is not None and hasattr(out, "_data"):
-            if self.with_flops:
-                event.flops = _flops(name, inputs, out)
+            if self.with_flops and flops is not None:
+                event.flops = flops(_shapes(inputs), out.shape)
             event.bytes = sum(_nbytes(t) for t in inputs if hasattr(t, "_data")) + _nbytes(out)
             if self.profile_memory:
                 self._count_memory(event, out)

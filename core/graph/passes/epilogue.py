@@ -31,6 +31,7 @@ def _epilogue_node(product_node, chain, others, backend) -> Node:
     record = chain_record(chain, [product_node.output, *others], backend)
     numpy_chain = _numpy_chain(record, [n.output.dtype for n in chain])
     op = Op("matmul_" + "_".join(n.op.name for n in chain), infer=lambda *a, **k: None,
+            kind="matmul", flops=product_node.op.flops,
             impls={"wgsl": Epilogue(record), "numpy": lambda a, b, *ext: numpy_chain(np.matmul(a, b), *ext)})
     return Node(op, [*product_node.inputs, *others], {}, chain[-1].output, fused=[product_node, *chain],
                 source=chain[-1].source)
