@@ -24,6 +24,13 @@ from torch_reference import torch_ref  # noqa: F401  (the fixture: torch live, o
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+@pytest.fixture(autouse=True)
+def _verify_graphs_after_each_pass(monkeypatch):
+    """Every graph a test compiles is checked by graph/verify.py after each pass (JAX checks
+    its jaxprs the same way in tests), so a pass that breaks the IR fails where it broke."""
+    monkeypatch.setattr(webgrad.graph.passes, "VERIFY", True)
+
+
 def need_module(name: str):
     """Import a test peer (torch, safetensors). Missing, it skips the test (or module)
     outside CI and fails under CI=true, where .ci/run installs it."""

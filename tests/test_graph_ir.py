@@ -146,6 +146,9 @@ def test_verify_refuses_inplace_nodes_with_outputs_and_functional_ones_without()
     b, a, x, y = _chain()
     b.g.nodes.append(Node(OPS["exp"], [y], {}, None))
     _refused(b.g, "node 2", "functional op must make one value")
+    b, a, x, y = _chain()
+    b.g.nodes.append(Node(Op("write", infer=lambda *a, **k: None, inplace=True), [x, y], {}))  # kind left "other"
+    _refused(b.g, "node 2", "in-place but of kind 'other'")
 
 
 def test_verify_refuses_a_write_into_inputs_the_node_lacks():

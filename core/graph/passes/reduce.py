@@ -81,7 +81,7 @@ def _reduction_node(reduction, prologue, epilogue, epilogue_others, backend) -> 
         r = np.asarray(numpy_reduce(x, **attrs)).astype(reduced_dtype, copy=False)
         return r if numpy_epilogue is None else numpy_epilogue(r, *others[split - 1:])
     parts = [*chain, reduction, *(epilogue or [])]
-    op = Op("_".join(n.op.name for n in parts), infer=lambda *a, **k: None,
+    op = Op("_".join(n.op.name for n in parts), infer=lambda *a, **k: None, kind="reduce",
             impls={"wgsl": Reduction(backend.reduction_entry(reduction.op), pro, epi), "numpy": run_numpy})
     last = parts[-1]
     return Node(op, [*inputs, *epilogue_others], dict(reduction.attrs), last.output, fused=parts, source=last.source)
