@@ -5,5 +5,6 @@
 source and ``webgrad.web.worker.call`` for every ``call`` message, which reaches the
 modules here by name: ``widget`` (the ``<webgrad-model>`` element's model) and
 ``runner`` (what ``python -m webgrad.browser`` does in the page).
-Nothing here is needed natively; it imports ``js``/``pyodide`` only when called there.
+Natively only ``worker.progress`` is used (the demos report training progress through it;
+it does nothing outside a page); ``js``/``pyodide`` are imported only when called there.
 """
