@@ -452,6 +452,7 @@ def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server
         lines = p.locator("#log li").all_inner_texts()
         assert len(lines) == 5 and lines[0].startswith("1/5 matmul 256 · webgrad webgpu: "), lines  # 5 runners
         assert all(line.endswith(" ms") or ": failed: " in line for line in lines), lines
+        assert not [line for line in lines if " · webgrad" in line and ": failed: " in line], lines  # ours all ran
         assert p.inner_text("#status").startswith("done: 5 runs in ")
         ratios = p.evaluate("""() => Object.fromEntries([...document.querySelectorAll('#results tbody tr')]
             .map((tr) => [tr.dataset.runner, tr.querySelector('.ratio').textContent]))""")
