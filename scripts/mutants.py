@@ -110,7 +110,7 @@ MUTANTS = [
       "        update = np.multiply(momentum_buffer, 1.0)", OPTIM),
     M("sgd-dampening-ignored", "core/optim/updates.py",
       "            momentum_buffer += (1 - dampening) * d_p", "            momentum_buffer += d_p", OPTIM),
-    M("steplr-exponent-off-by-one", "core/optim/lr_scheduler.py",
+    M("steplr-exponent-off-by-one", "core/optim/schedulers.py",
       "base_lr * self.gamma ** (self.last_epoch // self.step_size)",
       "base_lr * self.gamma ** (self.last_epoch // self.step_size + 1)", OPTIM),
     M("zero-grad-set-to-none-ignored", "core/optim/optimizer.py",
