@@ -25,7 +25,7 @@ def _ops(graph):
 
 def test_run_verifies_the_graph_after_each_pass(monkeypatch):
     graph = _traced(lambda x: x.exp().neg(), webgrad.ones(3))
-    monkeypatch.setitem(passes.PASSES, "dce", lambda graph, backend: graph.nodes.reverse() or 0)  # a broken pass
+    monkeypatch.setitem(passes.PASSES, "dce", (lambda graph, backend: graph.nodes.reverse() or 0, "{}"))  # broken
     with pytest.raises(GraphError, match="after pass 'dce': node 0 .*neg.* before any node makes it"):
         passes.run(graph)
 

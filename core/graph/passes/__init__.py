@@ -33,20 +33,22 @@ __all__ = ["run", "report", "eliminate_dead_code", "eliminate_common_subexpressi
            "elide_copies", "reinplace", "plan_memory"]
 
 
-# A pass by the name its count has in ``graph.stats``: a function of the graph and its backend.
+# A pass by the name its count has in ``graph.stats``: its function of the graph and the
+# graph's backend, and how ``explain()`` says what it did (in this order).
 PASSES = {
-    "dce": lambda graph, backend: eliminate_dead_code(graph),
-    "functionalized": lambda graph, backend: functionalize(graph),
-    "folded": lambda graph, backend: fold_constants(graph),
-    "cse": lambda graph, backend: eliminate_common_subexpressions(graph),
-    "transposed": lambda graph, backend: transpose_matmuls(graph),
-    "copies": lambda graph, backend: elide_copies(graph),
-    "reciprocals": lambda graph, backend: reuse_reciprocals(graph),
-    "fused": fuse_elementwise,
-    "reductions": fuse_reductions,
-    "epilogues": fuse_matmul_epilogues,
-    "grouped": lambda graph, backend: group_optimizer_steps(graph, backend.group_capacity),
-    "reinplaced": lambda graph, backend: reinplace(graph),
+    "functionalized": (lambda graph, backend: functionalize(graph), "{} in-place write(s) functionalized"),
+    "reinplaced": (lambda graph, backend: reinplace(graph), "{} written back in place where the old value was dead"),
+    "folded": (lambda graph, backend: fold_constants(graph), "{} node(s) folded to constants"),
+    "cse": (lambda graph, backend: eliminate_common_subexpressions(graph), "{} merged as common subexpressions"),
+    "dce": (lambda graph, backend: eliminate_dead_code(graph), "{} dead node(s) removed"),
+    "transposed": (lambda graph, backend: transpose_matmuls(graph), "{} matmul(s) transposed"),
+    "copies": (lambda graph, backend: elide_copies(graph), "{} copies elided"),
+    "reciprocals": (lambda graph, backend: reuse_reciprocals(graph), "{} division(s) by a reused reciprocal"),
+    "fused": (fuse_elementwise, "{} fused into others"),
+    "reductions": (fuse_reductions, "{} chain(s) spliced into reductions"),
+    "epilogues": (fuse_matmul_epilogues, "{} matmul(s) with an epilogue"),
+    "grouped": (lambda graph, backend: group_optimizer_steps(graph, backend.group_capacity),
+                "{} optimizer updates grouped into others"),
 }
 
 
@@ -60,7 +62,7 @@ def run(graph) -> dict:
     backend = get_backend(graph.device)
     stats = dict.fromkeys(PASSES, 0)
     for name in backend.passes:
-        stats[name] += PASSES[name](graph, backend)
+        stats[name] += PASSES[name][0](graph, backend)
         if VERIFY:
             verify(graph, after=name)
     graph.stats = stats
@@ -72,16 +74,7 @@ def report(graph) -> list:
     stats = getattr(graph, "stats", None)
     lines = []
     if stats is not None:
-        lines.append(f"passes: {stats.get('functionalized', 0)} in-place write(s) functionalized "
-                     f"({stats.get('reinplaced', 0)} written back in place where the old value was dead), "
-                     f"{stats['folded']} node(s) folded to constants, {stats['cse']} merged as common "
-                     f"subexpressions, {stats['dce']} dead node(s) removed, "
-                     f"{stats['transposed']} matmul(s) transposed, "
-                     f"{stats['copies']} copies elided, {stats.get('reciprocals', 0)} division(s) by a reused "
-                     f"reciprocal, {stats['fused']} fused into others, "
-                     f"{stats.get('reductions', 0)} chain(s) spliced into reductions, "
-                     f"{stats.get('epilogues', 0)} matmul(s) with an epilogue, "
-                     f"{stats.get('grouped', 0)} optimizer updates grouped into others")
+        lines.append("passes: " + ", ".join(said.format(stats[name]) for name, (_, said) in PASSES.items()))
     mem = plan_memory(graph)
     lines.append(f"memory: {len(mem['nodes_allocating'])} node outputs allocate, peak {mem['peak_bytes']} bytes "
                  f"with lifetimes (vs {mem['total_bytes']} bytes if none were freed)")
