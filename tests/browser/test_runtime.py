@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -762,3 +763,17 @@ def test_kept_files_are_copied_when_they_change_not_after_every_run(browser, ser
         assert runtime.ok("open('data/big.bin', 'rb').read()[-6:]")["result"] == list(b"\x07\x07more")
     finally:
         context.close()
+
+
+def test_the_readme_call_example_runs_as_written(webgpu_runtime):
+    """README's runtime.call block, pasted as is after a boot: a page module called with a
+    moved Float32Array gives the mean back."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = next(b.split("```", 1)[0] for b in readme.split("```js\n")[1:] if 'runtime.call("stats"' in b)
+    got = webgpu_runtime.evaluate(f"""async () => {{
+        const runtime = window.webgradRuntime;
+        {block}
+        return {{mean, moved: values.buffer.byteLength === 0}};
+    }}""")
+    assert got == {"mean": 3, "moved": True}
+
