@@ -85,7 +85,7 @@ class Op:
 
 def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
           inplace: bool = False, mutates: int = 1, reads_inputs: bool | None = None,
-          kind: str | None = None, flops: Callable | None = None, **impls) -> Op:
+          kind: str | None = None, flops: Callable | None = None, wgsl=None, **impls) -> Op:
     """Declare a primitive. ``impls`` maps a backend name to its kernel, e.g.
     ``numpy=np.add``. Backends added later attach theirs with ``bind``.
     ``reads_inputs`` defaults to True, and to False for views. ``kind`` (one of ``KINDS``)
@@ -93,7 +93,9 @@ def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
     ``flops(input_shapes, output_shape)`` counts a call's floating-point operations."""
     if name in OPS:
         raise ValueError(f"op {name!r} declared twice")
-    kind = kind or _derived_kind(name, inplace, impls.get("wgsl"))
+    if wgsl is not None:  # the WebGPU kernel record (the backend binds ``impls`` by name)
+        impls = {**impls, "wgsl": wgsl}
+    kind = kind or _derived_kind(name, inplace, wgsl)
     if kind not in KINDS:
         raise ValueError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
     if reads_inputs is None:
