@@ -8,6 +8,7 @@ And the graph layer is device-neutral: graph/ reaches a backend only through
 ``get_backend(device)`` and the ``Backend`` protocol (backend/protocol.py), never by a
 device's name."""
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,32 @@ def test_both_backends_implement_the_protocol():
     from webgrad.graph.passes import PASSES
     for backend in (NumpyBackend, WebGPUBackend):
         assert set(backend.passes) <= set(PASSES), backend.__name__
+
+
+CORE = BACKEND.parent
+# An op is classified by its kind (op.kind) or compared as a record, never by its WGSL record
+# or its name: reading either above the backends is how passes drifted apart before.
+WGSL_READ = re.compile(r"""impls\s*(\[\s*["']wgsl["']\s*\]|\.get\(\s*["']wgsl["'])""")
+NAME_TEST = re.compile(r"""\bop\.name\s*(==|!=|\bin\b)|\.name\s*==\s*["'](?!float|int|bool|uint)""")
+
+
+def _matches(pattern, files):
+    return [f"{path.name}:{n}" for path in files
+            for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+
+
+def test_no_layer_above_the_backends_reads_wgsl_records_or_tests_op_names():
+    above = [p for p in CORE.rglob("*.py") if BACKEND not in p.parents]
+    found = _matches(WGSL_READ, above)
+    assert not found, f"{found}: classify ops by op.kind; the kernel record is the backend's"
+    classifying = [*GRAPH.rglob("*.py"), *(CORE / "profiler").rglob("*.py"), *BACKEND.glob("numpy/*.py")]
+    found = _matches(NAME_TEST, classifying)
+    assert not found, f"{found}: compare ops as records (op is MATMUL) or by kind, not by name"
+
+
+def test_the_op_checks_see_a_wgsl_read_and_a_name_test(tmp_path):
+    path = tmp_path / "example.py"
+    path.write_text('x = node.op.impls.get("wgsl")\nif node.op.name == "matmul":\n    pass\n'
+                    'y = node.op.impls["wgsl"]\nz = v.dtype.name == "float32"\n')
+    assert _matches(WGSL_READ, [path]) == ["example.py:1", "example.py:4"]
+    assert _matches(NAME_TEST, [path]) == ["example.py:2"]
