@@ -4,7 +4,7 @@ from __future__ import annotations
 from ... import creation, ops
 from ...ops._helpers import describe
 from ...ops.registry import OpError
-from .. import functional as F
+import webgrad.nn.functional as F
 from .module import Module
 
 
