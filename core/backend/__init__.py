@@ -1,7 +1,8 @@
 """Backends by device name. ``cpu`` is the numpy backend; ``webgpu`` registers
 itself when its module is imported and a device can be made. What a backend implements
 (eager kernels, and its passes, fusion rules and replay for ``webgrad.compile``) is
-written down in protocol.py."""
+written down in protocol.py. (``webgrad.backends``, plural, is torch's ``torch.backends``
+namespace for scripts that probe cuDNN or MPS; nothing runs there.)"""
 from __future__ import annotations
 
 # The registry (device name -> backend, the default device) lives in device_api.py, below
