@@ -1,7 +1,7 @@
 """Activation layers: thin modules around ``nn.functional``."""
 from __future__ import annotations
 
-import webgrad.nn.functional as F
+from .. import functional as F
 from .module import Module
 
 

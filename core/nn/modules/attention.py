@@ -6,8 +6,8 @@ import math
 from ... import creation, dtypes, ops
 from ...ops._helpers import describe
 from ...ops.registry import OpError
-import webgrad.nn.functional as F
-import webgrad.nn.init as init
+from .. import functional as F
+from .. import init
 from ..parameter import Parameter
 from .linear import NonDynamicallyQuantizableLinear
 from .module import Module

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ... import creation, ops
 from ...ops._helpers import describe
 from ...ops.registry import OpError
-import webgrad.nn.functional as F
+from .. import functional as F
 from .module import Module
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 
 from ... import creation, ops
-import webgrad.nn.functional as F
-import webgrad.nn.init as init
+from .. import functional as F
+from .. import init
 from ..parameter import Parameter
 from .module import Module
 

@@ -1,7 +1,7 @@
 """Loss modules: thin wrappers over the losses in ``nn.functional``."""
 from __future__ import annotations
 
-import webgrad.nn.functional as F
+from .. import functional as F
 from ..functional_loss import _reduction
 from .module import Module
 

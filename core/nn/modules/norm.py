@@ -4,8 +4,8 @@ from __future__ import annotations
 from ... import creation, dtypes
 from ...ops._helpers import describe
 from ...ops.registry import OpError
-import webgrad.nn.functional as F
-import webgrad.nn.init as init
+from .. import functional as F
+from .. import init
 from ..parameter import Parameter
 from .module import Module
 

@@ -1,7 +1,7 @@
 """MaxPool2d, AvgPool2d and AdaptiveAvgPool2d."""
 from __future__ import annotations
 
-import webgrad.nn.functional as F
+from .. import functional as F
 from .module import Module
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ... import creation
 from ...autograd import no_grad
-import webgrad.nn.functional as F
-import webgrad.nn.init as init
+from .. import functional as F
+from .. import init
 from ..parameter import Parameter
 from .module import Module
 

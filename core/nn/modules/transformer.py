@@ -7,8 +7,8 @@ from ... import ops
 from ...ops._helpers import describe
 from ...ops.registry import OpError
 
-import webgrad.nn.functional as F
-import webgrad.nn.init as init
+from .. import functional as F
+from .. import init
 from .attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
