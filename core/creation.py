@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import struct
 
 import numpy as np
 
 from . import dtypes
 from .backend import get_backend, normalize_device
+from .backend.scalars import ScalarCache
 from .ops.registry import allocate
 from .tensor import Tensor
 from . import random as wg_random
@@ -93,23 +93,13 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._make(array, array.shape, dtype, "cpu")
 
 
-_scalar_cache: dict = {}
+SCALARS = ScalarCache(lambda value, dtype, device: _make(np.array(value, dtype=dtype.np), dtype, device))
 
 
 def scalar_tensor(value, dtype, device) -> Tensor:
-    """A 0-d tensor for a Python number inside an op. Cached: these are never
-    handed to the user, and building one per op call dominated small ops."""
-    # Floats by their bits: -0.0 == 0.0 (and NaN != NaN) would make a value-keyed cache
-    # hand back the wrong zero, so ``x * -0.0`` followed by ``x * 0.0`` gave -0.0.
-    bits = struct.pack("<d", value) if isinstance(value, (float, np.floating)) else value
-    key = (type(value), bits, dtype.name, device)
-    t = _scalar_cache.get(key)
-    if t is None:
-        if len(_scalar_cache) > 512:
-            _scalar_cache.clear()
-        t = _make(np.array(value, dtype=dtype.np), dtype, device)
-        _scalar_cache[key] = t
-    return t
+    """A 0-d tensor for a Python number inside an op, cached (these are never handed to
+    the user)."""
+    return SCALARS.get(value, dtype, device)
 
 
 def _size(op_name, size):

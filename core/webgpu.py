@@ -56,8 +56,7 @@ def reset() -> None:
     from .backend.webgpu import reset as reset_backend
 
     reset_backend()
-    for key in [key for key in creation._scalar_cache if key[-1] == "webgpu"]:
-        del creation._scalar_cache[key]  # cached constants lived on the old device
+    creation.SCALARS.forget("webgpu")  # cached constants lived on the old device
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-import struct
 
 import numpy as np
 
@@ -23,6 +22,7 @@ from .array import GPUArray
 from .geometry import ELEMENTS, dtype_of, fold_grid, itemsize, kind_of, looped_grid
 from .buffers import BufferPool, Storage
 from .replay import Lowering
+from ..scalars import ScalarCache
 from .source import assemble
 
 WORKGROUP = elementwise.WORKGROUP  # threads per workgroup of the 1-D launches
@@ -106,7 +106,8 @@ class WebGPUBackend(Lowering):
         self.pool = BufferPool(device)
         self.limits = dict(device.limits)  # tests lower these to exercise splitting paths
         self.index_errors = IndexErrors(self)
-        self._scalars: dict = {}  # fill values, see _scalar
+        self.scalars = ScalarCache(lambda value, dtype, device: self.from_numpy(np.array(value, dtype=dtype.np), dtype),
+                                   limit=256)  # fill values
 
     # -- running ops ----------------------------------------------------------------
     def run(self, op, inputs, attrs, shape, dtype):
@@ -208,20 +209,8 @@ class WebGPUBackend(Lowering):
 
     def fill(self, out: GPUArray, value) -> None:
         """Write ``value`` into every element of the (possibly strided) view ``out``."""
-        elementwise.copy_into(self, self._scalar(value, out.kind).view(out.shape, (0,) * len(out.shape)), out)
-
-    def _scalar(self, value, kind) -> GPUArray:
-        """A one-element array holding ``value``, cached: fills repeat a few values."""
-        # Floats by their bits: -0.0 == 0.0 would make a value-keyed cache give the wrong zero.
-        bits = struct.pack("<d", value) if isinstance(value, (float, np.floating)) else value
-        key = (type(value), bits, kind)
-        array = self._scalars.get(key)
-        if array is None:
-            if len(self._scalars) > 256:
-                self._scalars.clear()
-            dtype = dtype_of(kind)
-            array = self._scalars[key] = self.from_numpy(np.array(value, dtype=dtype.np), dtype)
-        return array
+        scalar = self.scalars.get(value, dtype_of(out.kind))
+        elementwise.copy_into(self, scalar.view(out.shape, (0,) * len(out.shape)), out)
 
     def arange(self, start, step, count, dtype):
         return self.from_numpy((start + step * np.arange(count)).astype(dtype.np), dtype)

@@ -31,6 +31,7 @@ from typing import Any
 
 from ...kernels import Elementwise, Grouped, Kernel
 from ..protocol import Unfit
+from ..scalars import ScalarCache
 from . import optim, optim_group
 from .array import GPUArray
 from .buffers import Keep, Storage
@@ -63,7 +64,7 @@ class Lowering:
     device: Any  # set by WebGPUBackend
     pool: Any
     index_errors: Any
-    _scalars: dict
+    scalars: ScalarCache
 
     def can_fuse(self, node) -> bool:
         record = node.op.impls.get("wgsl")
@@ -123,7 +124,7 @@ class Lowering:
     def _ambient(self) -> dict:
         """The arrays a step binds that belong to no value: cached fill values and the index
         error flag, by id of their buffer."""
-        ambient = {id(a.buffer): a for a in self._scalars.values()}
+        ambient = {id(a.buffer): a for a in self.scalars.values()}
         if self.index_errors.flag is not None:
             ambient[id(self.index_errors.flag.buffer)] = self.index_errors.flag
         return ambient
