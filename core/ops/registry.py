@@ -54,6 +54,10 @@ OPS: dict[str, "Op"] = {}
 
 # What an op does to memory, for passes and backends to classify it without reading its
 # kernels (tinygrad's op groups): set by ``defop`` (given, or derived from the kernels).
+# elementwise: each output element from the same position of the inputs; view: no data
+# moves; reduce: an output element from whole rows or windows (sum, softmax, layer norm,
+# scans); index: reads or writes at positions other than its own (gather, scatter, cat);
+# matmul: contractions (matmul, convolutions); inplace: writes its leading inputs.
 KINDS = ("elementwise", "view", "reduce", "index", "matmul", "inplace", "other")
 
 
