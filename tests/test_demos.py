@@ -157,12 +157,12 @@ def test_each_page_calls_its_demo_by_name_with_data(tmp_path, monkeypatch, reque
     """What each demo page does, natively, through the worker's ``call`` (as the ``call`` message
     enters it): the file written into the working folder and imported once, then its functions
     named with data; the model lives in the module (``current``)."""
-    import asyncio
     import importlib
     import shutil
 
     import numpy as np
 
+    from conftest import run_async
     from webgrad.web import worker
 
     monkeypatch.chdir(tmp_path)
@@ -173,11 +173,11 @@ def test_each_page_calls_its_demo_by_name_with_data(tmp_path, monkeypatch, reque
         importlib.import_module(name)
 
     def page(module, function, *args):
-        out = asyncio.run(worker.call(module, function, args))
+        out = run_async(worker.call(module, function, args))
         assert out["ok"], out.get("traceback")
         return out["result"]
 
-    out = asyncio.run(worker.call("digits", "train", [5]))
+    out = run_async(worker.call("digits", "train", [5]))
     assert out["ok"] is False and "no model yet; call start" in out["message"]
     page("digits", "start", "mlp", 0.01)
     assert page("digits", "train", 40, 20) > 0.5

@@ -2,7 +2,6 @@
 ``call`` message) and ``webgrad.web.runner`` (what ``python -m webgrad.browser`` calls in the page)."""
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import os
@@ -12,11 +11,12 @@ import zipfile
 import numpy as np
 import pytest
 
+from conftest import run_async
 from webgrad.web import runner, worker
 
 
 def call(module, function, *args):
-    return asyncio.run(worker.call(module, function, args))
+    return run_async(worker.call(module, function, args))
 
 
 # ----------------------------------------------------------------------------- call
