@@ -30,6 +30,7 @@ import inspect
 import json
 import linecache
 import os
+import signal
 import sys
 import traceback
 import types
@@ -171,6 +172,7 @@ def boot(requested_device: str, hooks: Any, base_url: str, adapter: Any = None) 
         timings[name] = round((time.perf_counter() - started) * 1000)
 
     _hooks = hooks
+    signal.signal(signal.SIGINT, _on_interrupt)
     for stream in (sys.stdout, sys.stderr):  # stream output line by line, as a terminal does
         try:
             stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
@@ -287,6 +289,10 @@ def register_source(code: str, filename: str) -> None:
 
 async def run_cell(code: str, filename: str = CELL) -> dict:
     """Run ``code`` in ``__main__``; the value of its last expression comes back as result and display."""
+    return await _answer(_run_cell(code, filename), str(filename))
+
+
+async def _run_cell(code: str, filename: str) -> dict:
     import __main__
 
     from pyodide.code import eval_code_async
@@ -294,19 +300,42 @@ async def run_cell(code: str, filename: str = CELL) -> dict:
     from ..display import register_interactive_cell
 
     code = str(code)
-    filename = str(filename)
     register_source(code, filename)
     register_interactive_cell(filename)  # its last value is displayed: webgrad.summary need not print it too
+    value = await eval_code_async(code, __main__.__dict__, filename=filename)
+    if value is None:
+        return {"ok": True, "result": None, "display": None}
+    return {"ok": True, "result": jsonable(value), "display": display(value)}
+
+
+async def _answer(work: Any, where: str) -> dict:
+    """A run's or call's answer: its own, or its error described (KeyboardInterrupt included)."""
     try:
-        value = await eval_code_async(code, __main__.__dict__, filename=filename)
-        if value is None:
-            return {"ok": True, "result": None, "display": None}
-        return {"ok": True, "result": jsonable(value), "display": display(value)}
+        return await _stoppable(work)
     except BaseException as error:  # noqa: B036 (KeyboardInterrupt and SystemExit are reported too)
-        return describe_error(error, filename)
+        return describe_error(error, where)
     finally:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
+
+
+async def _stoppable(work: Any) -> Any:
+    """Awaits ``work``: the one frame under which the page's interrupt may raise (``_on_interrupt``)."""
+    return await work
+
+
+def _on_interrupt(signum: int, frame: Any) -> None:
+    """SIGINT, which Pyodide raises when the page writes its interrupt buffer. Python checks for it
+    wherever it happens to be: a KeyboardInterrupt raised in Pyodide's code that sets a run up (or in
+    a callback between runs) can leave every later run hanging. So it is raised only inside a run's
+    or call's own work; elsewhere the worker arms the signal again, for as long as the run it is
+    aimed at has not ended, and it lands once that run's code is running."""
+    while frame is not None:
+        if frame.f_code is _stoppable.__code__:
+            raise KeyboardInterrupt
+        frame = frame.f_back
+    if _hooks is not None:
+        _hooks.rearm_interrupt()
 
 
 CALLABLE = "webgrad"  # the package whose modules a `call` message may name
@@ -372,17 +401,14 @@ def wire(value: Any, _depth: int = 0) -> Any:
 
 async def call(module: str, function: str, args: Any = ()) -> dict:
     """Call ``module.function(*args)`` (awaited when it is a coroutine) for a ``call`` message."""
-    module, function = str(module), str(function)
-    try:
-        value = resolve(module, function)(*from_js(args))
-        if inspect.isawaitable(value):
-            value = await value
-        return {"ok": True, "result": wire(value)}
-    except BaseException as error:  # noqa: B036 (KeyboardInterrupt and SystemExit are reported too)
-        return describe_error(error, f"<call {module}.{function}>")
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
+    return await _answer(_call(str(module), str(function), args), f"<call {module}.{function}>")
+
+
+async def _call(module: str, function: str, args: Any) -> dict:
+    value = resolve(module, function)(*from_js(args))
+    if inspect.isawaitable(value):
+        value = await value
+    return {"ok": True, "result": wire(value)}
 
 
 def list_files(root: str | None = None) -> str:

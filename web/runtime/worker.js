@@ -7,7 +7,8 @@
 // callPromising: pyodide.ffi.run_sync (WebGPU readback) only works when entered so.
 // Interrupts: the page writes the run id into control[TARGET], then SIGINT into
 // control[SIGNAL] (Pyodide's interrupt buffer); a signal aimed at a run that already
-// ended is dropped, and a run whose signal came before it started never starts.
+// ended is dropped, and a run whose signal came before it started never starts. Python raises it
+// only inside the run's own code; landing elsewhere it is armed again (webgrad.web.worker._on_interrupt).
 import {fetchImage, forgetImage, imageFolder, imagesFrom, keepImages} from "./images.js";
 import {forgetFile, isKept, keepFile, openKept, readKept, restore, sync} from "./kept_files.js";
 import {BOOT_CAUSES, CONTROL, INPUT, MSG, jspiKind} from "./protocol.js";
@@ -17,6 +18,7 @@ let python = null;       // the webgrad.web.worker module (a PyProxy)
 let control = null;      // interrupt control block, or null
 let inputBuffer = null;  // SharedArrayBuffer for input() answers, or null
 let current = null;      // {id, stdout, stderr} of the run in progress
+let ended = 0;           // the id of the last run that ended (ids grow: runs execute in order)
 let queue = Promise.resolve();
 let kept = null;         // the working folder kept in the browser's storage (kept_files.js), or null
 let filesRoot = null;    // the working folder: Python's working directory at boot
@@ -427,6 +429,9 @@ async function boot({baseUrl, device, control: controlBlock, input, keepFiles = 
     post_progress: (data) => post({type: MSG.PROGRESS, id: current ? current.id : null, data}),
     ask_input: askInput,
     input_mode: inputBuffer ? "prompt" : "none",
+    rearm_interrupt: () => {  // a signal that landed outside a run's code, kept while its run may still start
+      if (control && Atomics.load(control, CONTROL.TARGET) > ended) Atomics.store(control, CONTROL.SIGNAL, CONTROL.SIGINT);
+    },
   };
   let chosen;
   try {
@@ -478,6 +483,7 @@ async function execute(id, enter) {
       Atomics.compareExchange(control, CONTROL.SIGNAL, CONTROL.SIGINT, 0) === CONTROL.SIGINT) {
     // Interrupted before it began: it never starts. Left to Python, the signal would land in
     // Pyodide's own code that sets the run up, which can leave later runs hanging.
+    ended = id;
     post({type: MSG.ERROR, id, stdout: "", stderr: "", message: "KeyboardInterrupt", traceback: "KeyboardInterrupt",
           pythonType: "KeyboardInterrupt", line: null});
     return;
@@ -487,7 +493,7 @@ async function execute(id, enter) {
   let out = null;
   let outcome;
   try {
-    let value = await enter();
+    let value = await enter().finally(() => { ended = id; });
     clearSignal(id);  // a signal that lands after the cell ended belongs to no one
     if (value instanceof pyodide.ffi.PyProxy) {
       out = value;
