@@ -71,10 +71,13 @@ def __getattr__(name):
     import importlib
 
     if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends",
-                "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx", "graph"):
+                "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx", "graph",
+                "lite"):
         return importlib.import_module(f"webgrad.{name}")
     if name == "compile":  # graph mode (core/graph/), like torch.compile
         return importlib.import_module("webgrad.graph").compile
+    if name == "export":  # a model's forward as a web bundle (core/lite/), for /lite.js
+        return importlib.import_module("webgrad.lite").export
     if name == "autocast":
         return importlib.import_module("webgrad.amp").autocast
     if name in ("save", "load"):
