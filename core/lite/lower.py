@@ -496,7 +496,8 @@ def lower(traced: Traced, param_names: dict, weights: str) -> Lowered:
     low.node = None
     for v in graph.outputs:
         ref = low.ref(v)
-        if ref.buffer.role != "step" or not ref.contiguous or ref.buffer in low.out.outputs:
+        if (ref.buffer.role != "step" or not ref.contiguous or ref.shape != ref.buffer.shape
+                or ref.buffer in low.out.outputs):
             ref = _copied(low, ref)  # outputs are buffers of their own, in order
         low.out.outputs.append(ref.buffer)
     return low.out

@@ -98,9 +98,9 @@ class Bundle:
                 raise ValueError(f"lite: input {spec['name']!r} holds indices: whole numbers, got {array.dtype}")
             array = array.astype(np.int64)
             rows = spec.get("index_rows")
-            if rows is not None and array.size and (array.min() < -rows or array.max() >= rows):
+            if rows is not None and array.size and (array.min() < 0 or array.max() >= rows):
                 raise ValueError(f"lite: input {spec['name']!r} indexes {rows} rows; its values must lie in "
-                                 f"[{-rows}, {rows}), got {array.min()}..{array.max()}")
+                                 f"[0, {rows}), got {array.min()}..{array.max()}")
         return np.ascontiguousarray(array, dtype=_NUMPY[spec["dtype"]])
 
     # -- the device ----------------------------------------------------------------------
