@@ -4,10 +4,11 @@
     # in any page:  import {load} from "./lite.js";
     #               const model = await load("digits-lite/");  await model.predict(x)
 
-The forward is traced once (the IR of ``webgrad.compile``), folded, fused and lowered
-(``lower.py``) to steps whose WGSL is in the bundle; ``/lite.js`` runs them on WebGPU, or the
-same steps in plain JavaScript where the page has no adapter. ``webgrad.lite.load`` runs a
-bundle natively through the same WGSL (wgpu), so the kernels are checked in both worlds.
+The forward is traced once (the IR of ``webgrad.compile``), folded, fused and lowered by
+``webgrad.backend.lite`` (the bundle as one more lowering target) to steps whose WGSL is in
+the bundle; ``/lite.js`` runs them on WebGPU, or the same steps in plain JavaScript where the
+page has no adapter. ``webgrad.lite.load`` runs a bundle natively through the same WGSL
+(wgpu), so the kernels are checked in both worlds.
 
 The bundle (a folder) holds:
 
@@ -32,7 +33,7 @@ The bundle (a folder) holds:
   of its rows' scales (row = axis 0, the output channel). bool buffers hold 0/1 as u32.
 - ``weights.safetensors``: the weights, by name.
 - ``kernels/N.wgsl``: one WGSL module per distinct kernel, entry point ``main``; its layout
-  (binding 0 the params, then inputs, then output) is in ``kernels.py``.
+  (binding 0 the params, then inputs, then output) is in ``backend/lite/kernels.py``.
 
 Steps run in order; each writes its output buffer (``cat``'s parts write one buffer in turn).
 """

@@ -19,8 +19,8 @@ import numpy as np
 from .. import _safetensors
 from ..onnx._traced import ExportError, trace
 from ..tensor import Tensor
-from .dims import from_json, to_json
-from .lower import lower
+from ..backend.lite.dims import from_json, to_json
+from ..backend.lite.lower import lower
 
 FORMAT = "webgrad-lite"
 VERSION = 1

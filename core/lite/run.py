@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .bundle import read_bundle
-from .dims import at, from_json
+from ..backend.lite.dims import at, from_json
 
 WORKGROUP = 64
 _NUMPY = {"float32": np.float32, "int32": np.int32, "bool": np.uint32, "int8": np.int8}

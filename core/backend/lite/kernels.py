@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 
-from ..backend.webgpu.source import read, fill, splice
+from ..webgpu.source import read, fill, splice
 
 MAX_INPUTS = 6  # of a fused elementwise step
 WGSL = {"float32": "f32", "int32": "i32", "bool": "u32", "int8": "u32"}  # int8: four to a word

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import get_backend
-from ..graph.passes.fold import _Slot
-from ..graph.passes.fuse import FusedOp, chain_record, fuse_elementwise
-from ..kernels import Elementwise
-from ..onnx._traced import ExportError, Size, Traced
+from .. import get_backend
+from ...graph.passes.fold import _Slot
+from ...graph.passes.fuse import FusedOp, chain_record, fuse_elementwise
+from ...kernels import Elementwise
+from ...onnx._traced import ExportError, Size, Traced
 from . import kernels
 from .dims import Dim, contiguous_strides, dim, product
 
