@@ -203,3 +203,15 @@ def test_out_of_range_tokens_are_refused(tmp_path, gpu):
         bundle.predict(np.array([[0, 1, 2, 5]]))
     with pytest.raises(ValueError, match="whole numbers"):
         bundle.predict(np.array([[0, 1, 2, 0.5]]))
+
+
+def test_the_readme_export_block_runs_as_written(tmp_path, monkeypatch, gpu):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Ship a model without Python"):]
+    block = section[section.index("```python\n") + 10:section.index("```\n", section.index("```python\n") + 10)]
+    monkeypatch.chdir(tmp_path)
+    webgrad.manual_seed(0)
+    model = digits.make_model("mlp")
+    scope = {"webgrad": webgrad, "model": model, "example": webgrad.randn(2, 64), "x": np.ones((3, 64), np.float32)}
+    exec(block, scope)  # noqa: S102  (the README's own lines)
+    assert scope["info"].weights == "int8" and (tmp_path / "digits-lite" / "model.json").exists()
