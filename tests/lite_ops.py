@@ -93,6 +93,24 @@ CASES = [
     # indexing
     Case("embedding", _seeded(lambda: (nn.Embedding(11, 4),
                                        (webgrad.tensor(np.array([[1, 2, 10], [0, 5, 3]], np.int64)),)))),
+    # what modules compose: batch norm in eval, adaptive pooling, 1-d convolution, padding, statistics
+    Case("batch_norm_cnn", _seeded(lambda: (
+        nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                      nn.Dropout(0.5), nn.Linear(4, 2)), (_randn(2, 3, 6, 6),)))),
+    Case("batch_norm_1d_gelu_layer_norm", _seeded(lambda: (
+        nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.GELU(), nn.LayerNorm(4)), (_randn(3, 3),)))),
+    Case("conv1d", _seeded(lambda: (nn.Conv1d(3, 4, 3, padding=1), (_randn(2, 3, 7),)))),
+    Case("pad_unsqueeze", _seeded(lambda: (_fn(lambda x: F.pad(x, (1, 2)).unsqueeze(1) * 2), (_randn(2, 3),)))),
+    Case("mean_var_std_norm", _seeded(lambda: (
+        _fn(lambda x: x.mean(-1, keepdim=True) + x.var(-1, keepdim=True) + x.std(-1, keepdim=True)
+            + x.norm(dim=-1, keepdim=True)), (_randn(2, 5),)))),
+    Case("stack_chunk_index", _seeded(lambda: (
+        _fn(lambda x: webgrad.stack(x.chunk(2, -1), 1).sum(1) + x[:, [0, 2, 1]] + x[:, 1:2]), (_randn(2, 6),)))),
+    # recurrent and attention layers (the state made in forward follows the batch)
+    Case("lstm", _seeded(lambda: (nn.LSTM(4, 5, batch_first=True), (_randn(2, 3, 4),)))),
+    Case("gru", _seeded(lambda: (nn.GRU(4, 5, batch_first=True), (_randn(2, 3, 4),)))),
+    Case("multihead_attention", _seeded(lambda: (
+        _fn(lambda x, m=nn.MultiheadAttention(8, 2, batch_first=True): m(x, x, x)[0]), (_randn(2, 3, 8),)))),
     # whole models
     Case("mlp", _seeded(lambda: (nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3), nn.Softmax(-1)),
                                  (_randn(5, 8),)))),
@@ -116,8 +134,13 @@ def expected(model, inputs) -> list:
     """The model's outputs on cpu (numpy), for numpy ``inputs``."""
     with webgrad.no_grad():
         out = model(*[webgrad.tensor(x) for x in inputs])
-    outs = out if isinstance(out, (tuple, list)) else [out]
-    return [o.detach().numpy() for o in outs]
+    return [o.detach().numpy() for o in _flat(out)]
+
+
+def _flat(out) -> list:
+    if isinstance(out, (tuple, list)):
+        return [t for item in out for t in _flat(item)]
+    return [out]
 
 
 def export_case(case: Case, folder, weights: str = "float32"):

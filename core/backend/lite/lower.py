@@ -37,6 +37,7 @@ ELEMENTWISE = {"add", "sub", "mul", "div", "neg", "abs", "exp", "log", "log1p", 
                "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
                "where", "cast", "copy", "isnan"}
 REDUCTIONS = {"sum", "prod", "amax", "amin", "argmax", "argmin"}
+_HOST = {"float32": np.float32, "int32": np.int32, "bool": np.uint32}  # a buffer's values as numpy holds them
 
 
 def bundle_dtype(dtype, where: str) -> str:
@@ -147,12 +148,18 @@ class Lowering:
         if v.source == "random":
             raise ExportError(f"webgrad.export: the forward draws random numbers ({self.where()}); export in eval "
                               f"mode (dropout draws nothing there) and draw noise outside the model")
-        if v.source not in ("capture", "const") or v.id in self.traced.patterns:
+        pattern = self.traced.patterns.get(v.id)
+        if v.source not in ("capture", "const") or (pattern is not None and pattern[0] != "fill"):
             raise ExportError(f"webgrad.export: {v} ({v.source}, {self.where()}) is a tensor made in forward whose "
-                              f"shape follows the batch; a bundle cannot make it (export with dynamic_batch=False)")
-        array = np.ascontiguousarray(self.backend.to_numpy(v.data))
+                              f"values follow the batch; a bundle cannot make it (export with dynamic_batch=False)")
         dtype = bundle_dtype(v.dtype, f"the tensor {v} ({self.where()})")
-        array = array.astype({"float32": np.float32, "int32": np.int32, "bool": np.uint32}[dtype])
+        if pattern is not None:  # zeros(batch, n) and the like: one number, read with strides 0
+            number = np.array([pattern[1]]).astype(_HOST[dtype])
+            shape = self.shape(v)
+            ref = self.refs[v.id] = Ref(self.buffer(dtype, (1,), "weight", number, f"const.{v.id}"), shape,
+                                        (0,) * len(shape))
+            return ref
+        array = np.ascontiguousarray(self.backend.to_numpy(v.data)).astype(_HOST[dtype])
         name = self.param_names.get(id(v.data)) or f"const.{v.id}"
         buffer = self.buffer(dtype, array.shape, "weight", array, name)
         if v.id in self.quantized:
@@ -232,25 +239,30 @@ def _quantize(buffer: Buffer, low: Lowering) -> None:
 # -- views -----------------------------------------------------------------------------
 def lower_view(low: Lowering, node, attrs) -> Ref:
     ref = low.ref(node.inputs[0])
-    shape = low.shape(node.output)
     name = node.op.name
+    shape = low.shape(node.output)
     if name == "permute":
         dims = attrs["dims"]
         return Ref(ref.buffer, shape, tuple(ref.strides[d] for d in dims), ref.offset)
     if name == "expand":
         return Ref(ref.buffer, shape, broadcast_strides(ref, shape), ref.offset)
     if name == "slice":
-        strides, offset = list(ref.strides), ref.offset
-        for d, (start, _, step) in enumerate(attrs["slices"]):
-            offset = offset + _dim(start) * strides[d]
-            strides[d] = strides[d] * step
-        return Ref(ref.buffer, shape, tuple(strides), offset)
+        return sliced(ref, attrs["slices"], shape)
     # reshape: a view of the elements in order (copied into order first where they are not)
     viewed = _reshaped(ref, shape)
     if viewed is not None:
         return viewed
     flat = low.contiguous(ref)
     return Ref(flat.buffer, shape, contiguous_strides(shape), flat.offset)
+
+
+def sliced(ref: Ref, slices, shape) -> Ref:
+    """``ref``'s leading dims cut by ``slices`` ((start, stop, step) each), as a view of ``shape``."""
+    strides, offset = list(ref.strides), ref.offset
+    for d, (start, _, step) in enumerate(slices):
+        offset = offset + _dim(start) * strides[d]
+        strides[d] = strides[d] * step
+    return Ref(ref.buffer, shape, tuple(strides), offset)
 
 
 def _reshaped(ref: Ref, shape):
@@ -398,6 +410,17 @@ def lower_cat(low: Lowering, node, attrs) -> Ref:
     return out
 
 
+def lower_unslice(low: Lowering, node, attrs) -> Ref:
+    """Zeros of the output's shape (one zero read with strides 0), then the input into its slices."""
+    out = low.new(node.output)
+    dtype = out.buffer.dtype
+    zero = low.buffer(dtype, (1,), "weight", np.zeros(1, _HOST[dtype]), f"const.zero{out.buffer.id}")
+    low.elementwise_step([Ref(zero, out.shape, (0,) * len(out.shape))], out, None)
+    part = sliced(out, attrs["slices"], low.shape(node.inputs[0]))
+    low.elementwise_step([low.ref(node.inputs[0])], part, None, into=True)
+    return out
+
+
 def lower_elementwise(low: Lowering, node, attrs) -> Ref:
     out = low.new(node.output)
     inputs = [low.ref(v) for v in node.inputs]
@@ -410,7 +433,7 @@ def lower_elementwise(low: Lowering, node, attrs) -> Ref:
 LOWERINGS = {
     "matmul": lower_matmul, "conv2d": lower_conv2d, "max_pool2d_select": lower_max_pool,
     "softmax": lower_softmax, "log_softmax": lower_softmax, "layer_norm_core": lower_layer_norm,
-    "take": lower_take, "cat": lower_cat, **dict.fromkeys(REDUCTIONS, lower_reduce),
+    "take": lower_take, "cat": lower_cat, "unslice": lower_unslice, **dict.fromkeys(REDUCTIONS, lower_reduce),
     **dict.fromkeys(("permute", "expand", "slice", "reshape"), lower_view),
 }
 
