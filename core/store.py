@@ -49,7 +49,9 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 import urllib.parse
+from pathlib import Path
 
 from . import _http as http
 from . import serialize
@@ -169,9 +171,14 @@ def _json(response: http.Response, call: str, url: str):
 
 def _push_plan(model, name, metadata, url, input_size, input_data, dtypes, architecture, overwrite):
     base, name = _locate(name, url, "push")
-    weights, record = _prepare(model, metadata, input_size, input_data, dtypes, architecture)
-    body, content_type = http.multipart([("weights", "model.safetensors", weights),
-                                         ("metadata", None, _metadata_json(record))])
+    weights, record, example = _prepare(model, metadata, input_size, input_data, dtypes, architecture)
+    parts = [("weights", "model.safetensors", weights), ("metadata", None, _metadata_json(record))]
+    bundle = _bundle(model, example, record)
+    if isinstance(bundle, str):
+        parts.append(("lite_reason", None, bundle.encode()))
+    else:
+        parts += [(f"lite/{path}", path.rpartition("/")[2], data) for path, data in bundle.items()]
+    body, content_type = http.multipart(parts)
     target = _model_url(base, name)
     # If-None-Match: * makes the server refuse (412) instead of replacing, atomically.
     guard = None if overwrite else {"If-None-Match": "*"}
@@ -244,8 +251,9 @@ def _metadata_json(metadata: dict) -> bytes:
                          "store them as strings or None") from None
 
 
-def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> tuple[bytes, dict]:
-    """The safetensors bytes and the metadata object (with the ``"webgrad"`` record) for a push."""
+def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> tuple[bytes, dict, object]:
+    """The safetensors bytes, the metadata object (with the ``"webgrad"`` record) and the example
+    input (None when the input is unknown, or for a state dict) for a push."""
     from .nn import Module
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
@@ -263,6 +271,7 @@ def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> t
                     "input_dtype": "float32", "output_shape": None,
                     "labels": None if labels is None else builtins.list(labels)}
     state: dict
+    example = None
     if isinstance(model, Module):
         state = dict(model.state_dict())
         if architecture is not False:
@@ -283,6 +292,9 @@ def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> t
             record["output_shape"] = _shapes(output)
         else:
             record["input_shape"], record["input_dtype"] = _guess_input(model)
+            if record["input_shape"] is not None:
+                example = _example_input(model, record["input_shape"], None, [record["input_dtype"]], None,
+                                         "webgrad.store.push")
     elif hasattr(model, "keys") and hasattr(model, "items"):
         state = dict(model.items())
         bad = [k for k, v in state.items() if not isinstance(k, str) or not isinstance(v, Tensor)]
@@ -297,7 +309,32 @@ def _prepare(model, metadata, input_size, input_data, dtypes, architecture) -> t
     if metadata.get("input_shape") is not None and record["input_shape"] is None:
         record["input_shape"] = builtins.list(metadata["input_shape"])
     record["input"] = _input_record(record, metadata, model)
-    return serialize.save_bytes(state), {**metadata, RECORD_KEY: record}
+    return serialize.save_bytes(state), {**metadata, RECORD_KEY: record}, example
+
+
+def _bundle(model, example, metadata: dict) -> dict | str:
+    """The web bundle's files (path -> bytes, see ``webgrad.lite``) of the model, exported with a dynamic
+    batch for ``example``; or, when there is none, why (the widget then runs the model in Python)."""
+    from .lite import export
+    from .onnx._traced import ExportError
+
+    if example is None:
+        return ("no input size was given, so the model could not be exported as a web bundle: push it with "
+                "input_size=(1, ...) (and dtypes=[webgrad.int64] for token ids)" if hasattr(model, "forward")
+                else "a state dict has no forward to export as a web bundle: push the nn.Module with input_size")
+    own = metadata[RECORD_KEY]
+    try:
+        with tempfile.TemporaryDirectory(prefix="webgrad-push-") as folder:
+            exported = export(model, example if isinstance(example, tuple) else (example,), Path(folder) / "bundle",
+                              labels=own["labels"], metadata=json.loads(_metadata_json(metadata)))
+            return {path: (Path(exported.path) / path).read_bytes() for path in exported.files}
+    except ExportError as exc:  # its hint about the Python runtime is what happens anyway
+        return str(exc).partition("; the model can still be embedded")[0]
+    except Exception as exc:  # any other failure to export: the model still runs in Python, and we say why
+        import warnings
+        warnings.warn(f"webgrad.store.push: pushing without a web bundle; webgrad.export failed: "
+                      f"{type(exc).__name__}: {exc}", stacklevel=2)
+        return f"webgrad.export failed ({type(exc).__name__}: {exc})"
 
 
 def _forward_eval(model, example):
@@ -480,6 +517,7 @@ def info_from_record(stored: dict, base: str) -> dict:
         "input_shape": own.get("input_shape"), "input_dtype": own.get("input_dtype", "float32"),
         "output_shape": own.get("output_shape"), "input": own.get("input"),
         "has_architecture": architecture is not None,
+        "lite": stored.get("lite"), "lite_reason": stored.get("lite_reason"),
         "code": [e["name"] for e in (architecture or {}).get("code", []) if e.get("kind") == "class"],
     }
 

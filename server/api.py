@@ -6,13 +6,18 @@ Endpoints (all JSON except the weights; errors are ``{"error": "..."}``):
     GET    /api/models/{name}           record
     GET    /api/models/{name}/weights   the safetensors file (application/octet-stream), as a
                                         download named NAME.safetensors (Content-Disposition)
+    GET    /api/models/{name}/lite/{file}  a file of the model's web bundle (``webgrad.lite``):
+                                        model.json, weights.safetensors, kernels/N.wgsl
     PUT    /api/models/{name}           upload; 201 (new) or 200 (replaced) with the record
                                         and "replaced"; 412 if If-None-Match refuses it
     DELETE /api/models/{name}           204; 404 if there was no such model
 
 A record is ``{"name", "size", "sha256", "created", "updated", "revision",
-"metadata", "weights_url"}``; times are UTC ISO 8601 strings. A model's ETag is
-its ``"sha256"`` in quotes.
+"metadata", "weights_url", "lite", "lite_reason"}``; times are UTC ISO 8601 strings. A
+model's ETag is its ``"sha256"`` in quotes. ``"lite"`` is the model's web bundle,
+``{"files": {path: bytes}, "bytes": total, "sha256": digest, "url": "/api/models/NAME/lite/"}``
+(the ETag of its files is that digest), or null, and then ``"lite_reason"`` says why
+(the widget then runs the model in Python).
 
 A PUT answers the new record plus ``"replaced"``: null for a new model (status
 201), else the version it replaced, ``{"revision", "updated", "size", "sha256"}``
@@ -28,6 +33,11 @@ Upload format: ``multipart/form-data`` (what a browser ``FormData`` sends) with
 - ``metadata``: a JSON object, as a plain field or a file part (optional, ``{}``
   if absent, at most 1 MiB, nested at most 32 levels, finite numbers only, valid
   Unicode; see ``server.store.metadata_json``).
+- ``lite/model.json``, ``lite/weights.safetensors``, ``lite/kernels/N.wgsl``: the web bundle
+  (``webgrad.export``), as file parts (optional). Only those names; model.json at most 8 MiB,
+  a kernel at most 1 MiB, at most 1,000 kernels; the bundle must read back with
+  ``webgrad.lite.read_bundle`` (every file it names present, none it does not name). Or
+  ``lite_reason``: a plain field saying why the upload has no bundle (at most 4,000 characters).
 
 For example ``curl -X PUT -F weights=@model.safetensors -F 'metadata={"classes": 10}'
 http://127.0.0.1:8000/api/models/digits``, or in JavaScript::
@@ -58,6 +68,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 import struct
 
 import anyio
@@ -77,6 +89,13 @@ DEFAULT_MAX_UPLOAD = 64 * 1024 * 1024
 DEFAULT_MAX_TENSORS = 10_000
 METADATA_LIMIT = METADATA_MAX_BYTES
 CHUNK = 256 * 1024
+LITE_PREFIX = "lite/"
+LITE_FILE = re.compile(r"model\.json|weights\.safetensors|kernels/(0|[1-9][0-9]{0,2})\.wgsl")
+LITE_MAX_BYTES = {"model.json": 8 * 1024 * 1024, "kernels": 1024 * 1024}  # weights: the upload limit
+LITE_MAX_FILES = 2 + 1000
+LITE_REASON_MAX = 4000
+LITE_TYPES = {"model.json": "application/json", "weights.safetensors": "application/octet-stream",
+              "wgsl": "text/wgsl; charset=utf-8"}
 NO_CACHE = {"Cache-Control": "no-cache"}
 NO_STORE = {"Cache-Control": "no-store"}
 
@@ -102,7 +121,9 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
 
 
 def public(record: dict) -> dict:
-    return {**record, "weights_url": f"/api/models/{record['name']}/weights"}
+    lite = record.get("lite")
+    return {**record, "weights_url": f"/api/models/{record['name']}/weights",
+            "lite": None if lite is None else {**lite, "url": f"/api/models/{record['name']}/lite/"}}
 
 
 class BodyLimit:
@@ -163,9 +184,45 @@ def check_tensor_count(data: bytes, limit: int, name: str) -> None:
         return  # malformed: load_bytes says how
 
 
+def check_lite(store: ModelStore, files: dict) -> tuple:
+    """The uploaded web bundle ``files`` (path -> bytes) as ``ModelStore.put``'s ``lite`` (a synced
+    temp folder and its summary), after checking names, sizes and that it reads back whole."""
+    from webgrad.lite import BundleError, read_bundle
+
+    for path, data in files.items():
+        if not LITE_FILE.fullmatch(path):
+            raise BadUpload(f"web bundle: {LITE_PREFIX}{path!r} is not a bundle file; a bundle holds only "
+                            "model.json, weights.safetensors and kernels/N.wgsl")
+        limit = LITE_MAX_BYTES.get(path.partition("/")[0])
+        if limit is not None and len(data) > limit:
+            raise BadUpload(f"web bundle: {path} is {len(data)} bytes, more than the {limit} allowed")
+    for path in ("model.json", "weights.safetensors"):
+        if path not in files:
+            raise BadUpload(f"web bundle: the upload has no {LITE_PREFIX}{path} part")
+    folder = store.write_temp_folder(files)
+    try:
+        meta, _, _ = read_bundle(folder)
+        unnamed = sorted(set(files) - {"model.json", "weights.safetensors", *meta["kernels"]})
+        if unnamed:
+            raise BundleError(f"{', '.join(unnamed)}: not named in model.json's kernels")
+    except BundleError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise BadUpload(f"web bundle: {str(exc).replace(str(folder) + os.sep, '')}") from None
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(f"{path}\0{len(files[path])}\0".encode())
+        digest.update(files[path])
+    return folder, {"files": {path: len(data) for path, data in sorted(files.items())},
+                    "bytes": sum(len(data) for data in files.values()), "sha256": digest.hexdigest()}
+
+
 def store_upload(store: ModelStore, name: str, file, metadata: dict, limit: int,
-                 max_tensors: int, only_if=None) -> tuple[dict, dict | None]:
-    """Validate the uploaded weights, then hand them to the store (runs in a worker thread)."""
+                 max_tensors: int, only_if=None, lite_files: dict | None = None,
+                 lite_reason: str | None = None) -> tuple[dict, dict | None]:
+    """Validate the uploaded weights (and web bundle), then hand them to the store (runs in a worker thread)."""
     file.seek(0)
     data = file.read(limit + 1)
     if len(data) > limit:
@@ -180,8 +237,24 @@ def store_upload(store: ModelStore, name: str, file, metadata: dict, limit: int,
     except Exception as exc:  # any failure to decode means: not a file we can serve
         raise BadUpload(f"weights are not a valid safetensors file: {exc}") from None
     digest = hashlib.sha256(data).hexdigest()
-    temp = store.write_temp(data)
-    return store.put(name, temp, metadata, size=len(data), sha256=digest, only_if=only_if)
+    lite = check_lite(store, lite_files) if lite_files else None
+    try:
+        temp = store.write_temp(data)
+    except BaseException:
+        if lite is not None:
+            shutil.rmtree(lite[0], ignore_errors=True)
+        raise
+    return store.put(name, temp, metadata, size=len(data), sha256=digest, only_if=only_if, lite=lite,
+                     lite_reason=lite_reason)
+
+
+def _chunks(file):
+    """An open file's bytes in CHUNK pieces, closing it at the end."""
+    try:
+        while chunk := file.read(CHUNK):
+            yield chunk
+    finally:
+        file.close()
 
 
 def put_precondition(header: str | None):
@@ -255,14 +328,7 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
                 del headers["Content-Length"]
             return Response(status_code=status, headers=headers, media_type="application/octet-stream")
 
-        def chunks():
-            try:
-                while chunk := file.read(CHUNK):
-                    yield chunk
-            finally:
-                file.close()
-
-        return StreamingResponse(chunks(), headers=headers, media_type="application/octet-stream",
+        return StreamingResponse(_chunks(file), headers=headers, media_type="application/octet-stream",
                                  background=BackgroundTask(file.close))
 
     async def put_model(request: Request):
@@ -285,11 +351,13 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
                 return precondition_failed(name, current)
         limited = Request(request.scope, BodyLimit(request.receive, max_upload))
         try:
-            async with limited.form(max_files=2, max_fields=2, max_part_size=METADATA_LIMIT) as form:
+            async with limited.form(max_files=2 + LITE_MAX_FILES, max_fields=3,
+                                    max_part_size=METADATA_LIMIT) as form:
                 weights = form.get("weights")
                 if not isinstance(weights, UploadFile):
                     raise BadUpload("missing the 'weights' part: send the safetensors bytes as a file "
                                     "part named 'weights' (with a filename)")
+                lite_files, lite_reason = await lite_parts(form)
                 raw = form.get("metadata", "{}")
                 if isinstance(raw, UploadFile):
                     raw = await raw.read(METADATA_LIMIT + 1)
@@ -301,7 +369,8 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
                     raise BadUpload(str(exc)) from None
                 async with validation_slots:
                     record, replaced = await run_in_threadpool(
-                        store_upload, store, name, weights.file, metadata, max_upload, max_tensors, only_if)
+                        store_upload, store, name, weights.file, metadata, max_upload, max_tensors, only_if,
+                        lite_files, lite_reason)
         except PreconditionFailed as exc:
             return precondition_failed(name, exc.current)
         except UploadTooLarge:
@@ -315,6 +384,58 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
                               f"'metadata' part may hold at most {METADATA_LIMIT} bytes)")
         return JSONResponse({**public(record), "replaced": replaced}, status_code=201 if replaced is None else 200,
                             headers={**NO_STORE, "Location": f"/api/models/{name}"})
+
+    async def lite_parts(form) -> tuple[dict, str | None]:
+        """The bundle's file parts (path -> bytes) and the ``lite_reason`` field of an upload."""
+        files: dict = {}
+        for key, value in form.multi_items():
+            if key in ("weights", "metadata"):
+                continue
+            if key == "lite_reason":
+                if not isinstance(value, str):
+                    raise BadUpload("'lite_reason' must be a plain field (text), not a file")
+                continue
+            if not key.startswith(LITE_PREFIX):
+                raise BadUpload(f"unexpected part {key!r}: an upload holds 'weights', 'metadata' and the web "
+                                f"bundle's files as '{LITE_PREFIX}model.json', '{LITE_PREFIX}weights.safetensors', "
+                                f"'{LITE_PREFIX}kernels/N.wgsl' (or 'lite_reason')")
+            path = key[len(LITE_PREFIX):]
+            if not isinstance(value, UploadFile):
+                raise BadUpload(f"web bundle: {key!r} must be a file part (with a filename)")
+            if path in files:
+                raise BadUpload(f"web bundle: {key!r} comes twice")
+            files[path] = await value.read(max_upload + 1)
+        reason = form.get("lite_reason")
+        if isinstance(reason, str) and len(reason) > LITE_REASON_MAX:
+            raise BadUpload(f"'lite_reason' is longer than {LITE_REASON_MAX} characters")
+        return files, reason if isinstance(reason, str) else None
+
+    def get_lite(request: Request):
+        name = name_or_error(request)
+        path = request.path_params["path"]
+        if not LITE_FILE.fullmatch(path):
+            return error(404, f"{path!r} is not a file of a web bundle (model.json, weights.safetensors, "
+                              "kernels/N.wgsl)", NO_CACHE)
+        found = store.open_lite(name, path)
+        if found is None:
+            return error(404, f"no model named {name!r}", NO_CACHE)
+        record, file = found
+        if file is None:
+            why = (f"the bundle has no file {path}" if record["lite"] is not None
+                   else f"the model has no web bundle: {record['lite_reason']}")
+            return error(404, f"model {name!r}: {why}", NO_CACHE)
+        etag = f'"{record["lite"]["sha256"]}"'
+        media = LITE_TYPES.get(path, LITE_TYPES["wgsl"])
+        headers = {**NO_CACHE, "ETag": etag}
+        if not_modified(request, etag) or request.method == "HEAD":
+            file.close()
+            status = 304 if not_modified(request, etag) else 200
+            if status == 200:
+                headers["Content-Length"] = str(record["lite"]["files"][path])
+            return Response(status_code=status, headers=headers, media_type=media)
+        headers["Content-Length"] = str(record["lite"]["files"][path])
+        return StreamingResponse(_chunks(file), headers=headers, media_type=media,
+                                 background=BackgroundTask(file.close))
 
     async def delete_model(request: Request):
         name = name_or_error(request)
@@ -337,5 +458,6 @@ def model_routes(store: ModelStore, max_upload: int, max_tensors: int = DEFAULT_
         Route("/api/models", list_models, methods=["GET", "HEAD"]),
         Route("/api/models/{name}", model, methods=["GET", "HEAD", "PUT", "DELETE"]),
         Route("/api/models/{name}/weights", get_weights, methods=["GET", "HEAD"]),
+        Route("/api/models/{name}/lite/{path:path}", get_lite, methods=["GET", "HEAD"]),
         Route("/api/{rest:path}", unknown),
     ]

@@ -2,8 +2,9 @@
 
 Layout of the data folder (``WEBGRAD_DATA``, default ``./data``)::
 
-    index.sqlite3               one row per model: name, file, size, sha256, metadata, times
+    index.sqlite3               one row per model: name, file, size, sha256, metadata, times, bundle
     models/NAME@REV.safetensors the current weights of each model (REV is unique per upload)
+    lite/NAME@REV/              its web bundle (model.json, weights.safetensors, kernels/N.wgsl), if any
     tmp/                        uploads being written; never served
 
 How a write stays safe:
@@ -13,13 +14,14 @@ How a write stays safe:
   by any client; a row damaged some other way is reported in its record
   (``metadata_error``) instead of failing every listing.
 - An upload is written to ``tmp/``, flushed and fsynced, then renamed to a file
-  name nobody has used before (``NAME@REV``). Nothing points at it yet.
+  name nobody has used before (``NAME@REV``), its web bundle likewise to the folder
+  ``lite/NAME@REV``. Nothing points at them yet.
 - One SQLite transaction (``BEGIN IMMEDIATE``, which SQLite serialises across
   threads and processes) reads the old row and writes the new one. The commit is
   the single moment the model switches version, so the row and the file always
   agree, and two concurrent PUTs of one name simply take turns: the last commit
   wins and the loser's file is removed.
-- Only after the commit is the previous file removed. A reader that looked up
+- Only after the commit are the previous file and bundle removed. A reader that looked up
   the old row just before may find its file gone; it looks the row up again.
   A reader that already opened the old file keeps reading it (POSIX unlink).
 - A crash between the rename and the commit leaves an unreferenced file, which
@@ -35,6 +37,7 @@ import math
 import os
 import re
 import secrets
+import shutil
 import sqlite3
 import threading
 import time
@@ -52,10 +55,15 @@ CREATE TABLE IF NOT EXISTS models (
     metadata TEXT NOT NULL,
     created  TEXT NOT NULL,
     updated  TEXT NOT NULL,
-    revision INTEGER NOT NULL
+    revision INTEGER NOT NULL,
+    lite     TEXT
 )
 """
-COLUMNS = "name, file, size, sha256, metadata, created, updated, revision"
+# lite: the web bundle as JSON, {"files": {path: bytes}, "bytes": total, "sha256": digest of its files},
+# or {"reason": why there is none}; NULL in rows stored before bundles existed.
+COLUMNS = "name, file, size, sha256, metadata, created, updated, revision, lite"
+NO_BUNDLE = ("no web bundle was stored with this model (it was uploaded without one); push it again with "
+             "webgrad.store.push(..., input_size=...) to get one")
 METADATA_MAX_BYTES = 1024 * 1024
 METADATA_MAX_DEPTH = 32
 
@@ -201,15 +209,19 @@ class ModelStore:
         self.root = Path(root).resolve()
         self.models_dir = self.root / "models"
         self.tmp_dir = self.root / "tmp"
+        self.lite_dir = self.root / "lite"
         self.db_path = self.root / "index.sqlite3"
         self.models_dir.mkdir(parents=True, exist_ok=True)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self.lite_dir.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         with self._connect() as conn:
             # WAL lets readers go on while a writer commits. The journal mode is
             # stored in the file, so setting it once is enough.
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(SCHEMA)
+            if "lite" not in {row["name"] for row in conn.execute("PRAGMA table_info(models)")}:
+                conn.execute("ALTER TABLE models ADD COLUMN lite TEXT")  # a data folder from before bundles
         self.collect_garbage()
 
     # ------------------------------------------------------------------ connections
@@ -253,6 +265,7 @@ class ModelStore:
         except InvalidMetadata as exc:
             record["metadata"] = {}
             record["metadata_error"] = f"the stored metadata is unreadable ({exc}); upload the model again"
+        record.update(_lite_fields(row["lite"]))
         return record
 
     def list(self) -> list[dict]:
@@ -264,6 +277,25 @@ class ModelStore:
         check_name(name)
         row = self._connect().execute(f"SELECT {COLUMNS} FROM models WHERE name = ?", (name,)).fetchone()
         return None if row is None else self._record(row)
+
+    def open_lite(self, name: str, path: str):
+        """Return ``(record, open binary file or None)`` for the file ``path`` of the model's web bundle
+        (None when the model has no bundle or the bundle has no such file), or ``None`` for no model.
+        Like ``open_weights``, the file stays readable when a concurrent write replaces it."""
+        check_name(name)
+        for _attempt in range(5):
+            row = self._connect().execute(f"SELECT {COLUMNS} FROM models WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return None
+            record = self._record(row)
+            if record["lite"] is None or path not in record["lite"]["files"]:
+                return record, None
+            try:
+                return record, open(self.lite_dir / _stem(row["file"]) / path, "rb")
+            except FileNotFoundError:
+                continue  # replaced between the lookup and the open: look again
+        raise RuntimeError(f"model {name!r}: its web bundle keeps disappearing; is another "
+                           "process deleting files in the data folder?")
 
     def open_weights(self, name: str):
         """Return ``(record, open binary file)`` for the current weights, or ``None``.
@@ -288,6 +320,24 @@ class ModelStore:
     def new_temp_path(self) -> Path:
         return self.tmp_dir / f"upload-{time.time_ns():x}-{secrets.token_hex(8)}.tmp"
 
+    def write_temp_folder(self, files: dict) -> Path:
+        """Write ``files`` (relative path -> bytes; the caller checked the paths) as a synced folder in ``tmp/``."""
+        folder = self.new_temp_path()
+        try:
+            for path, data in files.items():
+                target = folder / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "wb") as file:
+                    file.write(data)
+                    file.flush()
+                    os.fsync(file.fileno())
+            for directory in {folder, *(p.parent for p in folder.rglob("*"))}:
+                _fsync_directory(directory)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return folder
+
     def write_temp(self, chunks) -> Path:
         """Write ``chunks`` (bytes or an iterable of bytes) to a synced file in ``tmp/``."""
         path = self.new_temp_path()
@@ -305,8 +355,13 @@ class ModelStore:
         return path
 
     def put(self, name: str, temp_path: Path, metadata: dict, *, size: int, sha256: str,
-            only_if=None) -> tuple[dict, dict | None]:
+            only_if=None, lite: tuple[Path, dict] | None = None,
+            lite_reason: str | None = None) -> tuple[dict, dict | None]:
         """Make the synced file ``temp_path`` the weights of ``name``; return ``(record, replaced)``.
+
+        ``lite``: the model's web bundle, ``(synced folder from write_temp_folder, {"files": {path:
+        bytes}, "bytes": total, "sha256": digest})``, stored with the weights in the same commit; without
+        one, ``lite_reason`` says why the model has none. Both folder and file are consumed.
 
         ``replaced`` is None for a new model, else what the upload replaced:
         ``{"revision", "updated", "size", "sha256"}`` of the previous version.
@@ -316,19 +371,30 @@ class ModelStore:
         is raised. Checking there, not before, means two writers cannot both pass it.
         The caller has validated the file. ``temp_path`` is consumed (moved or removed).
         """
+        temp_lite = lite[0] if lite is not None else None
         try:
             check_name(name)
             metadata_text = metadata_json(metadata)  # before anything changes on disk
         except ValueError:
             Path(temp_path).unlink(missing_ok=True)
+            if temp_lite is not None:
+                shutil.rmtree(temp_lite, ignore_errors=True)
             raise
-        file_name = f"{name}@{time.time_ns():x}-{secrets.token_hex(4)}.safetensors"
-        final_path = self.models_dir / file_name
+        lite_text = json.dumps(lite[1] if lite is not None else {"reason": lite_reason or NO_BUNDLE})
+        stem = f"{name}@{time.time_ns():x}-{secrets.token_hex(4)}"
+        file_name = stem + WEIGHTS_SUFFIX
+        final_path, final_lite = self.models_dir / file_name, self.lite_dir / stem
         try:
             os.replace(temp_path, final_path)
             _fsync_directory(self.models_dir)
+            if temp_lite is not None:
+                os.replace(temp_lite, final_lite)
+                _fsync_directory(self.lite_dir)
         except BaseException:
             Path(temp_path).unlink(missing_ok=True)
+            final_path.unlink(missing_ok=True)
+            if temp_lite is not None:
+                shutil.rmtree(temp_lite, ignore_errors=True)
             raise
 
         conn = self._connect()
@@ -343,23 +409,29 @@ class ModelStore:
             created = old["created"] if old else now
             revision = old["revision"] + 1 if old else 1
             conn.execute(
-                "INSERT INTO models (name, file, size, sha256, metadata, created, updated, revision) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "INSERT INTO models (name, file, size, sha256, metadata, created, updated, revision, lite) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(name) DO UPDATE SET file = excluded.file, size = excluded.size, "
                 "sha256 = excluded.sha256, metadata = excluded.metadata, updated = excluded.updated, "
-                "revision = excluded.revision",
-                (name, file_name, size, sha256, metadata_text, created, now, revision))
+                "revision = excluded.revision, lite = excluded.lite",
+                (name, file_name, size, sha256, metadata_text, created, now, revision, lite_text))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             final_path.unlink(missing_ok=True)
+            shutil.rmtree(final_lite, ignore_errors=True)
             raise
         if old is not None and old["file"] != file_name:
-            (self.models_dir / old["file"]).unlink(missing_ok=True)
+            self._remove_files(old["file"])
         record = {"name": name, "size": size, "sha256": sha256, "created": created,
-                  "updated": now, "revision": revision, "metadata": metadata}
+                  "updated": now, "revision": revision, "metadata": metadata, **_lite_fields(lite_text)}
         return record, replaced
+
+    def _remove_files(self, file_name: str) -> None:
+        """Remove a version's weights file and its bundle folder (if any)."""
+        (self.models_dir / file_name).unlink(missing_ok=True)
+        shutil.rmtree(self.lite_dir / _stem(file_name), ignore_errors=True)
 
     def delete(self, name: str) -> bool:
         """Remove ``name``; return False if there was no such model."""
@@ -377,11 +449,11 @@ class ModelStore:
             raise
         if row is None:
             return False
-        (self.models_dir / row["file"]).unlink(missing_ok=True)
+        self._remove_files(row["file"])
         return True
 
     def collect_garbage(self, min_age_s: float = 600.0) -> int:
-        """Remove stale uploads and weights files no row points to; return how many.
+        """Remove stale uploads, weights files and bundle folders no row points to; return how many.
 
         Only files untouched for ``min_age_s`` go: a writer in another process may
         be between its rename and its commit.
@@ -389,14 +461,40 @@ class ModelStore:
         referenced = {row["file"] for row in self._connect().execute("SELECT file FROM models")}
         cutoff = time.time() - min_age_s
         removed = 0
-        for directory, keep in ((self.tmp_dir, set()), (self.models_dir, referenced)):
+        for directory, keep in ((self.tmp_dir, set()), (self.models_dir, referenced),
+                                (self.lite_dir, {_stem(file) for file in referenced})):
             for entry in os.scandir(directory):
                 try:
-                    if entry.name in keep or not entry.is_file(follow_symlinks=False):
+                    if entry.name in keep or entry.is_symlink():
                         continue
                     if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                        os.unlink(entry.path)
+                        if entry.is_dir(follow_symlinks=False):
+                            shutil.rmtree(entry.path)  # an upload's bundle folder, or an old version's bundle
+                        else:
+                            os.unlink(entry.path)
                         removed += 1
                 except FileNotFoundError:
                     continue
         return removed
+
+
+WEIGHTS_SUFFIX = ".safetensors"
+
+
+def _stem(file_name: str) -> str:
+    """``NAME@REV`` of a weights file ``NAME@REV.safetensors``: the name of its bundle folder."""
+    return file_name.removesuffix(WEIGHTS_SUFFIX)
+
+
+def _lite_fields(text: str | None) -> dict:
+    """A record's ``"lite"`` ({"files", "bytes", "sha256"}, or None) and ``"lite_reason"`` (why there is none)
+    from the ``lite`` column."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        value = {"reason": "the stored bundle record is unreadable; push the model again"}
+    if isinstance(value, dict) and isinstance(value.get("files"), dict):
+        return {"lite": {"files": value["files"], "bytes": value.get("bytes"), "sha256": value.get("sha256")},
+                "lite_reason": None}
+    reason = value.get("reason") if isinstance(value, dict) else None
+    return {"lite": None, "lite_reason": str(reason or NO_BUNDLE)}

@@ -527,6 +527,168 @@ def test_upload_format_errors(client):
     assert raw.status_code == 415 and "multipart" in raw.json()["error"]
 
 
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> dict:
+    """A small web bundle (path -> bytes) as webgrad.export writes it, and the weights of its model."""
+    import webgrad
+    from webgrad import nn, serialize
+
+    webgrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    folder = tmp_path_factory.mktemp("bundle") / "b"
+    exported = webgrad.export(model, (webgrad.zeros(1, 4),), folder, labels=["a", "b", "c"])
+    files = {path: (folder / path).read_bytes() for path in exported.files}
+    return {"files": files, "weights": serialize.save_bytes(model.state_dict())}
+
+
+def put_bundle(client, name, bundle, files=None, data=None):
+    files = bundle["files"] if files is None else files
+    parts = [("weights", ("model.safetensors", bundle["weights"]))]
+    parts += [(f"lite/{path}", (path.rpartition("/")[2], content)) for path, content in files.items()]
+    return client.put(f"/api/models/{name}", files=parts, data=data or {"metadata": "{}"})
+
+
+def test_web_bundle_is_stored_with_the_model_and_served_cross_origin(client, site, bundle):
+    response = put_bundle(client, "lite-model", bundle)
+    assert response.status_code == 201, response.text
+    lite = response.json()["lite"]
+    sizes = {path: len(content) for path, content in bundle["files"].items()}
+    assert lite["files"] == sizes and lite["bytes"] == sum(sizes.values()) and response.json()["lite_reason"] is None
+    assert lite["url"] == "/api/models/lite-model/lite/"
+    assert client.get("/api/models/lite-model").json()["lite"] == lite
+    assert [m["lite"] for m in client.get("/api/models").json()["models"] if m["name"] == "lite-model"] == [lite]
+    types = {"model.json": "application/json", "weights.safetensors": "application/octet-stream",
+             "kernels/0.wgsl": "text/wgsl; charset=utf-8"}
+    for path, content in bundle["files"].items():
+        served = client.get(f"/api/models/lite-model/lite/{path}", headers={"Origin": "https://elsewhere.example"})
+        assert served.status_code == 200 and served.content == content, path
+        assert served.headers["access-control-allow-origin"] == "*" and served.headers["cache-control"] == "no-cache"
+        assert served.headers["content-type"] == types.get(path, types["kernels/0.wgsl"])
+        assert served.headers["etag"] == f'"{lite["sha256"]}"'
+        again = client.get(f"/api/models/lite-model/lite/{path}", headers={"If-None-Match": served.headers["etag"]})
+        assert again.status_code == 304 and again.content == b""
+    head = client.head("/api/models/lite-model/lite/weights.safetensors")
+    assert head.status_code == 200 and head.headers["content-length"] == str(sizes["weights.safetensors"])
+    folder = site["settings"].data_dir / "lite"
+    assert [p.name.split("@")[0] for p in folder.iterdir()] == ["lite-model"]
+    # Replaced without a bundle: the reason is listed, the files are gone from disk and from the API.
+    plain = client.put("/api/models/lite-model", files={"weights": ("m.safetensors", bundle["weights"])},
+                       data={"lite_reason": "webgrad.export: 'cumsum': an op the web bundle does not lower yet"})
+    assert plain.status_code == 200 and plain.json()["lite"] is None
+    assert "'cumsum'" in plain.json()["lite_reason"]
+    gone = client.get("/api/models/lite-model/lite/model.json")
+    assert gone.status_code == 404 and "'cumsum'" in gone.json()["error"]
+    assert list(folder.iterdir()) == []
+    assert client.delete("/api/models/lite-model").status_code == 204
+
+
+def test_a_model_uploaded_without_a_bundle_says_so(client):
+    assert put_model(client, "no-lite", safetensors_bytes()).status_code == 201
+    record = client.get("/api/models/no-lite").json()
+    assert record["lite"] is None and "without one" in record["lite_reason"]
+    assert client.get("/api/models/no-lite/lite/model.json").status_code == 404
+    assert client.get("/api/models/nobody/lite/model.json").status_code == 404
+    client.delete("/api/models/no-lite")
+
+
+@pytest.mark.parametrize("path", ["../index.sqlite3", "kernels/../model.json", "model.json/", "other.json",
+                                  "kernels/01.wgsl", "kernels/x.wgsl", "", "kernels/7.wgsl"])
+def test_only_bundle_files_are_served(client, bundle, path):
+    assert put_bundle(client, "lite-paths", bundle).status_code in (200, 201)
+    status, _, body = raw_request(client.base_url.__str__().rstrip("/"), f"/api/models/lite-paths/lite/{path}")
+    assert status in (400, 404), (path, status)
+    assert b"sqlite" not in body.lower()[:20] and b"format" not in body
+
+
+def _bad_bundles(files: dict) -> dict:
+    model = json.loads(files["model.json"])
+    more = dict(model, kernels=[*model["kernels"], "kernels/9.wgsl"])
+    return {
+        "traversal": ({**files, "../evil.json": b"{}"}, "not a bundle file"),
+        "absolute": ({**files, "/etc/passwd": b"x"}, "not a bundle file"),
+        "other name": ({**files, "notes.txt": b"x"}, "not a bundle file"),
+        "leading zero": ({**files, "kernels/00.wgsl": b"x"}, "not a bundle file"),
+        "no model.json": ({k: v for k, v in files.items() if k != "model.json"}, "no lite/model.json"),
+        "no weights": ({k: v for k, v in files.items() if k != "weights.safetensors"}, "no lite/weights.safetensors"),
+        "model.json not json": ({**files, "model.json": b"{nope"}, "not valid JSON"),
+        "wrong format": ({**files, "model.json": json.dumps(dict(model, format="x")).encode()}, "'format'"),
+        "missing kernel": ({**files, "model.json": json.dumps(more).encode()}, "kernels/9.wgsl"),
+        "kernel not named": ({**files, "kernels/7.wgsl": b"fn main() {}"}, "not named in model.json"),
+        "kernel not wgsl": ({**files, "kernels/0.wgsl": b"\xff\xfe"}, "kernels/0.wgsl"),
+        "truncated weights": ({**files, "weights.safetensors": files["weights.safetensors"][:-8]}, "weights"),
+        "huge kernel": ({**files, "kernels/0.wgsl": b"fn main() {}" + b" " * (1024 * 1024)}, "more than"),
+    }
+
+
+@pytest.mark.parametrize("case", ["traversal", "absolute", "other name", "leading zero", "no model.json",
+                                  "no weights", "model.json not json", "wrong format", "missing kernel",
+                                  "kernel not named", "kernel not wgsl", "truncated weights", "huge kernel"])
+def test_bad_bundles_are_refused_and_the_old_version_stays(client, site, bundle, case):
+    assert put_bundle(client, "lite-keeper", bundle).status_code in (200, 201)
+    before = client.get("/api/models/lite-keeper").json()
+    files, reason = _bad_bundles(bundle["files"])[case]
+    response = put_bundle(client, "lite-keeper", bundle, files)
+    assert response.status_code in (400, 413), response.text
+    if response.status_code == 400:
+        message = response.json()["error"]
+        assert reason.lower() in message.lower(), message
+        assert str(site["settings"].data_dir) not in message  # the server's folders are its own business
+    assert client.get("/api/models/lite-keeper").json() == before
+    assert client.get("/api/models/lite-keeper/lite/model.json").content == bundle["files"]["model.json"]
+    assert list((site["settings"].data_dir / "tmp").iterdir()) == []
+
+
+def test_unexpected_parts_and_reasons_are_refused(client, bundle):
+    weights = ("weights", ("m.safetensors", bundle["weights"]))
+    other = client.put("/api/models/lite-odd", files=[weights, ("extra", ("x", b"1"))])
+    assert other.status_code == 400 and "unexpected part 'extra'" in other.json()["error"]
+    plain = client.put("/api/models/lite-odd", files=[weights], data={"lite/model.json": "{}"})
+    assert plain.status_code == 400 and "file part" in plain.json()["error"]
+    long = client.put("/api/models/lite-odd", files=[weights], data={"lite_reason": "x" * 5000})
+    assert long.status_code == 400 and "lite_reason" in long.json()["error"]
+    assert client.get("/api/models/lite-odd").status_code == 404
+
+
+def test_store_bundles_are_atomic_with_the_weights_and_collected(tmp_path, bundle):
+    store = ModelStore(tmp_path)
+    folder = store.write_temp_folder(bundle["files"])
+    summary = {"files": {p: len(c) for p, c in bundle["files"].items()}, "bytes": 1, "sha256": "0" * 64}
+    path = store.write_temp(bundle["weights"])
+    with pytest.raises(ValueError):  # a refused write leaves neither the weights nor the bundle behind
+        store.put("bad name!", path, {}, size=1, sha256="0" * 64, lite=(folder, summary))
+    assert not folder.exists() and list(store.lite_dir.iterdir()) == [] and list(store.models_dir.iterdir()) == []
+    folder = store.write_temp_folder(bundle["files"])
+    path = store.write_temp(bundle["weights"])
+    record, _ = store.put("kept", path, {}, size=1, sha256="0" * 64, lite=(folder, summary))
+    assert record["lite"]["files"] == summary["files"]
+    record, file = store.open_lite("kept", "model.json")
+    assert file.read() == bundle["files"]["model.json"]
+    file.close()
+    orphan = store.lite_dir / "gone@1-abc"
+    orphan.mkdir()
+    abandoned = store.write_temp_folder({"model.json": b"{}"})
+    assert store.collect_garbage(min_age_s=3600) == 0
+    old = time.time() - 7200
+    for stale in (orphan, abandoned, *store.lite_dir.iterdir(), *store.models_dir.iterdir()):
+        os.utime(stale, (old, old))
+    assert store.collect_garbage(min_age_s=3600) == 2
+    assert [p.name.split("@")[0] for p in store.lite_dir.iterdir()] == ["kept"]
+    assert store.delete("kept") and list(store.lite_dir.iterdir()) == []
+
+
+def test_a_data_folder_from_before_bundles_gains_the_column(tmp_path):
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "index.sqlite3") as conn:
+        conn.execute("CREATE TABLE models (name TEXT PRIMARY KEY, file TEXT NOT NULL, size INTEGER NOT NULL, "
+                     "sha256 TEXT NOT NULL, metadata TEXT NOT NULL, created TEXT NOT NULL, updated TEXT NOT NULL, "
+                     "revision INTEGER NOT NULL)")
+        conn.execute("INSERT INTO models VALUES ('old', 'old@1.safetensors', 1, 'ab', '{}', 't', 't', 1)")
+    conn.close()
+    record = ModelStore(tmp_path).get("old")
+    assert record["lite"] is None and "without one" in record["lite_reason"]
+
+
 def test_concurrent_puts_of_one_name(client, site):
     blobs = [safetensors_bytes(seed=10 + i, shape=(32, 16)) for i in range(12)]
 

@@ -525,3 +525,83 @@ def test_push_says_what_it_replaced_and_overwrite_false_refuses(fresh, capsys):
         store.push(nn.Sequential(nn.Linear(4, 3)), "kept", url=fresh, overwrite=False)
     assert store.info("kept", url=fresh)["revision"] == 2  # nothing changed
     assert store.push(model, "new-one", url=fresh, overwrite=False)["replaced"] is None
+
+
+# ----------------------------------------------------------------------------- the web bundle
+
+def fetch(url: str) -> bytes:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        return answer.read()
+
+
+class CumulativeNet(nn.Module):
+    """A model with an op the web bundle does not lower (cumsum): it runs in Python only."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x.cumsum(dim=1))
+
+
+def test_push_writes_the_web_bundle_and_the_server_serves_it(fresh, device, tmp_path):
+    webgrad.manual_seed(3)
+    model = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 10)).to(device)
+    labels = list("0123456789")
+    info = store.push(model, "bundled", {"labels": labels, "accuracy": np.float32(0.25)}, url=fresh,
+                      input_size=(1, 64))
+    lite = info["lite"]
+    assert info["lite_reason"] is None and lite["url"] == "/api/models/bundled/lite/"
+    assert {"model.json", "weights.safetensors", "kernels/0.wgsl"} <= set(lite["files"])
+    assert lite["bytes"] == sum(lite["files"].values())
+    # Served as pushed: the same files webgrad.export writes for the model (dynamic batch, the labels).
+    local = webgrad.export(model, (webgrad.zeros(1, 64, device=device),), tmp_path / "local", labels=labels)
+    assert set(local.files) == set(lite["files"])
+    served = {path: fetch(f"{fresh}/api/models/bundled/lite/{path}") for path in lite["files"]}
+    meta = json.loads(served["model.json"])
+    assert meta["labels"] == labels and meta["batch"] == {"input": 0, "dim": 0}
+    assert meta["metadata"]["accuracy"] == 0.25 and meta["metadata"]["webgrad"]["input"]["kind"] == "image"
+    assert served["weights.safetensors"] == (tmp_path / "local" / "weights.safetensors").read_bytes()
+    for path in local.files:
+        if path != "model.json":
+            assert served[path] == (tmp_path / "local" / path).read_bytes(), path
+    # Listed too, and a re-push without a bundle says why it has none.
+    assert store.list(url=fresh)[0]["lite"]["bytes"] == lite["bytes"]
+    store.push(model.state_dict(), "bundled", url=fresh)
+    again = store.info("bundled", url=fresh)
+    assert again["lite"] is None and "state dict" in again["lite_reason"]
+
+
+def test_a_model_the_bundle_cannot_lower_pushes_with_the_reason(fresh):
+    model = CumulativeNet()
+    info = store.push(model, "cumulative", url=fresh, input_size=(1, 4))
+    assert info["lite"] is None
+    assert "'cumsum'" in info["lite_reason"] and "does not lower" in info["lite_reason"]
+    pulled = store.pull("cumulative", url=fresh, trust_code=True)  # the Python runtime still has it
+    x = webgrad.randn(2, 4)
+    np.testing.assert_array_equal(predictions(pulled, x), predictions(model, x))
+
+
+def test_push_without_an_input_size_says_how_to_get_a_bundle(fresh):
+    lm = nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 10))  # token ids of unknown length
+    info = store.push(lm, "no-size", url=fresh)
+    assert info["lite"] is None and "input_size=(1, ...)" in info["lite_reason"]
+    # A Linear's input is guessed, and that is enough to export it.
+    assert store.push(nn.Sequential(nn.Linear(3, 2)), "guessed", url=fresh)["lite"]["files"]["model.json"] > 0
+    # Token ids with a length: the bundle takes int ids.
+    tokens = store.push(lm, "with-size", url=fresh, input_size=(1, 8), dtypes=[webgrad.int64])
+    meta = json.loads(fetch(f"{fresh}/api/models/with-size/lite/model.json"))
+    assert tokens["lite"] is not None and meta["inputs"][0]["dtype"] == "int32" and meta["inputs"][0]["shape"][1] == 8
+
+
+def test_a_refused_push_leaves_the_old_model_and_its_bundle(fresh):
+    model = nn.Sequential(nn.Linear(4, 2))
+    first = store.push(model, "kept-bundle", url=fresh, input_size=(1, 4))
+    old = fetch(f"{fresh}/api/models/kept-bundle/lite/weights.safetensors")
+    with pytest.raises(store.StoreError, match="already has a model"):
+        store.push(nn.Sequential(nn.Linear(4, 3)), "kept-bundle", url=fresh, input_size=(1, 4), overwrite=False)
+    assert store.info("kept-bundle", url=fresh)["lite"] == first["lite"]
+    assert fetch(f"{fresh}/api/models/kept-bundle/lite/weights.safetensors") == old
