@@ -38,6 +38,13 @@ and the metadata hints ``"image"``, ``"vocab"`` (else ``"labels"`` when they mat
 vocabulary size), ``"context"``, ``"x_range"``, ``"y_range"``. ``metadata["input"]``
 (a dict as above) overrides the guess; fields it leaves out keep the inferred values.
 
+With the input known (``input_size``, or guessed from a first Linear), ``push`` also exports
+the model's web bundle (``webgrad.export``: model.json, weights, WGSL kernels; dynamic batch)
+and stores it beside the model, at ``/api/models/NAME/lite/``: ``<webgrad-model>`` and
+``load()`` from ``/widget.js`` run that in the page without Python. A model with an op the
+bundle does not lower is pushed without one; ``info["lite_reason"]`` says which op, and the
+widget rebuilds it in Python as before.
+
 In a page, blocking calls need ``pyodide.ffi.run_sync``
 (the webgrad worker enters Python so that it works); each call also has an
 ``*_async`` twin to ``await``.
@@ -169,11 +176,11 @@ def _json(response: http.Response, call: str, url: str):
 
 # ----------------------------------------------------------------------------- plans
 
-def _push_plan(model, name, metadata, url, input_size, input_data, dtypes, architecture, overwrite):
+def _push_plan(model, name, metadata, url, input_size, input_data, dtypes, architecture, overwrite, lite):
     base, name = _locate(name, url, "push")
     weights, record, example = _prepare(model, metadata, input_size, input_data, dtypes, architecture)
     parts = [("weights", "model.safetensors", weights), ("metadata", None, _metadata_json(record))]
-    bundle = _bundle(model, example, record)
+    bundle = _bundle(model, example, record) if lite else "pushed with lite=False (no web bundle asked for)"
     if isinstance(bundle, str):
         parts.append(("lite_reason", None, bundle.encode()))
     else:
@@ -525,9 +532,11 @@ def info_from_record(stored: dict, base: str) -> dict:
 # ----------------------------------------------------------------------------- public calls
 
 def push(model_or_state_dict, name: str, metadata: dict | None = None, url: str | None = None, *,
-         input_size=None, input_data=None, dtypes=None, architecture="auto", overwrite: bool = True) -> dict:
+         input_size=None, input_data=None, dtypes=None, architecture="auto", overwrite: bool = True,
+         lite: bool = True) -> dict:
     """Store a model (or a state dict) on the server under ``name``, replacing any older version
-    (which it says on stderr) unless ``overwrite=False``.
+    (which it says on stderr) unless ``overwrite=False``. With the input known, the model's web
+    bundle (``webgrad.export``) goes with it, and ``<webgrad-model>`` runs that without Python.
 
     Args:
         model_or_state_dict: an ``nn.Module`` (its architecture is recorded so ``pull`` can
@@ -545,10 +554,13 @@ def push(model_or_state_dict, name: str, metadata: dict | None = None, url: str 
         architecture: ``"auto"`` (record it, or warn and push the weights only if it cannot be),
             ``True`` (raise if it cannot be recorded) or ``False`` (weights only).
         overwrite: ``False`` raises ``StoreError`` (and changes nothing) when ``name`` is taken.
+        lite: ``False`` pushes no web bundle (the widget then rebuilds the model in Python).
 
     Returns:
         the stored model's ``info`` dict, with ``"replaced"``: None for a new model, else the
-        replaced version's ``{"revision", "updated", "size", "sha256"}``.
+        replaced version's ``{"revision", "updated", "size", "sha256"}``; ``"lite"``: the web
+        bundle's ``{"files", "bytes", ...}``, or None and ``"lite_reason"`` saying why there is
+        none (e.g. an op the bundle does not lower: the model still runs, in Python).
 
     Example:
         >>> webgrad.store.push(model, "digits-mlp", {"labels": list("0123456789")}, input_size=(1, 64))
@@ -556,7 +568,7 @@ def push(model_or_state_dict, name: str, metadata: dict | None = None, url: str 
         ...                    dtypes=[webgrad.int64])
     """
     return _run(_push_plan(model_or_state_dict, name, metadata, url, input_size, input_data, dtypes, architecture,
-                           overwrite))
+                           overwrite, lite))
 
 
 def pull(name: str, url: str | None = None, *, trust_code: bool = False, weights_only: bool = False, device=None):
@@ -594,10 +606,10 @@ def list(url: str | None = None) -> builtins.list[dict]:  # noqa: A001 (the name
 
 async def push_async(model_or_state_dict, name: str, metadata: dict | None = None, url: str | None = None, *,
                      input_size=None, input_data=None, dtypes=None, architecture="auto",
-                     overwrite: bool = True) -> dict:
+                     overwrite: bool = True, lite: bool = True) -> dict:
     """``push`` for ``await`` (in a page where blocking calls are not possible)."""
     return await _run_async(_push_plan(model_or_state_dict, name, metadata, url, input_size, input_data, dtypes,
-                                       architecture, overwrite))
+                                       architecture, overwrite, lite))
 
 
 async def pull_async(name: str, url: str | None = None, *, trust_code: bool = False, weights_only: bool = False,

@@ -595,6 +595,9 @@ def test_push_without_an_input_size_says_how_to_get_a_bundle(fresh):
     tokens = store.push(lm, "with-size", url=fresh, input_size=(1, 8), dtypes=[webgrad.int64])
     meta = json.loads(fetch(f"{fresh}/api/models/with-size/lite/model.json"))
     assert tokens["lite"] is not None and meta["inputs"][0]["dtype"] == "int32" and meta["inputs"][0]["shape"][1] == 8
+    # Asked for none: the widget runs the model in Python.
+    assert "lite=False" in store.push(lm, "no-lite", url=fresh, input_size=(1, 8), dtypes=[webgrad.int64],
+                                      lite=False)["lite_reason"]
 
 
 def test_a_refused_push_leaves_the_old_model_and_its_bundle(fresh):
