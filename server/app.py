@@ -14,6 +14,8 @@ URL map (``create_app`` builds it; ``python -m server`` runs it):
     /wgsl/<name>.wgsl     the WGSL kernels of the working tree, revalidated
     /vendor/tfjs/         TensorFlow.js 4.22 bundles and wasm binaries, immutable
     /demos/py/<name>.py   the demos' Python sources (demos/), which the demo pages run in the worker
+    /lite.js              the runtime of webgrad.export bundles (web/lite/, bundled to web/build/lite.js),
+                          and its .map, revalidated; any site may import it (GET carries CORS)
     /api/models...        the model store (see server/api.py)
 
 Requests pass ``server.guard`` first: a Host outside the allow-list gets 421, a
@@ -205,6 +207,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         "tfjs": static.Root(assets / "vendor" / "tfjs", static.IMMUTABLE),
         "wgsl": static.Root(settings.wgsl_root, static.REVALIDATE, suffixes=(".wgsl",)),
         "web": static.Root(settings.web_root, static.REVALIDATE, index="index.html"),
+        "build": static.Root(settings.web_root / "build", static.REVALIDATE, suffixes=(".js", ".map")),
         # The demo pages run the very files `python demos/NAME.py` runs: served as text, .py only.
         "demos": static.Root(settings.repo / "demos", static.REVALIDATE, suffixes=(".py",)),
     }
@@ -270,6 +273,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
             return PlainTextResponse("Not Found (an older build?) - see /wheels/latest.json", status_code=404)
         return static.serve_from(static.Root(wheels_dir, static.IMMUTABLE), request, file)
 
+    def lite_script(request: Request):
+        # /lite.js is the page bundle of web/lite/ under a short, stable name (its sourceMappingURL,
+        # "lite.js.map", resolves beside it); served like /widget.js: revalidated, CORS on GET.
+        return static.serve_from(roots["build"], request, request.url.path.lstrip("/"))
+
     routes = model_routes(store, settings.max_upload, settings.max_tensors) + [
         # python_stdlib.zip is revalidated too: the memory snapshot holds zipimport's table of its
         # entries' offsets, so a browser must never pair a new snapshot with a copy cached before
@@ -283,6 +291,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         Route("/wgsl/{path:path}", from_root("wgsl")),
         Route("/vendor/tfjs/{path:path}", from_root("tfjs")),
         Route("/demos/py/{path:path}", from_root("demos")),
+        Route("/lite.js", lite_script),
+        Route("/lite.js.map", lite_script),
         Route("/{path:path}", web_page),
     ]
 

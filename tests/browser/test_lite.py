@@ -1,0 +1,474 @@
+"""/lite.js in Chromium: webgrad.export bundles run in a page on ANOTHER origin, under a strict
+CSP (no 'unsafe-eval', no 'wasm-unsafe-eval'), on WebGPU and on the CPU path, with nothing but
+the browser.
+
+The host page and the bundles are served by a tiny static server on another port; the page
+imports /lite.js from the webgrad site. Every case of the export op table (tests/lite_ops.py)
+and the four demo models must give what webgrad gives natively; bad inputs and damaged bundle
+files must each be refused with a message naming the expected shape or the file, and the page
+must go on working. (tests/test_lite.py runs the same table natively through the WGSL.)
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import http.server
+import json
+import shutil
+import struct
+import sys
+import threading
+from urllib.parse import urlsplit
+
+import httpx
+import numpy as np
+import pytest
+
+import webgrad
+
+from .conftest import REPO, Runtime, require
+
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+from lite_ops import CASES, export_case  # noqa: E402
+
+SHOTS = REPO / "tests" / "browser" / "screenshots"
+DEVICES = ("webgpu", "cpu")
+VOCAB, CONTEXT = 20, 8
+
+HOST_HTML = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>webgrad lite on another site</title>
+<link rel="stylesheet" href="host.css"></head>
+<body><h1>A webgrad model in a page of another site</h1>
+<p id="status">loading /lite.js</p><button id="run" type="button">Predict on the CPU</button><div id="out"></div>
+<script type="module" src="host.js"></script></body></html>
+"""
+# The page's own script: imports /lite.js from the webgrad site and records CSP violations.
+HOST_JS = """
+const webgrad = new URLSearchParams(location.search).get("webgrad");
+window.violations = [];
+document.addEventListener("securitypolicyviolation",
+  (event) => window.violations.push(`${event.violatedDirective}: ${event.blockedURI}`));
+window.liteReady = import(`${webgrad}/lite.js`).then((lite) => {
+  window.lite = lite;
+  document.getElementById("status").textContent = "lite.js loaded from " + webgrad;
+  return Object.keys(lite).sort();
+});
+
+// The CPU run of the CSP test, started by a click so that it runs as the page's own task
+// (code evaluated by the test driver is exempt from the page's CSP; this is not).
+async function runOnCpu({urls, x}) {
+  let evalAllowed = true;
+  try { new Function("return 1")(); } catch { evalAllowed = false; }
+  await new Promise((resolve) => setTimeout(resolve, 100));  // the probe's own violation report comes first
+  const before = window.violations.length;
+  const rows = [];
+  for (const url of urls) {
+    const model = await window.lite.load(url, {device: "cpu"});
+    const answer = await model.predict(Float32Array.from(x));
+    rows.push([url, model.info.device, model.info.weights, answer.label,
+      `${(answer.probabilities[answer.index] * 100).toFixed(1)} %`, model.info.bytes]);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const violations = window.violations.slice(before);
+  const table = document.createElement("table");
+  const head = table.insertRow();
+  for (const title of ["bundle", "device", "weights", "label", "probability", "bytes fetched"]) {
+    const cell = document.createElement("th");
+    cell.textContent = title;
+    head.append(cell);
+  }
+  for (const row of rows) {
+    const line = table.insertRow();
+    for (const value of row) line.insertCell().textContent = String(value);
+  }
+  const note = document.createElement("p");
+  note.className = evalAllowed || violations.length ? "bad" : "ok";
+  note.textContent = "This page's CSP forbids eval and WebAssembly "
+    + `(eval here: ${evalAllowed ? "allowed!" : "blocked"}); `
+    + `CSP violations while predicting on the CPU path: ${violations.length}`;
+  document.getElementById("out").replaceChildren(note, table);
+  return {evalAllowed, rows, violations};
+}
+document.getElementById("run").addEventListener("click", () => {
+  window.cpuDone = runOnCpu(window.cpuJob);
+});
+"""
+HOST_CSS = """
+body { font: 15px system-ui, sans-serif; margin: 24px; max-width: 900px; }
+table { border-collapse: collapse; margin-top: 12px; }
+td, th { border: 1px solid #bbb; padding: 4px 10px; text-align: left; }
+.ok { color: #176b2c; } .bad { color: #a61b1b; }
+"""
+
+
+def host_policy(webgrad: str, other: str) -> str:
+    """A careful third-party site: scripts from itself and the webgrad host, never eval or wasm."""
+    return "; ".join([
+        "default-src 'self'",
+        f"script-src 'self' {webgrad}",
+        f"connect-src 'self' {other}",
+        "style-src 'self'",
+        "img-src 'self' data:",
+    ])
+
+
+class HostHandler(http.server.SimpleHTTPRequestHandler):
+    policy = ""
+
+    def end_headers(self):
+        if self.path.split("?")[0].endswith((".html", "/")):
+            self.send_header("Content-Security-Policy", self.policy)
+        self.send_header("Access-Control-Allow-Origin", "*")  # the bundles, read from another origin too
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def _demo_models():
+    from demos import char_lm, classify_2d, digits
+
+    webgrad.manual_seed(0)
+    rng = np.random.default_rng(0)
+    return {
+        "digits-mlp": (digits.make_model("mlp"), rng.random((17, 64), np.float32)),
+        "digits-cnn": (digits.make_model("cnn"), rng.random((17, 1, 8, 8), np.float32)),
+        "classify-2d": (classify_2d.make_model(), rng.uniform(-1, 1, (17, 2)).astype(np.float32)),
+        "char-lm": (char_lm.TinyGPT(VOCAB, context=CONTEXT), rng.integers(0, VOCAB, (17, CONTEXT)).astype(np.int64)),
+    }
+
+
+def _native(model, x) -> np.ndarray:
+    with webgrad.no_grad():
+        return model(webgrad.tensor(x)).numpy()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, server_url):
+    """The host folder (page, op table bundles, demo bundles) served on another port."""
+    root = tmp_path_factory.mktemp("lite-host")
+    (root / "index.html").write_text(HOST_HTML)
+    (root / "host.js").write_text(HOST_JS)
+    (root / "host.css").write_text(HOST_CSS)
+    table = []
+    for case in CASES:
+        runs = export_case(case, root / "ops" / case.name)
+        table.append({"name": case.name, "tol": case.tol, "runs": runs})
+    demos = {}
+    for name, (model, x) in _demo_models().items():
+        model.eval()
+        labels = [f"class {i}" for i in range(10)] if name.startswith("digits") else None
+        webgrad.export(model, (webgrad.tensor(x[:2]),), root / "demos" / name, labels=labels)
+        demos[name] = (model, x)
+    webgrad.export(demos["digits-mlp"][0], (webgrad.tensor(demos["digits-mlp"][1][:2]),), root / "demos" / "mlp-int8",
+                   weights="int8")
+    handler = type("Handler", (HostHandler,), {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    port = server.server_address[1]
+    other = f"http://localhost:{port}"  # another origin serving the same bundles (CORS)
+    handler.policy = host_policy(server_url.rstrip("/"), other)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield {"root": root, "url": f"http://127.0.0.1:{port}/", "other": other + "/", "table": table, "demos": demos}
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def host(browser, site, server_url):
+    """The host page with /lite.js imported; fails (or skips outside CI) without a WebGPU adapter."""
+    assert urlsplit(site["url"]).port != urlsplit(server_url).port
+    context = browser.new_context(viewport={"width": 960, "height": 900})
+    page = context.new_page()
+    recorder = Runtime(page)
+    page.goto(f"{site['url']}index.html?webgrad={server_url.rstrip('/')}")
+    exported = page.evaluate("() => window.liteReady")
+    assert exported == ["LiteError", "load"], exported
+    adapter = page.evaluate("async () => Boolean(navigator.gpu && await navigator.gpu.requestAdapter())")
+    require(adapter, "no WebGPU adapter in headless Chromium for the host page")
+    yield page, recorder
+    context.close()
+
+
+def _worst(got, want) -> float:
+    """Largest |got - want| / (1 + |want|); NaN where both are NaN counts as equal."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    both_nan = np.isnan(got) & np.isnan(want)
+    diff = np.where(both_nan, 0.0, np.abs(got - want) / (1 + np.abs(want)))
+    return float(np.nan_to_num(diff, nan=np.inf).max()) if diff.size else 0.0
+
+
+def _feed(x: np.ndarray) -> dict:
+    return {"data": x.ravel().tolist(), "dtype": "int" if x.dtype.kind in "iu" else "float", "shape": list(x.shape)}
+
+
+# In the page: load each bundle on `device`, predict every run, return the outputs.
+RUN_TABLE = """async ({cases, device}) => {
+    const typed = (x) => x.dtype === "int" ? Int32Array.from(x.data) : Float32Array.from(x.data);
+    const results = [];
+    for (const c of cases) {
+        let model;
+        try {
+            model = await window.lite.load(c.url, {device});
+        } catch (error) {
+            results.push({name: c.name, error: `load: ${error.message}`});
+            continue;
+        }
+        const runs = [];
+        for (const inputs of c.runs) {
+            try {
+                const answer = await model.predict(inputs.length === 1 ? typed(inputs[0]) : inputs.map(typed));
+                runs.push({outputs: answer.outputsAll.map((o) => ({data: Array.from(o.outputs), shape: o.shape}))});
+            } catch (error) {
+                runs.push({error: error.message});
+            }
+        }
+        results.push({name: c.name, device: model.info.device, runs});
+        model.dispose();
+    }
+    return results;
+}"""
+
+
+def test_lite_js_is_served_for_any_origin(server_url):
+    answer = httpx.get(server_url + "lite.js", headers={"Origin": "https://example.org"})
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/javascript")
+    assert answer.headers["access-control-allow-origin"] == "*"
+    assert answer.headers["cross-origin-resource-policy"] == "cross-origin"
+    assert answer.headers["cache-control"] == "no-cache"
+    assert "sourceMappingURL=lite.js.map" in answer.text
+    mapped = httpx.get(server_url + "lite.js.map")
+    assert mapped.status_code == 200 and "../lite/main.js" in mapped.text  # resolves to /lite/main.js, the source
+    built = (REPO / "web" / "build" / "lite.js").read_bytes()
+    assert answer.content == built
+    assert len(gzip.compress(built, 9)) <= 60_000, "lite.js is over its 60 KB (gzipped) budget"
+
+
+def test_op_table_on_webgpu_and_cpu(host, site):
+    page, recorder = host
+    cases = [{"name": c["name"], "url": f"ops/{c['name']}/", "runs": [[_feed(x) for x in xs] for xs, _ in c["runs"]]}
+             for c in site["table"]]
+    failures = []
+    for device in DEVICES:
+        results = recorder.evaluate(RUN_TABLE, {"cases": cases, "device": device}, timeout_s=600)
+        for entry, case in zip(results, site["table"]):
+            where = f"{case['name']} on {device}"
+            if "error" in entry:
+                failures.append(f"{where}: {entry['error']}")
+                continue
+            if entry["device"] != device:
+                failures.append(f"{where}: ran on {entry['device']}")
+            for run, (inputs, want) in zip(entry["runs"], case["runs"]):
+                shapes = [x.shape for x in inputs]
+                if "error" in run:
+                    failures.append(f"{where} {shapes}: {run['error']}")
+                    continue
+                for k, (out, expected) in enumerate(zip(run["outputs"], want)):
+                    got = np.array(out["data"], np.float64).reshape(out["shape"])
+                    if got.shape != expected.shape:
+                        failures.append(f"{where} {shapes} output {k}: shape {got.shape}, expected {expected.shape}")
+                    elif (worst := _worst(got, expected)) > case["tol"]:
+                        failures.append(f"{where} {shapes} output {k}: off by {worst:.3g} (tol {case['tol']})")
+    assert not failures, f"{len(failures)} failing:\n" + "\n".join(failures)
+
+
+DEMO_RUN = """async ({url, device, rows, flat}) => {
+    const model = await window.lite.load(url, {device});
+    const typed = (row) => Number.isInteger(row[0]) && flat.int ? Int32Array.from(row) : Float32Array.from(row);
+    const one = await model.predict(typed(flat.first));   // one item, as a flat typed array
+    const all = await model.predict(rows);                // 17 items, as nested arrays
+    const out = {info: model.info, one: {data: Array.from(one.outputs), shape: one.shape, label: one.label ?? null},
+                 all: {data: Array.from(all.outputs), shape: all.shape}};
+    model.dispose();
+    return out;
+}"""
+
+
+def test_demo_models_predict_as_natively(host, site):
+    page, recorder = host
+    failures = []
+    for name, (model, x) in site["demos"].items():
+        want = _native(model, x)
+        for device in DEVICES:
+            args = {"url": f"demos/{name}/", "device": device, "rows": x.tolist(),
+                    "flat": {"first": x[0].ravel().tolist(), "int": x.dtype.kind == "i"}}
+            got = recorder.evaluate(DEMO_RUN, args, timeout_s=300)
+            assert got["info"]["device"] == device and got["info"]["engine"] == "lite"
+            assert got["info"]["inputs"][0]["shape"][0] == "batch"
+            for key, expected in (("one", want[:1]), ("all", want)):
+                data = np.array(got[key]["data"], np.float32).reshape(got[key]["shape"])
+                assert data.shape == expected.shape, (name, device, key, data.shape)
+                diff = float(np.abs(data - expected).max())
+                if diff > 1e-5:
+                    failures.append(f"{name} on {device}, batch {len(expected)}: max |diff| {diff:.3g}")
+            if name.startswith("digits"):
+                assert got["one"]["label"] == f"class {int(np.argmax(want[0]))}", (name, device, got["one"]["label"])
+    assert not failures, "\n".join(failures)
+
+
+GREEDY = """async ({url, device, prompt, steps, context}) => {
+    const model = await window.lite.load(url, {device});
+    const tokens = [...prompt];
+    for (let s = 0; s < steps; s++) {
+        const window_ = tokens.slice(-context);
+        const row = new Int32Array(context);  // padded on the right: causal, so later slots do not matter
+        row.set(window_);
+        const {outputs, shape} = await model.predict(row);
+        const vocab = shape[2];
+        const last = (window_.length - 1) * vocab;
+        let best = 0;
+        for (let v = 1; v < vocab; v++) if (outputs[last + v] > outputs[last + best]) best = v;
+        tokens.push(best);
+    }
+    model.dispose();
+    return tokens.slice(prompt.length);
+}"""
+
+
+def test_char_transformer_greedy_decoding(host, site):
+    page, recorder = host
+    model, _ = site["demos"]["char-lm"]
+    prompt, steps = [3, 1, 4], 20
+    tokens = list(prompt)
+    for _ in range(steps):
+        window = tokens[-CONTEXT:]
+        row = np.zeros((1, CONTEXT), np.int64)
+        row[0, :len(window)] = window
+        tokens.append(int(np.argmax(_native(model, row)[0, len(window) - 1])))
+    want = tokens[len(prompt):]
+    assert len(set(want)) > 1, "the reference decoding is degenerate; pick another prompt"
+    for device in DEVICES:
+        got = recorder.evaluate(GREEDY, {"url": "demos/char-lm/", "device": device, "prompt": prompt, "steps": steps,
+                                         "context": CONTEXT}, timeout_s=300)
+        assert got == want, (device, got, want)
+
+
+# In the page: predict `input` (built from a recipe, since some are not JSON) and report the outcome.
+BAD_INPUT = """async ({url, device, recipe}) => {
+    const model = await window.lite.load(url, {device});
+    const inputs = {
+        short: () => new Float32Array(63),
+        ragged: () => [[1, 2], [3]],
+        text: () => "hello",
+        strings: () => [Array.from({length: 64}, (_, i) => i === 5 ? "x" : 0)],
+        nested_wrong: () => Array.from({length: 2}, () => new Array(32).fill(0)),
+        nan: () => Float32Array.from({length: 64}, (_, i) => i === 0 ? NaN : 0.5),
+        fraction: () => [[1, 2, 3, 4, 5, 6, 7, 1.5]],
+        range: () => Int32Array.from([1, 2, 3, 4, 5, 6, 7, 25]),
+        negative: () => Int32Array.from([1, 2, 3, 4, 5, 6, 7, -1]),
+        token_short: () => Int32Array.from([1, 2, 3]),
+    };
+    try {
+        const answer = await model.predict(inputs[recipe]());
+        return {ok: true, outputs: Array.from(answer.outputs, (v) => Number.isNaN(v) ? "NaN" : v)};
+    } catch (error) {
+        return {ok: false, name: error.name, kind: error.kind, message: error.message};
+    } finally {
+        model.dispose();
+    }
+}"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bad_inputs_name_the_expected_shape(host, device):
+    page, recorder = host
+    mlp, lm = "demos/digits-mlp/", "demos/char-lm/"
+    cases = [(mlp, "short", "expected shape (batch, 64)"), (mlp, "ragged", "ragged"),
+             (mlp, "text", "expected shape (batch, 64)"), (mlp, "strings", "expected shape (batch, 64)"),
+             (mlp, "nested_wrong", "expected shape (batch, 64)"), (lm, "fraction", "whole numbers"),
+             (lm, "range", "[0, 20)"), (lm, "negative", "[0, 20)"), (lm, "token_short", "expected shape (batch, 8)")]
+    for url, recipe, words in cases:
+        got = recorder.evaluate(BAD_INPUT, {"url": url, "device": device, "recipe": recipe})
+        assert not got["ok"], (recipe, got)
+        assert got["name"] == "LiteError" and got["kind"] == "input", (recipe, got)
+        assert words in got["message"], (recipe, got["message"])
+        if recipe in ("fraction", "range", "negative"):
+            assert "expected shape (batch, 8)" in got["message"], (recipe, got["message"])
+    got = recorder.evaluate(BAD_INPUT, {"url": mlp, "device": device, "recipe": "nan"})
+    assert got["ok"] and all(v == "NaN" for v in got["outputs"]), got  # NaN passes through
+
+
+def _damaged_bundles(root):
+    """Copies of the digits MLP bundle, each with one file damaged: {variant: file the error must name}."""
+    good = root / "demos" / "digits-mlp"
+    variants = {}
+
+    def variant(name, file):
+        folder = root / "bad" / name
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(good, folder)
+        variants[name] = file
+        return folder
+
+    text = (good / "model.json").read_text()
+    (variant("model-truncated", "model.json") / "model.json").write_text(text[: len(text) // 2])
+    (variant("model-version", "model.json") / "model.json").write_text(json.dumps({**json.loads(text), "version": 9}))
+    meta = json.loads(text)
+    meta["steps"][0]["inputs"] = [999]
+    (variant("model-missing-buffer", "model.json") / "model.json").write_text(json.dumps(meta))
+    (variant("model-missing", "model.json") / "model.json").unlink()
+    data = (good / "weights.safetensors").read_bytes()
+    (variant("weights-truncated", "weights.safetensors") / "weights.safetensors").write_bytes(data[:-100])
+    (variant("weights-header", "weights.safetensors") / "weights.safetensors").write_bytes(
+        struct.pack("<Q", 10**9) + data[8:])
+    length = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + length])
+    renamed = {("wrong" if k == "0.weight" else k): v for k, v in header.items()}
+    encoded = json.dumps(renamed).encode()
+    (variant("weights-missing-tensor", "weights.safetensors") / "weights.safetensors").write_bytes(
+        struct.pack("<Q", len(encoded)) + encoded + data[8 + length:])
+    (variant("kernel-garbage", "kernels/0.wgsl") / "kernels" / "0.wgsl").write_text("fn main( { this is not wgsl")
+    (variant("kernel-missing", "kernels/1.wgsl") / "kernels" / "1.wgsl").unlink()
+    return variants
+
+
+DAMAGED = """async ({urls, device, good}) => {
+    const outcomes = {};
+    for (const [name, url] of Object.entries(urls)) {
+        try {
+            const model = await window.lite.load(url, {device});
+            await model.predict(new Float32Array(64));
+            outcomes[name] = {ok: true};
+        } catch (error) {
+            outcomes[name] = {ok: false, name: error.name, kind: error.kind, message: error.message};
+        }
+    }
+    const model = await window.lite.load(good, {device});  // the page goes on working
+    const answer = await model.predict(new Float32Array(64).fill(0.25));
+    return {outcomes, after: answer.shape};
+}"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_damaged_bundle_files_are_refused_by_name(host, site, device):
+    page, recorder = host
+    variants = _damaged_bundles(site["root"])
+    if device == "cpu":  # the CPU path never reads the kernels
+        variants = {k: v for k, v in variants.items() if not k.startswith("kernel")}
+    urls = {name: f"bad/{name}/" for name in variants}
+    got = recorder.evaluate(DAMAGED, {"urls": urls, "device": device, "good": "demos/digits-mlp"}, timeout_s=300)
+    for name, file in variants.items():
+        outcome = got["outcomes"][name]
+        assert not outcome["ok"], (name, outcome)
+        assert outcome["name"] == "LiteError" and outcome["kind"] == "load", (name, outcome)
+        assert f"bad/{name}/{file}" in outcome["message"], (name, outcome["message"])
+    assert got["after"] == [1, 10]
+
+
+def test_strict_csp_page_runs_the_cpu_path_and_shows_it(host, site):
+    page, recorder = host
+    model, x = site["demos"]["digits-mlp"]
+    want = f"class {int(np.argmax(_native(model, x[:1])[0]))}"
+    urls = ["demos/digits-mlp/", f"{site['other']}demos/mlp-int8/"]  # the second from another origin (CORS)
+    page.evaluate("(job) => { window.cpuJob = job; }", {"urls": urls, "x": x[0].tolist()})
+    page.click("#run")
+    got = recorder.evaluate("() => window.cpuDone", timeout_s=120)
+    assert got["evalAllowed"] is False, "the host page's CSP should forbid eval"
+    assert got["violations"] == [], got["violations"]
+    assert [row[1] for row in got["rows"]] == ["cpu", "cpu"]
+    assert got["rows"][0][3] == want, (got["rows"], want)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "lite-host.png"), full_page=True)
+    assert recorder.console == [] or not any("pageerror" in line for line in recorder.console), recorder.console
