@@ -7,6 +7,11 @@ methods, web/playground/examples/digits_mlp.py run as a script), plus one model 
 of numbers (no demo makes one). Each pasted page is opened at 390 px: the UI has a size,
 nothing overflows sideways, and using it (drawing, clicking the plane, typing numbers,
 Generate) gives an answer. Screenshots go to tests/browser/screenshots/embed-*.png.
+
+Every model but one has a web bundle (pushed beside it by webgrad.store.push): the pasted
+widget runs it on the lite engine and the host page never asks for Pyodide; the panel shows
+the bundle's size next to the snippet. "cumulative" uses an op the bundle does not lower
+(cumsum): it runs on the Python runtime, and the panel says why.
 """
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from webgrad import nn
+
 from .conftest import BOOT_TIMEOUT_MS, REPO, Runtime
 from .test_widget import host_policy
 
@@ -31,8 +38,23 @@ WIDTH = 390
 
 # name -> the UI a person should see (the kind recorded at push).
 MODELS = {"digits-mlp": "image", "digits-cnn": "image", "classify-2d": "plane", "curve-fit": "curve",
-          "char-lm": "text", "four-features": "fields"}
-OWN_CODE = {"digits-cnn": "DigitsCNN", "char-lm": "TinyGPT"}  # models built by the author's own classes
+          "char-lm": "text", "four-features": "fields", "cumulative": "fields"}
+OWN_CODE = {"digits-cnn": "DigitsCNN", "char-lm": "TinyGPT",  # models built by the author's own classes
+            "cumulative": "CumulativeFeatures"}
+PYTHON_ONLY = {"cumulative": "'cumsum'"}  # models the web bundle cannot lower, and the op it names
+
+
+
+
+class CumulativeFeatures(nn.Module):
+    """Four numbers in, three classes out, through a running sum: an op the web bundle does not lower."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x.cumsum(dim=1))
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +93,10 @@ def pushed(server_url):
     tabular = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     webgrad.store.push(tabular, "four-features", {"labels": ["small", "medium", "large"]}, url=base,
                        input_size=(1, 4))
-    return {"chars": lm.chars, "context": lm.context}
+    cumulative = webgrad.store.push(CumulativeFeatures(), "cumulative", {"labels": ["small", "medium", "large"]},
+                                    url=base, input_size=(1, 4))
+    assert cumulative["lite"] is None and "'cumsum'" in cumulative["lite_reason"]
+    return {"chars": lm.chars, "context": lm.context, "lm": lm.model}
 
 
 class PasteHandler(http.server.BaseHTTPRequestHandler):
@@ -117,7 +142,8 @@ def paste_site(server_url):
 
 @pytest.fixture(scope="module")
 def snippets(browser, server_url, pushed):
-    """The snippet the Models panel shows for each model: clicking its Embed button, text as shown."""
+    """The snippet the Models panel shows for each model (clicking its Embed button, text as shown),
+    and the line beside it (the engine); a screenshot of the panel with char-lm's."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     recorder = Runtime(page)
@@ -127,6 +153,10 @@ def snippets(browser, server_url, pushed):
         row = page.locator("#models li", has=page.locator(".name", has_text=re.compile(f"^{name}$")))
         row.get_by_role("button", name="Embed", exact=True).click(timeout=BOOT_TIMEOUT_MS)
         found[name] = page.inner_text("#embed pre")
+        found[f"{name} engine"] = page.inner_text("#embed .engine")
+        if name in ("char-lm", "cumulative"):
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.locator("#embed").screenshot(path=str(SHOTS / f"embed-panel-{name}.png"))
     assert [line for line in recorder.console if line.startswith("pageerror")] == []
     context.close()
     return found
@@ -139,6 +169,8 @@ def open_pasted(browser, paste_site, server_url, name, snippet):
     context = browser.new_context(viewport={"width": WIDTH, "height": 900})
     page = context.new_page()
     recorder = Runtime(page)
+    recorder.requests = []  # every URL the host page asked for
+    page.on("request", lambda request: recorder.requests.append(request.url))
     page.goto(f"{base}{name}.html")
     page.wait_for_function("""() => {
         const element = document.querySelector('webgrad-model');
@@ -148,6 +180,19 @@ def open_pasted(browser, paste_site, server_url, name, snippet):
                           ".querySelector('.status').textContent")
     assert error == "", f"{name}: the pasted snippet failed: {error}\nconsole:\n" + "\n".join(recorder.console[-20:])
     return context, page, recorder
+
+
+def check_engine(page, recorder, name):
+    """The widget runs `name` on the lite engine without Pyodide, or (PYTHON_ONLY) on Python's."""
+    info = page.evaluate("() => { const {engine, lite, lite_reason} = document.querySelector('webgrad-model').info; "
+                         "return {engine, lite, lite_reason}; }")
+    pyodide = [url for url in recorder.requests if "/pyodide/" in url]
+    if name in PYTHON_ONLY:
+        assert info["engine"] == "python" and PYTHON_ONLY[name] in info["lite_reason"], info
+        assert pyodide, f"{name}: the Python runtime was not loaded"
+    else:
+        assert info["engine"] == "lite" and info["lite"]["bytes"] > 0, info
+        assert pyodide == [], f"{name}: the host page asked for Pyodide: {pyodide[:3]}"
 
 
 def visible_size(locator) -> tuple[float, float]:
@@ -275,6 +320,11 @@ def test_pasted_snippet_shows_a_working_ui(browser, server_url, paste_site, snip
     origin = server_url.rstrip("/")
     assert snippet.startswith(f'<script type="module" src="{origin}/widget.js"></script>\n')
     assert f'<webgrad-model src="{origin}/api/models/{name}"' in snippet
+    engine = snippets[f"{name} engine"]  # beside the snippet: the bundle's size, or why Python
+    if name in PYTHON_ONLY:
+        assert engine.startswith("Python runtime: webgrad.export: ") and PYTHON_ONLY[name] in engine, engine
+    else:
+        assert re.fullmatch(r"lite bundle, \d+ KB — no Python in the page", engine), engine
     if name in OWN_CODE:  # the attribute, and a comment saying what it allows, before the element
         assert f"<!-- trust-code: this model is built by its author's own Python code ({OWN_CODE[name]})" in snippet
         assert "only for models whose author you trust" in snippet and snippet.endswith(" trust-code></webgrad-model>")
@@ -297,6 +347,7 @@ def test_pasted_snippet_shows_a_working_ui(browser, server_url, paste_site, snip
         else:
             answer = use_text(page, name, pushed["chars"])
         assert answer
+        check_engine(page, recorder, name)
         overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{name}: the page scrolls sideways by {overflow} px at {WIDTH} px"
         SHOTS.mkdir(parents=True, exist_ok=True)
@@ -309,13 +360,16 @@ def test_pasted_snippet_shows_a_working_ui(browser, server_url, paste_site, snip
 
 def test_language_model_predicts_from_token_ids(browser, server_url, paste_site, snippets, pushed):
     """predict() on a token model sends integer ids (an Embedding refuses floats): nested arrays,
-    an Int32Array, a BigInt64Array; a fractional id is refused by name before it reaches Python."""
+    an Int32Array, a BigInt64Array; a fractional id is refused by name before it reaches the model.
+    On the lite engine a row shorter than the bundle's sequence is padded on the right; with the
+    causal mask its logits are those Python gives for the row as it is."""
     context, page, recorder = open_pasted(browser, paste_site, server_url, "char-lm", snippets["char-lm"])
     vocab = len(pushed["chars"])
     try:
         out = page.evaluate("""async ([webgrad]) => {
             const element = document.querySelector('webgrad-model');
             const nested = await element.predict([[1, 2, 3, 4]]);
+            const logits = Array.from(nested.outputs);
             const typed = await element.predict(Int32Array.of(5, 6, 7));
             const big = await element.predict(BigInt64Array.of(1n, 2n));
             let fractional = null;
@@ -325,8 +379,8 @@ def test_language_model_predicts_from_token_ids(browser, server_url, paste_site,
             const direct = await model.predict([[0, 1], [2, 3]]);
             const written = await model.generate('', {length: 12, temperature: 0.5});
             model.dispose();
-            return {nested: nested.shape, typed: typed.shape, big: big.shape, fractional,
-                    direct: direct.shape, written: written.text, info: model.info.input};
+            return {nested: nested.shape, typed: typed.shape, big: big.shape, fractional, logits,
+                    direct: direct.shape, written: written.text, info: model.info.input, engine: model.info.engine};
         }""", [server_url.rstrip("/")])
         assert out["nested"] == [1, 4, vocab] and out["typed"] == [1, 3, vocab] and out["big"] == [1, 2, vocab]
         assert out["direct"] == [2, 2, vocab]
@@ -334,6 +388,16 @@ def test_language_model_predicts_from_token_ids(browser, server_url, paste_site,
         assert len(out["written"]) == 12 and set(out["written"]) <= set(pushed["chars"])
         assert out["info"] == {"kind": "tokens", "vocab": pushed["chars"], "vocab_size": vocab,
                                "context": pushed["context"]}
+        import numpy as np
+
+        import webgrad
+
+        lm = pushed["lm"].eval()
+        with webgrad.no_grad():
+            expected = lm(webgrad.tensor([[1, 2, 3, 4]])).numpy().reshape(-1)
+        assert out["engine"] == "lite"
+        np.testing.assert_allclose(np.array(out["logits"]), expected, rtol=1e-4, atol=1e-4)
+        check_engine(page, recorder, "char-lm")
     finally:
         context.close()
 
@@ -390,6 +454,11 @@ def test_char_lm_demo_save_embed_snippet_pasted_writes_text(browser, server_url,
         page.click("#embed")
         page.wait_for_function("() => !document.getElementById('snippet').hidden", timeout=60_000)
         snippet = page.inner_text("#snippet")
+        # Pushed from the page (Pyodide): the bundle was exported there too.
+        engine = page.inner_text("#snippet-engine")
+        assert re.fullmatch(r"lite bundle, \d+ KB — no Python in the page", engine), engine
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "embed-char-lm-demo-snippet.png"), full_page=True)
         assert [line for line in recorder.console if line.startswith("pageerror")] == []
     finally:
         context.close()
@@ -397,8 +466,9 @@ def test_char_lm_demo_save_embed_snippet_pasted_writes_text(browser, server_url,
     import webgrad
 
     chars = set(webgrad.datasets.tiny_text())  # the demo's corpus is a part of it
-    pasted, page, _ = open_pasted(browser, paste_site, server_url, "char-lm-from-demo", snippet)
+    pasted, page, recorder = open_pasted(browser, paste_site, server_url, "char-lm-from-demo", snippet)
     try:
         use_text(page, "char-lm-from-demo", chars)
+        check_engine(page, recorder, "char-lm-from-demo")
     finally:
         pasted.close()

@@ -2,9 +2,11 @@
 by a tiny static server, under a strict CSP, without COOP/COEP.
 
 A digits MLP is trained and pushed natively; the page's JavaScript must get the same class
-as Python for the same input. Failures (no such model, a file that is not a model, a broken
-architecture record, bad input, a CSP without 'wasm-unsafe-eval') must each fire `error`
-with a readable message, never leave a promise pending.
+as Python for the same input. It is pushed twice: with its web bundle (the widget runs it on
+/lite.js, engine "lite", and the page downloads no Pyodide) and without (engine "python", the
+model rebuilt in Pyodide). Failures (no such model, a file that is not a model, a broken
+architecture record, bad input, a CSP without 'wasm-unsafe-eval' for the Python runtime) must
+each fire `error` with a readable message, never leave a promise pending.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from .conftest import BOOT_TIMEOUT_MS, REPO, Runtime
 sys.path.insert(0, str(REPO))
 SHOTS = REPO / "tests" / "browser" / "screenshots"
 MODEL = "digits-mlp-widget"
+PYTHON_MODEL = "digits-mlp-python"  # the same model pushed without its web bundle
 
 
 def host_policy(webgrad: str, wasm: bool) -> str:
@@ -74,9 +77,13 @@ def trained(server_url):
     """A digits MLP trained natively and pushed to the test server; its predictions on test images."""
     from demos import digits
 
+    import webgrad
+
     demo = digits.DigitsDemo("mlp")
     demo.train(150)
-    demo.push(MODEL, url=server_url.rstrip("/"))
+    assert demo.push(MODEL, url=server_url.rstrip("/"))["lite"] is not None
+    webgrad.store.push(demo.model, PYTHON_MODEL, {"labels": digits.LABELS, "image": {"height": 8, "width": 8}},
+                       url=server_url.rstrip("/"), input_size=(1, 64), lite=False)
     images = demo.x_test[:12].tolist()
     expected = [max(range(10), key=p.__getitem__) for p in (demo.predict(image) for image in images)]
     return {"images": images, "expected": expected}
@@ -91,12 +98,19 @@ def host_page(browser):
         contexts.append(context)
         page = context.new_page()
         recorder = Runtime(page)
+        recorder.requests = []  # every URL the page asked for
+        page.on("request", lambda request: recorder.requests.append(request.url))
         page.goto(url)
         return page, recorder
 
     yield make
     for context in contexts:
         context.close()
+
+
+def python_requests(recorder) -> list:
+    """The page's requests for the Python runtime (Pyodide, its packages, the webgrad wheel)."""
+    return [url for url in recorder.requests if "/pyodide" in url or "/wheels/" in url or "worker" in url]
 
 
 def wait_event(page, timeout_ms: int = BOOT_TIMEOUT_MS) -> dict:
@@ -143,6 +157,7 @@ def test_embedded_digits_model_predicts_like_python(host_page, embed_url, server
     assert page.evaluate("() => self.crossOriginIsolated") is False  # no COOP/COEP on the host page
     info = page.evaluate("() => document.querySelector('webgrad-model').info")
     assert info["input_shape"] == [1, 64] and info["output_shape"] == [1, 10]
+    assert info["engine"] == "lite" and info["lite"]["bytes"] > 0 and info["device"] == "cpu"
     labels = page.evaluate("""async (images) => {
         const element = document.querySelector('webgrad-model');
         const out = [];
@@ -187,11 +202,27 @@ def test_embedded_digits_model_predicts_like_python(host_page, embed_url, server
     assert "predict() takes a Float32Array" in bad["other"]
     assert bad["errors"] == [bad["message"], bad["other"]] and bad["after"] in list("0123456789")
     assert [line for line in recorder.console if line.startswith(("error", "pageerror"))] == []
+    assert python_requests(recorder) == []  # the lite engine: no Pyodide, no worker
+    assert any("/api/models/digits-mlp-widget/lite/weights.safetensors" in url for url in recorder.requests)
+
+
+def test_model_without_a_bundle_runs_in_python_and_predicts_the_same(host_page, embed_url, server_url, trained):
+    page, recorder = host_page(f"{embed_url}index.html?webgrad={server_url.rstrip('/')}&model={PYTHON_MODEL}")
+    assert wait_event(page)["type"] == "ready", recorder.console[-20:]
+    out = page.evaluate("""async (images) => {
+        const element = document.querySelector('webgrad-model');
+        const labels = [];
+        for (const image of images) labels.push((await element.predict(new Float32Array(image))).label);
+        return {labels, engine: element.info.engine, reason: element.info.lite_reason, lite: element.info.lite};
+    }""", trained["images"])
+    assert out["engine"] == "python" and out["lite"] is None and "lite=False" in out["reason"]
+    assert out["labels"] == [str(i) for i in trained["expected"]]
+    assert any("/pyodide/" in url for url in recorder.requests)
 
 
 def test_predict_is_one_call_that_moves_the_values_without_python_source(host_page, embed_url, server_url,
                                                                           trained):
-    page, recorder = host_page(f"{embed_url}index.html?webgrad={server_url.rstrip('/')}&model={MODEL}")
+    page, recorder = host_page(f"{embed_url}index.html?webgrad={server_url.rstrip('/')}&model={PYTHON_MODEL}")
     assert wait_event(page)["type"] == "ready", recorder.console[-20:]
     out = page.evaluate("""async (image) => {
         const sent = [];
@@ -232,9 +263,9 @@ def test_load_on_webgpu_and_an_img_element_predict_like_python(host_page, embed_
         img.src = canvas.toDataURL();
         await img.decode();
         const fromImg = await model.predict(img);
-        return {device: model.info.device, labels, img: fromImg.label};
+        return {device: model.info.device, engine: model.info.engine, labels, img: fromImg.label};
     }""".replace("GREY_CANVAS", GREY_CANVAS), [webgrad, MODEL, trained["images"]])
-    assert out["device"] == "webgpu", out
+    assert out["device"] == "webgpu" and out["engine"] == "lite", out
     assert out["labels"] == [str(i) for i in trained["expected"]]
     assert out["img"] == str(trained["expected"][0])
     assert [line for line in recorder.console if line.startswith(("error", "pageerror"))] == []
@@ -262,25 +293,36 @@ def test_missing_and_malformed_models_fire_error(host_page, embed_url, server_ur
     broken = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/broken-arch", 60_000])
     assert broken["type"] == "error" and "broken-arch" in broken["message"], broken
     assert "architecture" in broken["message"]
-    # A model whose class is the author's own code loads only when the page trusts it.
+    # A model whose class is the author's own code: its web bundle runs no code, so it loads as it is;
+    # rebuilt in Python (no bundle) it loads only when the page trusts it.
+    import webgrad as wg
     from demos import digits
 
-    digits.DigitsDemo("cnn").push("digits-cnn-widget", url=webgrad)
-    untrusted = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/digits-cnn-widget", 60_000])
+    cnn = digits.DigitsDemo("cnn")
+    cnn.push("digits-cnn-widget", url=webgrad)
+    lite = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/digits-cnn-widget", 60_000])
+    assert lite["type"] == "ready" and lite["rejected"] is None, lite
+    wg.store.push(cnn.model, "digits-cnn-python", url=webgrad, input_size=(1, 1, 8, 8), lite=False)
+    untrusted = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/digits-cnn-python", 60_000])
     assert untrusted["type"] == "error" and "DigitsCNN" in untrusted["message"]
     assert "add the trust-code attribute" in untrusted["message"]
     assert "trust_code=True" not in untrusted["message"]  # the page's terms, not pull()'s
-    trusted = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/digits-cnn-widget", 60_000, True])
+    trusted = page.evaluate(ADD_ELEMENT, [f"{webgrad}/api/models/digits-cnn-python", 60_000, True])
     assert trusted["type"] == "ready" and trusted["rejected"] is None
     assert [line for line in recorder.console if line.startswith("pageerror")] == []
 
 
 def test_host_csp_without_wasm_unsafe_eval_fires_error_quickly(host_page, embed_url, server_url, trained):
+    """The Python runtime needs 'wasm-unsafe-eval' (and says so, quickly); the lite engine does not."""
     started = time.monotonic()
-    page, _ = host_page(f"{embed_url}nowasm/index.html?webgrad={server_url.rstrip('/')}&model={MODEL}")
+    page, _ = host_page(f"{embed_url}nowasm/index.html?webgrad={server_url.rstrip('/')}&model={PYTHON_MODEL}")
     event = wait_event(page, timeout_ms=30_000)
     assert event["type"] == "error" and "wasm-unsafe-eval" in event["detail"], event
     assert time.monotonic() - started < 30
+    page, recorder = host_page(f"{embed_url}nowasm/index.html?webgrad={server_url.rstrip('/')}&model={MODEL}")
+    assert wait_event(page, timeout_ms=30_000)["type"] == "ready", recorder.console[-20:]
+    assert page.evaluate("async () => (await document.querySelector('webgrad-model').predict("
+                         "new Float32Array(64))).label") in list("0123456789")
 
 
 ADD_WITH_INPUT = """async ([src, input]) => {

@@ -20,7 +20,7 @@
 // Every action checks the state first, so a click can never start a job the page then
 // ignores (a Train click used to land while the page was still setting up, and vanish).
 import {boot, DEVICES} from "../webgrad.js";
-import {embedSnippet} from "../widget/snippet.js";
+import {embedSnippet, engineNote} from "../widget/snippet.js";
 
 export const $ = (id) => /** @type {any} */ (document.getElementById(id));
 
@@ -298,6 +298,8 @@ export class Demo {
     if (!record) throw new Error(`the store has no model named ${name} any more: save it again`);
     $("snippet").hidden = false;
     $("snippet").textContent = embedSnippet({origin: location.origin, name, info: record});
+    $("snippet-engine").hidden = false;
+    $("snippet-engine").textContent = engineNote(record);
   }
 }
 

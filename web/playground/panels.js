@@ -1,7 +1,7 @@
 // panels.js: the Files panel (what the code wrote under the working directory; downloads,
 // uploads by drag-and-drop or the Upload button) and the Models panel (the server's model
 // store: load, delete, download, embed).
-import {embedSnippet, ownCodeClasses} from "../widget/snippet.js";
+import {embedSnippet, engineNote, ownCodeClasses} from "../widget/snippet.js";
 
 export const CLIENT_HEADER = {"X-Webgrad-Client": "1"};  // the server refuses writes without it
 
@@ -164,10 +164,12 @@ export class ModelsPanel {
     this.status.textContent = response.ok ? `deleted ${name}` : `deleting ${name} failed: ${response.status}`;
   }
 
-  /** The snippet for `model` (a GET /api/models record): trust-code, with its comment, when it needs it. */
+  /** The snippet for `model` (a GET /api/models record): trust-code, with its comment, when it needs it;
+   * beside it, what the widget runs the model on (its web bundle's size, or why Python). */
   showEmbed(model) {
     this.snippet.querySelector("pre").textContent = embedSnippet({origin: window.location.origin, name: model.name,
                                                                   info: model});
+    this.snippet.querySelector(".engine").textContent = engineNote(model);
     this.snippet.hidden = false;
     this.snippet.querySelector("button").focus();
   }

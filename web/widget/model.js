@@ -1,25 +1,19 @@
 // model.js: load(url) -> Model, a stored webgrad model usable from any page's JavaScript.
 //
-// The model is rebuilt in Python (webgrad.store.pull in the runtime's worker, from the
-// architecture record and safetensors weights stored with it), so the host page needs no
-// code but this. Models loaded on the same device share one runtime (one worker).
-// Every failure rejects with an Error whose message says what went wrong and what to do,
-// within `timeoutMs`: nothing stays pending forever.
-import {boot} from "../runtime/webgrad.js";
+// When the model has a web bundle (webgrad.store.push exports one beside it), it runs on
+// /lite.js: WebGPU or plain JavaScript in the page, no Python (model.info.engine "lite").
+// Otherwise it is rebuilt in Python (webgrad.store.pull in the runtime's worker, from the
+// architecture record and safetensors weights stored with it; model.info.engine "python",
+// model.info.lite_reason says why there is no bundle). Either way the host page needs no code
+// but this. Every failure rejects with an Error whose message says what went wrong and what
+// to do, within `timeoutMs`: nothing stays pending forever.
+import {infoFromRecord, LiteEngine, PythonEngine, WidgetError} from "./engines.js";
 import {imageDataOf, isImageLike, toPixels} from "./image.js";
 
-const ROOT = new URL("../", import.meta.url).href;  // the webgrad site this module came from
-const runtimes = new Map();  // device -> Promise<Runtime>
-let counter = 0;
+export {WidgetError};
 
-/** A failure of the widget: message for people, .kind for code ("load", "input", "predict", "boot"). */
-export class WidgetError extends Error {
-  constructor(kind, message) {
-    super(`webgrad widget: ${message}`);
-    this.name = "WidgetError";
-    this.kind = kind;
-  }
-}
+const ROOT = new URL("../", import.meta.url).href;  // the webgrad site this module came from
+let counter = 0;
 
 function withTimeout(promise, ms, what) {
   let timer;
@@ -30,34 +24,7 @@ function withTimeout(promise, ms, what) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-function runtimeFor(device, baseUrl) {
-  const key = `${baseUrl} ${device}`;
-  if (!runtimes.has(key)) {
-    // keepFiles: false: a widget has no working folder of its own to keep, and must not restore
-    // (or overwrite) the files a playground on the same origin kept.
-    const started = boot({baseUrl, device, onInput: () => null, keepFiles: false}).catch((error) => {
-      runtimes.delete(key);  // a later load() may try again (e.g. after the page fixed its CSP)
-      throw new WidgetError("boot", error.message);
-    });
-    runtimes.set(key, started);
-  }
-  return runtimes.get(key);
-}
-
-// Python errors come back as PythonError: show its last line, not Pyodide's traceback.
-function pythonMessage(error) {
-  if (!error || !error.pythonType) return String(error?.message || error);
-  const text = String(error.message).replace(/^[\w.]*\w(Error|Exception|Interrupt): /, "");  // no "pkg.mod.X: "
-  return `${error.pythonType}: ${text}`;
-}
-
 const INTEGER_DTYPES = new Set(["int64", "int32", "int16", "int8", "uint8"]);
-const PYTHON = "webgrad.web.widget";  // the Python half (core/web/widget.py), called by name
-
-/** `fn` of the Python half, with `args` (and the ArrayBuffers in `transfer` moved, not copied). */
-function callPython(runtime, fn, args, transfer = []) {
-  return runtime.call(PYTHON, fn, args, {transfer});
-}
 
 // Typed arrays of integers (Int32Array, BigInt64Array, ...) keep the model's integer input integral.
 function isIntegerArray(value) {
@@ -90,11 +57,11 @@ function softmax(values) {
 }
 
 export class Model {
-  constructor(key, url, info, runtime, options) {
-    this.key = key;
+  /** `engine`: what runs it (engines.js); `info`: its info dict, with engine "lite" or "python". */
+  constructor(url, info, engine, options) {
     this.url = url;
     this.info = info;
-    this.runtime = runtime;
+    this.engine = engine;
     this.options = options;
     this.disposed = false;
   }
@@ -183,15 +150,9 @@ export class Model {
    */
   async predict(input, {fit = null} = {}) {
     if (this.disposed) throw new WidgetError("predict", "this model was disposed; load() it again");
-    const batch = this.toBatch(input, fit);  // its values are a fresh typed array: moved to the worker
-    let answer;
-    try {
-      answer = await withTimeout(callPython(this.runtime, "predict", [this.key, batch.data, batch.shape, batch.dtype],
-        [batch.data.buffer]), this.options.timeoutMs, "predict()");
-    } catch (error) {
-      throw error instanceof WidgetError ? error : new WidgetError("predict", pythonMessage(error));
-    }
-    const outputs = answer.outputs;  // a Float32Array, moved back from the worker
+    const batch = this.toBatch(input, fit);  // its values are a fresh typed array, the engine's to keep
+    const answer = await withTimeout(this.engine.run(batch), this.options.timeoutMs, "predict()");
+    const outputs = answer.outputs;  // a Float32Array
     const result = {outputs, shape: answer.shape};
     const classes = answer.shape.length === 2 ? answer.shape[1] : 0;
     if (classes > 1) {
@@ -209,8 +170,9 @@ export class Model {
 
   /**
    * Continue `prompt` with a language model (input kind "tokens"): `length` tokens sampled one
-   * at a time from the last position's logits divided by `temperature` (in the worker, see
-   * core/web/widget.py). Resolves {text, tokens}: the new text only, and its token ids.
+   * at a time from the last position's logits divided by `temperature` (in the page on the lite
+   * engine, in the worker on Python's: core/web/widget.py). Resolves {text, tokens}: the new
+   * text only, and its token ids.
    */
   async generate(prompt, {length = 100, temperature = 0.8, seed = null} = {}) {
     if (this.disposed) throw new WidgetError("predict", "this model was disposed; load() it again");
@@ -219,25 +181,21 @@ export class Model {
     if (!Number.isInteger(length) || length < 1) throw new WidgetError("input", `length must be a whole number `
       + `of tokens >= 1, got ${length}`);
     if (!(temperature > 0)) throw new WidgetError("input", `temperature must be > 0, got ${temperature}`);
-    const args = [this.key, prompt, length, Number(temperature), Number.isInteger(seed) ? seed : null];
-    try {
-      return await withTimeout(callPython(this.runtime, "generate", args), this.options.timeoutMs, "generate()");
-    } catch (error) {
-      throw error instanceof WidgetError ? error : new WidgetError("predict", pythonMessage(error));
-    }
+    const options = {length, temperature: Number(temperature), seed: Number.isInteger(seed) ? seed : null};
+    return withTimeout(this.engine.generate(prompt, options), this.options.timeoutMs, "generate()");
   }
 
-  /** Free the model in the worker (the runtime stays up for other models). */
+  /** Free the model (in the worker on the Python engine; the runtime stays up for other models). */
   async dispose() {
     if (this.disposed) return;
     this.disposed = true;
-    await callPython(this.runtime, "dispose", [this.key]).catch(() => {});
+    await this.engine.dispose();
   }
 }
 
-// A quick look at the model's record before booting Python: a 404 or a file that is not a
-// stored model fails in milliseconds, not after the runtime has started.
-async function checkRecord(url) {
+// The model's record, fetched first: it says whether the model has a web bundle, and a 404 or
+// a file that is not a stored model fails in milliseconds, before anything else loads.
+async function fetchRecord(url) {
   let response;
   try {
     response = await fetch(url, {headers: {Accept: "application/json"}});
@@ -259,29 +217,25 @@ async function checkRecord(url) {
     throw new WidgetError("load", `${url} is not a stored model (no weights_url in its record); the src should `
       + "look like http://HOST/api/models/NAME");
   }
+  return record;
 }
 
 /**
  * Load a stored model. options: {device: "auto"|"webgpu"|"cpu" (default "cpu": small models
- * answer fastest there), trustCode (run a model's own class source), timeoutMs (120000)}.
+ * answer fastest there), trustCode (run a model's own class source; only the Python engine
+ * runs any: a web bundle holds no code), timeoutMs (120000)}.
  */
 export async function load(url, {device = "cpu", trustCode = false, timeoutMs = 120_000, baseUrl = ROOT} = {}) {
   if (typeof url !== "string" || !url) throw new WidgetError("load", "load(url) needs the model's URL, "
     + "e.g. http://HOST/api/models/digits-mlp");
   const absolute = new URL(url, document.baseURI).href;
   const options = {timeoutMs};
-  const key = `m${++counter}`;
   const work = (async () => {
-    const runtime = runtimeFor(device, baseUrl);
-    runtime.catch(() => {});  // reported below, after the record check
-    await checkRecord(absolute);
-    const ready = await runtime;
-    try {
-      const info = await callPython(ready, "load", [key, absolute, Boolean(trustCode)]);
-      return new Model(key, absolute, info, ready, options);
-    } catch (error) {
-      throw new WidgetError("load", `${absolute}: ${pythonMessage(error)}`);
-    }
+    const record = await fetchRecord(absolute);
+    const {engine, info} = record.lite?.url
+      ? await LiteEngine.load(new URL(record.lite.url, absolute).href, infoFromRecord(record, absolute), {device})
+      : await PythonEngine.load(`m${++counter}`, absolute, {device, baseUrl, trustCode});
+    return new Model(absolute, info, engine, options);
   })();
   return withTimeout(work, timeoutMs, `loading ${absolute}`);
 }

@@ -11,6 +11,8 @@
 // has_architecture, input, ...}); both say which of the model's classes are its author's own
 // code. The snippet names no `input` attribute: the element picks the UI from the model's
 // recorded input (see element.js), so the snippet stays right when the model is re-pushed.
+// engineNote(info) is the line shown beside it: which engine the widget will run the model on
+// (its web bundle and the bundle's size, or the Python runtime and why).
 
 /**
  * The names of the model's own Python classes (code the widget must run to rebuild it).
@@ -63,4 +65,23 @@ export function embedSnippet({origin, name, info = null}) {
   lines.push(`<webgrad-model src="${attribute(base)}/api/models/${attribute(encodeURIComponent(name))}"${attrs}>`
     + "</webgrad-model>");
   return lines.join("\n");
+}
+
+/** Bytes as people read them: 900 B, 54 KB, 1.3 MB. @param {number} bytes */
+export function byteSize(bytes) {
+  if (bytes < 1000) return `${bytes} B`;
+  if (bytes < 1e6) return `${Math.round(bytes / 1000)} KB`;
+  return `${(bytes / 1e6).toFixed(1)} MB`;
+}
+
+/**
+ * What the embedded widget runs the model on, for the line beside the snippet: "lite bundle,
+ * 54 KB — no Python in the page", or "Python runtime: <why the model has no bundle>".
+ * @param {any} info  a GET /api/models/NAME record or a webgrad.store.info dict (both carry lite, lite_reason)
+ * @returns {string}
+ */
+export function engineNote(info) {
+  const lite = info?.lite;
+  if (lite && typeof lite.bytes === "number") return `lite bundle, ${byteSize(lite.bytes)} — no Python in the page`;
+  return `Python runtime: ${info?.lite_reason || "the model has no web bundle"}`;
 }
