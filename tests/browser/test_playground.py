@@ -151,6 +151,9 @@ def test_digits_mlp_chart_stop_push_reload_pull(playground):
     snippet = p.inner_text("#embed pre")
     assert snippet == (f'<script type="module" src="{p.url.split("/?")[0]}/widget.js"></script>\n'
                        f'<webgrad-model src="{p.url.split("/?")[0]}/api/models/digits-mlp"></webgrad-model>')
+    # Pushed from the page, with its web bundle exported there: the widget will run it without Python.
+    engine = p.inner_text("#embed .engine")
+    assert re.fullmatch(r"lite bundle, \d+ KB — no Python in the page", engine), engine
     assert page.errors == []
 
 
