@@ -10,6 +10,7 @@ must go on working. (tests/test_lite.py runs the same table natively through the
 """
 from __future__ import annotations
 
+import copy
 import functools
 import gzip
 import http.server
@@ -40,7 +41,7 @@ HOST_HTML = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>webgrad lite on another site</title>
 <link rel="stylesheet" href="host.css"></head>
 <body><h1>A webgrad model in a page of another site</h1>
-<p id="status">loading /lite.js</p><button id="run" type="button">Predict on the CPU</button><div id="out"></div>
+<p id="status">loading /lite.js</p><button id="run" type="button">Predict</button><div id="out"></div>
 <script type="module" src="host.js"></script></body></html>
 """
 # The page's own script: imports /lite.js from the webgrad site and records CSP violations.
@@ -55,16 +56,16 @@ window.liteReady = import(`${webgrad}/lite.js`).then((lite) => {
   return Object.keys(lite).sort();
 });
 
-// The CPU run of the CSP test, started by a click so that it runs as the page's own task
+// The runs of the CSP test, started by a click so that it runs as the page's own task
 // (code evaluated by the test driver is exempt from the page's CSP; this is not).
-async function runOnCpu({urls, x}) {
+async function runInPage({urls, x}) {
   let evalAllowed = true;
   try { new Function("return 1")(); } catch { evalAllowed = false; }
   await new Promise((resolve) => setTimeout(resolve, 100));  // the probe's own violation report comes first
   const before = window.violations.length;
   const rows = [];
-  for (const url of urls) {
-    const model = await window.lite.load(url, {device: "cpu"});
+  for (const [url, device] of urls) {
+    const model = await window.lite.load(url, {device});
     const answer = await model.predict(Float32Array.from(x));
     rows.push([url, model.info.device, model.info.weights, answer.label,
       `${(answer.probabilities[answer.index] * 100).toFixed(1)} %`, model.info.bytes]);
@@ -86,12 +87,12 @@ async function runOnCpu({urls, x}) {
   note.className = evalAllowed || violations.length ? "bad" : "ok";
   note.textContent = "This page's CSP forbids eval and WebAssembly "
     + `(eval here: ${evalAllowed ? "allowed!" : "blocked"}); `
-    + `CSP violations while predicting on the CPU path: ${violations.length}`;
+    + `CSP violations while predicting: ${violations.length}`;
   document.getElementById("out").replaceChildren(note, table);
   return {evalAllowed, rows, violations};
 }
 document.getElementById("run").addEventListener("click", () => {
-  window.cpuDone = runOnCpu(window.cpuJob);
+  window.cpuDone = runInPage(window.cpuJob);
 });
 """
 HOST_CSS = """
@@ -162,8 +163,10 @@ def site(tmp_path_factory, server_url):
         labels = [f"class {i}" for i in range(10)] if name.startswith("digits") else None
         webgrad.export(model, (webgrad.tensor(x[:2]),), root / "demos" / name, labels=labels)
         demos[name] = (model, x)
-    webgrad.export(demos["digits-mlp"][0], (webgrad.tensor(demos["digits-mlp"][1][:2]),), root / "demos" / "mlp-int8",
-                   weights="int8")
+    for name, weights in (("digits-mlp", "int8"), ("digits-mlp", "float16"), ("digits-cnn", "int8")):
+        model, x = demos[name]
+        webgrad.export(model, (webgrad.tensor(x[:2]),), root / "demos" / f"{name}-{weights}", weights=weights,
+                       labels=[f"class {i}" for i in range(10)])
     handler = type("Handler", (HostHandler,), {})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     port = server.server_address[1]
@@ -461,14 +464,103 @@ def test_strict_csp_page_runs_the_cpu_path_and_shows_it(host, site):
     page, recorder = host
     model, x = site["demos"]["digits-mlp"]
     want = f"class {int(np.argmax(_native(model, x[:1])[0]))}"
-    urls = ["demos/digits-mlp/", f"{site['other']}demos/mlp-int8/"]  # the second from another origin (CORS)
+    # The int8 bundle from another origin (CORS); the last row runs on WebGPU, for the picture.
+    urls = [["demos/digits-mlp/", "cpu"], [f"{site['other']}demos/digits-mlp-int8/", "cpu"],
+            ["demos/digits-mlp/", "webgpu"]]
     page.evaluate("(job) => { window.cpuJob = job; }", {"urls": urls, "x": x[0].tolist()})
     page.click("#run")
     got = recorder.evaluate("() => window.cpuDone", timeout_s=120)
     assert got["evalAllowed"] is False, "the host page's CSP should forbid eval"
     assert got["violations"] == [], got["violations"]
-    assert [row[1] for row in got["rows"]] == ["cpu", "cpu"]
-    assert got["rows"][0][3] == want, (got["rows"], want)
+    assert [row[1] for row in got["rows"]] == ["cpu", "cpu", "webgpu"]
+    assert got["rows"][0][3] == want and got["rows"][2][3] == want, (got["rows"], want)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "lite-host.png"), full_page=True)
     assert recorder.console == [] or not any("pageerror" in line for line in recorder.console), recorder.console
+
+
+def _as_stored(model, folder):
+    """A copy of ``model`` holding the weights as the bundle stores them (float16, or int8 times the scale)."""
+    _, arrays, _ = webgrad.lite.read_bundle(folder)
+    state = {}
+    for name in model.state_dict():
+        values = arrays[name].astype(np.float32)
+        if name + ".scale" in arrays:
+            values = values * arrays[name + ".scale"].reshape(-1, *[1] * (values.ndim - 1))
+        state[name] = webgrad.tensor(values)
+    stored = copy.deepcopy(model)
+    stored.load_state_dict(state)
+    return stored
+
+
+@pytest.mark.parametrize("bundle", ["digits-mlp-float16", "digits-mlp-int8", "digits-cnn-int8"])
+def test_float16_and_int8_weights_run_as_stored(host, site, bundle):
+    """float16 weights are widened in JavaScript, int8 ones dequantized in the kernels (and the CPU
+    path): both give what the model computes with the stored weights."""
+    page, recorder = host
+    name = bundle.rsplit("-", 1)[0]
+    model, x = site["demos"][name]
+    want = _native(_as_stored(model, site["root"] / "demos" / bundle), x)
+    for device in DEVICES:
+        args = {"url": f"demos/{bundle}/", "device": device, "rows": x.tolist(),
+                "flat": {"first": x[0].ravel().tolist(), "int": False}}
+        got = recorder.evaluate(DEMO_RUN, args, timeout_s=300)
+        assert got["info"]["weights"] == bundle.rsplit("-", 1)[1]
+        data = np.array(got["all"]["data"], np.float32).reshape(got["all"]["shape"])
+        assert float(np.abs(data - want).max()) <= 1e-5, (bundle, device, float(np.abs(data - want).max()))
+
+
+DEVICE_LOST = """async ({url}) => {
+    // Keep the device lite.js asks for, to take it away as a driver reset would.
+    const original = GPUAdapter.prototype.requestDevice;
+    let device = null;
+    GPUAdapter.prototype.requestDevice = async function (...args) {
+        device = await original.apply(this, args);
+        return device;
+    };
+    try {
+        const model = await window.lite.load(url, {device: "webgpu"});
+        const before = (await model.predict(new Float32Array(64))).shape;
+        device.destroy();
+        try {
+            await model.predict(new Float32Array(64));
+            return {before, error: null};
+        } catch (error) {
+            return {before, error: {name: error.name, kind: error.kind, message: error.message}};
+        }
+    } finally {
+        GPUAdapter.prototype.requestDevice = original;
+    }
+}"""
+
+NO_ADAPTER = """async ({url}) => {
+    const gpu = navigator.gpu;
+    const original = gpu.requestAdapter;
+    gpu.requestAdapter = async () => null;  // a browser that has WebGPU but no adapter for this page
+    try {
+        const auto = await window.lite.load(url, {device: "auto"});
+        const answer = await auto.predict(new Float32Array(64));
+        let refused = null;
+        try {
+            await window.lite.load(url, {device: "webgpu"});
+        } catch (error) {
+            refused = {name: error.name, kind: error.kind, message: error.message};
+        }
+        return {device: auto.info.device, shape: answer.shape, refused};
+    } finally {
+        gpu.requestAdapter = original;
+    }
+}"""
+
+
+def test_device_loss_and_missing_adapter(host):
+    page, recorder = host
+    lost = recorder.evaluate(DEVICE_LOST, {"url": "demos/digits-mlp/"})
+    assert lost["before"] == [1, 10]
+    assert lost["error"] and lost["error"]["kind"] == "device", lost
+    assert "lost" in lost["error"]["message"] and "load() the model again" in lost["error"]["message"], lost
+    fallback = recorder.evaluate(NO_ADAPTER, {"url": "demos/digits-mlp/"})
+    assert fallback["device"] == "cpu" and fallback["shape"] == [1, 10], fallback
+    assert fallback["refused"]["kind"] == "device" and 'device: "cpu"' in fallback["refused"]["message"], fallback
+    auto = recorder.evaluate("async () => (await window.lite.load('demos/digits-mlp/')).info.device")
+    assert auto == "webgpu"  # "auto" takes the adapter when there is one

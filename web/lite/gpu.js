@@ -199,6 +199,8 @@ export class GpuRunner {
     try {
       await plan.staging.mapAsync(READ);
     } catch (error) {
+      // A lost device fails the map before its `lost` promise settles: give it a moment to say so.
+      await Promise.race([this.device.lost, new Promise((resolve) => setTimeout(resolve, 200))]);
       this.checkDevice();
       throw new LiteError("predict", `reading the outputs failed (${error.message})`);
     }
