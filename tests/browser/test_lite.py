@@ -31,7 +31,7 @@ from .conftest import REPO, Runtime, require
 
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
-from lite_ops import CASES, export_case  # noqa: E402
+from lite_ops import CASES, Case, export_case  # noqa: E402
 
 SHOTS = REPO / "tests" / "browser" / "screenshots"
 DEVICES = ("webgpu", "cpu")
@@ -128,6 +128,39 @@ class HostHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def _edge(fn, *inputs):
+    """A case of ``fn`` over fixed inputs (numpy arrays), at the edges of the element types."""
+    class Edge(webgrad.nn.Module):
+        def forward(self, *xs):
+            return fn(*xs)
+    return lambda: (Edge(), tuple(webgrad.tensor(x) for x in inputs))
+
+
+_SPECIAL = np.array([[np.nan, np.inf, -np.inf, 0.5, 1.5, 2.5, -0.5, -2.5, 0.0, -1.7, 3.0, -4.0]], np.float32)
+_INTS = np.array([[0, 1, 2, -3, 5, -20000, 46340]], np.int64)  # results stay in int32 (the bundle's ints)
+# Beyond the op table: NaN and infinities, halves, int32 arithmetic and bools, where numpy's
+# rules are easy to miss in a port (each CPU op of web/lite/cpu.js is checked here too).
+EDGE_CASES = [
+    Case("edge_nan_inf_rounding", _edge(lambda x: webgrad.cat([
+        x.relu(), webgrad.maximum(x, x * 0 + 1), webgrad.minimum(x, x * 0), x.sign(), webgrad.isnan(x).float(),
+        x.round(), x.floor(), x.ceil(), x.abs(), -x], 1), _SPECIAL)),
+    Case("edge_exp_log_pow", _edge(lambda x: webgrad.cat([
+        (x * 30).exp(), x.abs().log(), x.log(), (x * 0 - 2) ** 3, x.abs() ** 0.5, x.tanh(), x.sigmoid()], 1),
+        _SPECIAL)),
+    Case("edge_int32", _edge(lambda t: webgrad.cat([
+        t * 3 + 1, -t, t.abs(), webgrad.maximum(t, t * 0 + 2), webgrad.minimum(t, t * 0), (t == 2).long(),
+        webgrad.where(t > 1, t, t * 0 - 7), t * t], 1), _INTS)),
+    Case("edge_bool_logic", _edge(lambda x: webgrad.cat([
+        ((x > 0) & (x < 2)).float(), ((x < -1) | (x != x)).float(), (~(x >= 1)).float(), (x > 0).long().float() * 2,
+        webgrad.where(x.isnan(), x * 0, x)], 1), _SPECIAL)),
+    Case("edge_reduce_nan_int", _edge(lambda x, t: webgrad.cat([
+        x.amax(1, keepdim=True), x.amin(1, keepdim=True), x.argmax(1, keepdim=True).float(),
+        t.sum(1, keepdim=True).float(), t.amax(1, keepdim=True).float(), (t > 0).sum(1, keepdim=True).float()], 1),
+        _SPECIAL, _INTS[:, :5])),
+    Case("edge_two_outputs_int_first", _edge(lambda x: (x.argmax(1), x * 2, x.sum(1)), _SPECIAL[:, 3:])),
+]
+
+
 def _demo_models():
     from demos import char_lm, classify_2d, digits
 
@@ -154,7 +187,7 @@ def site(tmp_path_factory, server_url):
     (root / "host.js").write_text(HOST_JS)
     (root / "host.css").write_text(HOST_CSS)
     table = []
-    for case in CASES:
+    for case in [*CASES, *EDGE_CASES]:
         runs = export_case(case, root / "ops" / case.name)
         table.append({"name": case.name, "tol": case.tol, "runs": runs})
     demos = {}
@@ -195,10 +228,11 @@ def host(browser, site, server_url):
 
 
 def _worst(got, want) -> float:
-    """Largest |got - want| / (1 + |want|); NaN where both are NaN counts as equal."""
+    """Largest |got - want| / (1 + |want|); equal values (infinities too) and NaN against NaN count as equal."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    both_nan = np.isnan(got) & np.isnan(want)
-    diff = np.where(both_nan, 0.0, np.abs(got - want) / (1 + np.abs(want)))
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    with np.errstate(invalid="ignore"):
+        diff = np.where(same, 0.0, np.abs(got - want) / (1 + np.abs(want)))
     return float(np.nan_to_num(diff, nan=np.inf).max()) if diff.size else 0.0
 
 
