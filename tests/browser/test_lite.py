@@ -201,6 +201,8 @@ def site(tmp_path_factory, server_url):
         webgrad.export(model, (webgrad.tensor(x[:2]),), root / "demos" / f"{name}-{weights}", weights=weights,
                        labels=[f"class {i}" for i in range(10)])
     handler = type("Handler", (HostHandler,), {})
+    model, x = demos["classify-2d"]
+    webgrad.export(model, (webgrad.tensor(x[:3]),), root / "demos" / "classify-2d-static", dynamic_batch=False)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     port = server.server_address[1]
     other = f"http://localhost:{port}"  # another origin serving the same bundles (CORS)
@@ -598,3 +600,28 @@ def test_device_loss_and_missing_adapter(host):
     assert fallback["refused"]["kind"] == "device" and 'device: "cpu"' in fallback["refused"]["message"], fallback
     auto = recorder.evaluate("async () => (await window.lite.load('demos/digits-mlp/')).info.device")
     assert auto == "webgpu"  # "auto" takes the adapter when there is one
+
+
+STATIC = """async ({url, device, rows}) => {
+    const model = await window.lite.load(url, {device});
+    const answer = await model.predict(rows);
+    let refused = null;
+    try {
+        await model.predict(rows.slice(1));
+    } catch (error) {
+        refused = {kind: error.kind, message: error.message};
+    }
+    return {data: Array.from(answer.outputs), shape: answer.shape, inputs: model.info.inputs, refused};
+}"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fixed_batch_bundle(host, site, device):
+    """A bundle exported with dynamic_batch=False takes exactly its example's shape."""
+    page, recorder = host
+    model, x = site["demos"]["classify-2d"]
+    got = recorder.evaluate(STATIC, {"url": "demos/classify-2d-static/", "device": device, "rows": x[:3].tolist()})
+    assert got["inputs"][0]["shape"] == [3, 2]
+    data = np.array(got["data"], np.float32).reshape(got["shape"])
+    assert float(np.abs(data - _native(model, x[:3])).max()) <= 1e-5
+    assert got["refused"]["kind"] == "input" and "expected shape (3, 2)" in got["refused"]["message"], got
