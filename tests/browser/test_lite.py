@@ -625,3 +625,30 @@ def test_fixed_batch_bundle(host, site, device):
     data = np.array(got["data"], np.float32).reshape(got["shape"])
     assert float(np.abs(data - _native(model, x[:3])).max()) <= 1e-5
     assert got["refused"]["kind"] == "input" and "expected shape (3, 2)" in got["refused"]["message"], got
+
+
+IMAGE = """async ({url, device, image}) => {
+    const canvas = document.createElement("canvas");  // each pixel an 8 x 8 grey block: lite.js resizes it back
+    canvas.width = canvas.height = 64;
+    const context = canvas.getContext("2d");
+    image.forEach((grey, i) => {
+        context.fillStyle = `rgb(${grey}, ${grey}, ${grey})`;
+        context.fillRect(8 * (i % 8), 8 * Math.floor(i / 8), 8, 8);
+    });
+    const model = await window.lite.load(url, {device});
+    const answer = await model.predict(canvas);
+    return {data: Array.from(answer.outputs), shape: answer.shape};
+}"""
+
+
+@pytest.mark.parametrize("name", ["digits-mlp", "digits-cnn"])
+def test_image_input_as_the_widget_reads_it(host, site, name):
+    """A <canvas> goes in as the widget takes it: grey levels in 0..1, resized to the model's 8 x 8."""
+    page, recorder = host
+    model, x = site["demos"][name]
+    grey = np.round(x[0].ravel() * 255).astype(int)
+    want = _native(model, (grey / 255).astype(np.float32).reshape(1, *x.shape[1:]))
+    for device in DEVICES:
+        got = recorder.evaluate(IMAGE, {"url": f"demos/{name}/", "device": device, "image": grey.tolist()})
+        data = np.array(got["data"], np.float32).reshape(got["shape"])
+        assert float(np.abs(data - want).max()) <= 1e-4, (name, device, float(np.abs(data - want).max()))

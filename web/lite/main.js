@@ -19,7 +19,7 @@ export {LiteError};
 
 const TYPED = {float32: Float32Array, int32: Int32Array, bool: Uint32Array};
 
-/** A shape of DIMs as people read it: [“batch”, 64]. */
+/** A shape of DIMs as people read it: ["batch", 64]. */
 const described = (shape) => shape.map((n) => (typeof n === "number" ? n : dimText(n)));
 
 /** Nested arrays and typed arrays -> their values in order, and the nested shape. */
@@ -56,13 +56,13 @@ function imageLayout(spec, metadata) {
 }
 
 /** Check `value` (typed array, nested arrays, or an image for an image input) against `spec`. */
-function toValues(value, spec, name, metadata) {
+function toValues(value, spec, name, metadata, fit) {
   const expect = `expected shape ${shapeText(spec.shape)}`;
   if (isImageLike(value)) {
     const layout = imageLayout(spec, metadata);
     if (!layout) throw new LiteError("input", `${name} takes ${spec.dtype} values, not an image; ${expect}`);
     try {
-      const values = toPixels(imageDataOf(value), {...layout, fit: "full"});
+      const values = toPixels(imageDataOf(value), {...layout, fit: fit || layout.fit || "full"});
       return {values, given: [values.length]};
     } catch (error) {
       throw new LiteError("input", `${name}: ${error.message.replace(/^webgrad widget: /, "")}`);
@@ -152,8 +152,9 @@ class LiteModel {
    * Resolves {outputs, shape, outputsAll: [{name, dtype, outputs, shape}], probabilities?,
    * index?, label?}: for a classifier (output (N, K), K > 1) probabilities are the softmax of
    * the first item's outputs (kept if they already are probabilities), label its most likely class.
+   * options.fit: how an image is cropped ("full", or "ink": the drawn part), as the widget's.
    */
-  async predict(input) {
+  async predict(input, {fit = null} = {}) {
     if (this.disposed) throw new LiteError("predict", "this model was disposed; load() it again");
     const specs = this.meta.inputs;
     let given = [input];
@@ -164,8 +165,8 @@ class LiteModel {
       }
       given = input;
     }
-    const read = specs.map((spec, k) => ({...toValues(given[k], spec, `input '${spec.name}'`, this.info.metadata),
-      spec}));
+    const read = specs.map((spec, k) => ({...toValues(given[k], spec, `input '${spec.name}'`, this.info.metadata,
+      fit), spec}));
     const where = this.meta.batch;
     const batch = where ? batchOf(read[where.input].values, read[where.input].given, specs[where.input], where.dim,
       `input '${specs[where.input].name}'`) : 0;
