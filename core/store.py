@@ -330,10 +330,12 @@ def _bundle(model, example, metadata: dict) -> dict | str:
                 "input_size=(1, ...) (and dtypes=[webgrad.int64] for token ids)" if hasattr(model, "forward")
                 else "a state dict has no forward to export as a web bundle: push the nn.Module with input_size")
     own = metadata[RECORD_KEY]
+    # The bundle's metadata: the author's, and what the input is; not the architecture (no code runs there).
+    slim = {**metadata, RECORD_KEY: {key: value for key, value in own.items() if key != "architecture"}}
     try:
         with tempfile.TemporaryDirectory(prefix="webgrad-push-") as folder:
             exported = export(model, example if isinstance(example, tuple) else (example,), Path(folder) / "bundle",
-                              labels=own["labels"], metadata=json.loads(_metadata_json(metadata)))
+                              labels=own["labels"], metadata=json.loads(_metadata_json(slim)))
             return {path: (Path(exported.path) / path).read_bytes() for path in exported.files}
     except ExportError as exc:  # its hint about the Python runtime is what happens anyway
         return str(exc).partition("; the model can still be embedded")[0]

@@ -564,6 +564,7 @@ def test_push_writes_the_web_bundle_and_the_server_serves_it(fresh, device, tmp_
     meta = json.loads(served["model.json"])
     assert meta["labels"] == labels and meta["batch"] == {"input": 0, "dim": 0}
     assert meta["metadata"]["accuracy"] == 0.25 and meta["metadata"]["webgrad"]["input"]["kind"] == "image"
+    assert "architecture" not in meta["metadata"]["webgrad"]  # no code runs from a bundle
     assert served["weights.safetensors"] == (tmp_path / "local" / "weights.safetensors").read_bytes()
     for path in local.files:
         if path != "model.json":

@@ -1,6 +1,7 @@
 // text.js: a text box that a language model continues (input kind "tokens"): the prompt,
 // the temperature, the number of tokens to write, a Generate button and the text written.
-// Sampling runs in the worker (model.generate, core/web/widget.py), one token at a time.
+// Sampling is model.generate's, one token at a time: in the page on the lite engine (engines.js),
+// in the worker on the Python one (core/web/widget.py).
 
 export class TextGenerator {
   /**
