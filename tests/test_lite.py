@@ -168,7 +168,8 @@ def mlp_bundle(tmp_path):
     return tmp_path / "b"
 
 
-@pytest.mark.parametrize("damage", ["model.json:truncate", "model.json:format", "weights.safetensors:truncate",
+@pytest.mark.parametrize("damage", ["model.json:truncate", "model.json:format", "model.json:escape",
+                                    "weights.safetensors:truncate",
                                     "weights.safetensors:missing", "kernel:missing", "kernel:garbage"])
 def test_a_damaged_bundle_is_refused_naming_the_file(mlp_bundle, damage):
     what, how = damage.split(":")
@@ -178,9 +179,12 @@ def test_a_damaged_bundle_is_refused_naming_the_file(mlp_bundle, damage):
         path.write_bytes(data[: len(data) // 2])
     elif how == "missing":
         path.unlink()
-    elif how == "format":
+    elif how in ("format", "escape"):  # another format; a kernel outside the bundle's folder
         meta = json.loads(path.read_text())
-        meta["format"] = "something-else"
+        if how == "format":
+            meta["format"] = "something-else"
+        else:
+            meta["kernels"][0] = "../../etc/passwd"
         path.write_text(json.dumps(meta))
     else:
         path.write_text("this is not WGSL")

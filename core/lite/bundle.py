@@ -201,7 +201,7 @@ def read_bundle(path) -> tuple[dict, dict, list]:
     """(model.json, {weight name: array}, [kernel sources]) of the bundle folder ``path``, checked."""
     path = Path(path)
     meta = _read_json(path / MODEL_FILE)
-    _check_model(meta, MODEL_FILE)
+    _check_model(meta, str(path / MODEL_FILE))
     source = str(path / WEIGHTS_FILE)
     try:
         data = (path / WEIGHTS_FILE).read_bytes()
@@ -257,6 +257,9 @@ def _check_model(meta: dict, file: str) -> None:
                                          f"(a bundle from another webgrad; export it again)")
     for key in ("inputs", "outputs", "buffers", "steps", "kernels"):
         need(isinstance(meta.get(key), list), f"field {key!r} must be a list")
+    for name in meta["kernels"]:  # files of the bundle's own folder, never elsewhere
+        need(isinstance(name, str) and not name.startswith("/") and ":" not in name
+             and ".." not in name.split("/"), f"kernel file {name!r} is not a file of the bundle's folder")
     count = len(meta["buffers"])
     for i, b in enumerate(meta["buffers"]):
         need(isinstance(b, dict) and b.get("dtype") in BUFFER_DTYPES and isinstance(b.get("shape"), list)
