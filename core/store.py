@@ -338,7 +338,7 @@ def _bundle(model, example, metadata: dict) -> dict | str:
                               labels=own["labels"], metadata=json.loads(_metadata_json(slim)))
             return {path: (Path(exported.path) / path).read_bytes() for path in exported.files}
     except ExportError as exc:  # its hint about the Python runtime is what happens anyway
-        return str(exc).partition("; the model can still be embedded")[0]
+        return str(exc).partition("; rewrite that part")[0]
     except Exception as exc:  # any other failure to export: the model still runs in Python, and we say why
         import warnings
         warnings.warn(f"webgrad.store.push: pushing without a web bundle; webgrad.export failed: "

@@ -219,3 +219,29 @@ def test_the_readme_export_block_runs_as_written(tmp_path, monkeypatch, gpu):
     scope = {"webgrad": webgrad, "model": model, "example": webgrad.randn(2, 64), "x": np.ones((3, 64), np.float32)}
     exec(block, scope)  # noqa: S102  (the README's own lines)
     assert scope["info"].weights == "int8" and (tmp_path / "digits-lite" / "model.json").exists()
+
+
+class _Bidirectional(nn.Module):
+    """Tokens through an encoder layer without a mask: every position sees every other."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 8)
+        self.encode = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+
+    def forward(self, tokens):
+        return self.encode(self.embed(tokens))
+
+
+def test_token_inputs_say_whether_a_shorter_row_may_be_padded(tmp_path):
+    """The widget pads a short row of token ids on the right only where outputs at t depend on
+    ids <= t alone: the export tests that by changing later ids, and records it per input."""
+    webgrad.manual_seed(0)
+    tokens = webgrad.tensor(np.arange(16).reshape(2, 8) % 10)
+    for model, causal in [(char_lm.TinyGPT(10, context=8), True), (_Bidirectional(), False)]:
+        model.eval()
+        webgrad.export(model, (tokens,), tmp_path / type(model).__name__)
+        spec, = json.loads((tmp_path / type(model).__name__ / "model.json").read_text())["inputs"]
+        assert spec["causal"] is causal and spec["index_rows"] == 10
+    webgrad.export(nn.Linear(3, 2), (webgrad.randn(2, 3),), tmp_path / "floats")
+    assert "causal" not in json.loads((tmp_path / "floats" / "model.json").read_text())["inputs"][0]

@@ -17,7 +17,8 @@ The bundle (a folder) holds:
     {"format": "webgrad-lite", "version": 1, "name": "DigitsMLP",
      "batch": {"input": 0, "dim": 0} | null,   # where the batch size B is read at run time
      "inputs":  [{"name": "input", "buffer": 0, "dtype": "float32", "shape": [DIM...],
-                  "index_rows": 10?}],          # int inputs that index a table: valid [0, rows)
+                  "index_rows": 10?,            # int inputs that index a table: valid [0, rows)
+                  "causal": true?}],            # token rows: outputs at t depend on ids <= t only
      "outputs": [{"name": "output", "buffer": 9, "dtype": "float32", "shape": [DIM...]}],
      "buffers": [{"dtype": "float32" | "int32" | "bool" | "int8", "shape": [DIM...],
                   "role": "input" | "weight" | "step", "weight": "fc1.weight"?, "scale": 4?}],

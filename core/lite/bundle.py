@@ -77,6 +77,7 @@ def export(model, example_inputs, path, *, dynamic_batch: bool = True, weights: 
     finally:
         if hasattr(model, "train"):
             model.train(was_training)
+    causal = [_causal(model, args, i) for i in range(len(args))]
     lowered = lower(traced, _parameter_names(model), weights)
     input_names = list(input_names or (["input"] if len(args) == 1 else [f"input_{i}" for i in range(len(args))]))
     output_names = list(output_names or (["output"] if len(outs) == 1 else [f"output_{i}" for i in range(len(outs))]))
@@ -103,7 +104,8 @@ def export(model, example_inputs, path, *, dynamic_batch: bool = True, weights: 
         "format": FORMAT, "version": VERSION,
         "name": type(model).__name__ if hasattr(model, "named_modules") else getattr(model, "__name__", "model"),
         "batch": {"input": 0, "dim": 0} if dynamic_batch else None,
-        "inputs": [_io(name, b, lowered.index_ranges.get(b.id)) for name, b in zip(input_names, lowered.inputs)],
+        "inputs": [_io(name, b, lowered.index_ranges.get(b.id), c)
+                   for name, b, c in zip(input_names, lowered.inputs, causal)],
         "outputs": [_io(name, b) for name, b in zip(output_names, lowered.outputs)],
         "buffers": [_buffer_json(b) for b in lowered.buffers],
         "weights": {"file": WEIGHTS_FILE, "encoding": weights},
@@ -152,11 +154,42 @@ def _json(value):
     return str(value)
 
 
-def _io(name: str, buffer, index_rows=None) -> dict:
+def _io(name: str, buffer, index_rows=None, causal=None) -> dict:
     entry = {"name": name, "buffer": buffer.id, "dtype": buffer.dtype, "shape": [to_json(n) for n in buffer.shape]}
     if index_rows is not None:
         entry["index_rows"] = to_json(index_rows)
+    if causal is not None:
+        entry["causal"] = causal
     return entry
+
+
+def _causal(model, args, i: int):
+    """For a row of token ids (an integer input of shape (batch, length)): whether every output at
+    position t depends only on the ids up to t, tested by changing the ids after t (then a shorter row
+    may be padded on the right to the bundle's fixed length, as the widget does). None otherwise."""
+    x = args[i]
+    if x.dtype.category != "int" or x.ndim != 2 or x.shape[1] < 2:
+        return None
+    from ..autograd import no_grad
+    from ..creation import tensor
+
+    ids = x.detach().numpy()
+    with no_grad():
+        base = _flat_outputs(model(*args))
+        for t in sorted({0, x.shape[1] // 2, x.shape[1] - 2}):
+            changed = ids.copy()
+            changed[:, t + 1:] = (changed[:, t + 1:] + 1) % max(2, int(ids.max()) + 1)  # other valid ids after t
+            outs = _flat_outputs(model(*args[:i], tensor(changed, dtype=x.dtype, device=x.device), *args[i + 1:]))
+            for a, b in zip(base, outs):
+                if a.ndim < 2 or a.shape[1] != x.shape[1] or not np.allclose(a[:, :t + 1], b[:, :t + 1], 1e-5, 1e-6):
+                    return False
+    return True
+
+
+def _flat_outputs(out) -> list:
+    if isinstance(out, (tuple, list)):
+        return [a for item in out for a in _flat_outputs(item)]
+    return [out.detach().numpy()]
 
 
 def _buffer_json(b) -> dict:

@@ -236,7 +236,8 @@ export async function load(url, {device = "auto"} = {}) {
   }
   if (!runner) runner = cpu;
   const meta = bundle.meta;
-  const io = (spec) => ({name: spec.name, dtype: spec.dtype, shape: described(spec.shape)});
+  const io = (spec) => ({name: spec.name, dtype: spec.dtype, shape: described(spec.shape),
+    ...(spec.causal === undefined ? {} : {causal: spec.causal})});
   const info = {
     engine: "lite", device: runner instanceof GpuRunner ? "webgpu" : "cpu", url: base, name: meta.name,
     inputs: meta.inputs.map(io), outputs: meta.outputs.map(io), labels: meta.labels ?? null,

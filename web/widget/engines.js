@@ -132,9 +132,11 @@ export class LiteEngine {
   constructor(bundle, info) {
     this.bundle = bundle;
     this.info = info;
-    // The bundle was exported for the recorded input: a token model's sequence length is fixed.
+    // The bundle was exported for the recorded input: a token model's sequence length is fixed. A
+    // shorter row is padded on the right only where the export found the model causal.
     const shape = info.input_shape;
     this.length = info.input?.kind === "tokens" && shape?.length === 2 ? shape[1] : null;
+    this.causal = bundle.info?.inputs?.[0]?.causal === true;
   }
 
   async run(batch) {
@@ -145,6 +147,8 @@ export class LiteEngine {
       // outputs at positions < given depend only on the ids there), then keep those positions.
       if (given > this.length) throw new WidgetError("input", `this model's web bundle takes at most `
         + `${this.length} tokens per row, got ${given}`);
+      if (!this.causal) throw new WidgetError("input", `this model's web bundle takes rows of exactly `
+        + `${this.length} tokens (its outputs depend on later tokens, so a shorter row cannot be padded), got ${given}`);
       const padded = new Int32Array(shape[0] * this.length);
       for (let row = 0; row < shape[0]; row++) padded.set(data.subarray(row * given, (row + 1) * given), row * this.length);
       data = padded;

@@ -492,8 +492,8 @@ def lower(traced: Traced, param_names: dict, weights: str) -> Lowered:
             missing.setdefault(node.op.name, traced.where(node))
     if missing:
         listed = "; ".join(f"'{name}' ({where})" for name, where in missing.items())
-        raise ExportError(f"webgrad.export: {listed}: an op the web bundle does not lower yet; the model can still "
-                          f"be embedded with the Python runtime (webgrad.store.push without input_size)")
+        raise ExportError(f"webgrad.export: {listed}: an op the web bundle does not lower yet; rewrite that part "
+                          f"with lowered ops, or embed the model with the Python runtime (the widget's fallback)")
     low = Lowering(traced, param_names, weights)
     if weights == "int8":
         for vid, uses in _weight_uses(graph).items():
