@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _safetensors
-from ..onnx._traced import ExportError, trace
+from .. import __version__, _safetensors
+from ..autograd import no_grad
+from ..creation import tensor
+from ..onnx._traced import ExportError, flatten_outputs, parameter_names, trace
 from ..tensor import Tensor
 from ..backend.lite.dims import from_json, to_json
 from ..backend.lite.lower import lower
@@ -78,7 +80,7 @@ def export(model, example_inputs, path, *, dynamic_batch: bool = True, weights: 
         if hasattr(model, "train"):
             model.train(was_training)
     causal = [_causal(model, args, i) for i in range(len(args))]
-    lowered = lower(traced, _parameter_names(model), weights)
+    lowered = lower(traced, parameter_names(model), weights)
     input_names = list(input_names or (["input"] if len(args) == 1 else [f"input_{i}" for i in range(len(args))]))
     output_names = list(output_names or (["output"] if len(outs) == 1 else [f"output_{i}" for i in range(len(outs))]))
     if len(input_names) != len(args) or len(output_names) != len(outs):
@@ -114,7 +116,7 @@ def export(model, example_inputs, path, *, dynamic_batch: bool = True, weights: 
         "labels": list(labels) if labels is not None else None,
         "metadata": metadata or {},
         "ops": sorted(lowered.ops),
-        "created_by": "webgrad " + _version(),
+        "created_by": "webgrad " + __version__,
     }
     files = {MODEL_FILE: json.dumps(model_json, indent=1).encode()}
     header, arrays = _safetensors.encode(tensors, {"format": FORMAT})
@@ -124,20 +126,6 @@ def export(model, example_inputs, path, *, dynamic_batch: bool = True, weights: 
     _write_folder(Path(path), files)
     return Exported(str(path), sorted(lowered.ops), len(kernels), sum(len(v) for v in files.values()),
                     {name: len(data) for name, data in files.items()}, weights)
-
-
-def _version() -> str:
-    from .. import __version__
-    return __version__
-
-
-def _parameter_names(model) -> dict:
-    names: dict = {}
-    for method in ("named_buffers", "named_parameters"):
-        for name, t in getattr(model, method, lambda: ())():
-            if t is not None:
-                names[id(t._data)] = name
-    return names
 
 
 def _json(value):
@@ -170,26 +158,21 @@ def _causal(model, args, i: int):
     x = args[i]
     if x.dtype.category != "int" or x.ndim != 2 or x.shape[1] < 2:
         return None
-    from ..autograd import no_grad
-    from ..creation import tensor
-
     ids = x.detach().numpy()
     with no_grad():
-        base = _flat_outputs(model(*args))
+        base = _numpy_outputs(model(*args))
         for t in sorted({0, x.shape[1] // 2, x.shape[1] - 2}):
             changed = ids.copy()
             changed[:, t + 1:] = (changed[:, t + 1:] + 1) % max(2, int(ids.max()) + 1)  # other valid ids after t
-            outs = _flat_outputs(model(*args[:i], tensor(changed, dtype=x.dtype, device=x.device), *args[i + 1:]))
+            outs = _numpy_outputs(model(*args[:i], tensor(changed, dtype=x.dtype, device=x.device), *args[i + 1:]))
             for a, b in zip(base, outs):
                 if a.ndim < 2 or a.shape[1] != x.shape[1] or not np.allclose(a[:, :t + 1], b[:, :t + 1], 1e-5, 1e-6):
                     return False
     return True
 
 
-def _flat_outputs(out) -> list:
-    if isinstance(out, (tuple, list)):
-        return [a for item in out for a in _flat_outputs(item)]
-    return [out.detach().numpy()]
+def _numpy_outputs(out) -> list:
+    return [t.detach().numpy() for t in flatten_outputs(out)]
 
 
 def _buffer_json(b) -> dict:

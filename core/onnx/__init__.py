@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..tensor import Tensor
 from ._emitters import elem_type
 from ._lower import Lowering, lower
-from ._traced import ExportError, trace
+from ._traced import ExportError, parameter_names, trace
 
 __all__ = ["export", "ExportError"]
 
@@ -110,7 +110,7 @@ def export(model, args, f, export_params=True, verbose=False, training=None, inp
         raise ValueError(f"onnx.export: {len(output_names)} output_names for {len(outputs)} outputs")
     low = Lowering(traced, helper, numpy_helper, opset,
                    axes={label: (input_names[dims[0][0]], dims[0][1]) for label, dims in labels.items()},
-                   param_names=_parameter_names(model))
+                   param_names=parameter_names(model))
     for v in traced.graph.inputs_of_kind("arg"):
         low.names[v.id] = input_names[v.index]
     lower(traced, low)
@@ -130,13 +130,3 @@ def export(model, args, f, export_params=True, verbose=False, training=None, inp
     if verbose:
         print(helper.printable_graph(graph))
     return None
-
-
-def _parameter_names(model) -> dict:
-    """id(backend data) -> the parameter's or buffer's name, to name its initializer."""
-    names: dict = {}
-    for method in ("named_buffers", "named_parameters"):
-        for name, t in getattr(model, method, lambda: ())():
-            if t is not None:
-                names[id(t._data)] = name
-    return names

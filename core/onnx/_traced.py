@@ -113,6 +113,16 @@ class Traced:
         return _Merge(self.examples, {}).combine(compute(at(None)), others, what)
 
 
+def parameter_names(model) -> dict:
+    """id(backend data) -> the parameter's or buffer's name (an exported weight is named after it)."""
+    names: dict = {}
+    for method in ("named_buffers", "named_parameters"):
+        for name, t in getattr(model, method, lambda: ())():
+            if t is not None:
+                names[id(t._data)] = name
+    return names
+
+
 def flatten_outputs(out) -> list:
     if isinstance(out, Tensor):
         return [out]

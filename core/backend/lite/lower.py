@@ -290,14 +290,21 @@ def lower_matmul(low: Lowering, node, attrs) -> Ref:
     params = [total, m, n, k, *batch, a.offset, *a_batch, a.strides[-2], a.strides[-1],
               b.offset, *b_batch, b.strides[-2], b.strides[-1]]
     inputs = [a, b]
-    scale = b.buffer.scale
-    quantized = scale is not None
-    if scale is not None:
-        params.append(product(b.buffer.shape[1:]))
-        inputs.append(Ref(scale, scale.shape, (1,)))
+    quantized = _read_weight(b, params, inputs)
     wgsl = kernels.matmul(len(batch), quantized)
     low.add_step("matmul", inputs, out, {"m": m, "n": n, "k": k, "batch": list(batch)}, wgsl, params, total)
     return out
+
+
+def _read_weight(ref: Ref, params: list, inputs: list) -> bool:
+    """Whether the weight operand ``ref`` of a matmul or conv2d is int8: then its scales join the step's
+    inputs and its elements per row (a scale's share) its params, as the int8 kernels read them."""
+    scale = ref.buffer.scale
+    if scale is None:
+        return False
+    params.append(product(ref.buffer.shape[1:]))
+    inputs.append(Ref(scale, scale.shape, (1,)))
+    return True
 
 
 def _broadcast(x, y) -> tuple:
@@ -316,11 +323,7 @@ def lower_conv2d(low: Lowering, node, attrs) -> Ref:
     total = product(out.shape)
     params = [total, n, c, h, wd, o, ho, wo, kh, kw, sh, sw, top, left, dh, dw, groups, x.offset, w.offset]
     inputs = [x, w]
-    scale = w.buffer.scale
-    quantized = scale is not None
-    if scale is not None:
-        params.append(product(w.buffer.shape[1:]))
-        inputs.append(Ref(scale, scale.shape, (1,)))
+    quantized = _read_weight(w, params, inputs)
     low.add_step("conv2d", inputs, out, {"stride": list(attrs["stride"]), "padding": [top, left],
                                         "dilation": list(attrs["dilation"]), "groups": groups},
                  kernels.conv2d(quantized), params, total)
