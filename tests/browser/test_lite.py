@@ -598,8 +598,39 @@ def test_device_loss_and_missing_adapter(host):
     fallback = recorder.evaluate(NO_ADAPTER, {"url": "demos/digits-mlp/"})
     assert fallback["device"] == "cpu" and fallback["shape"] == [1, 10], fallback
     assert fallback["refused"]["kind"] == "device" and 'device: "cpu"' in fallback["refused"]["message"], fallback
-    auto = recorder.evaluate("async () => (await window.lite.load('demos/digits-mlp/')).info.device")
-    assert auto == "webgpu"  # "auto" takes the adapter when there is one
+    auto = recorder.evaluate(AUTO, {"url": "demos/digits-mlp/"})
+    # "auto" takes a hardware adapter, and the CPU path over a software one (this machine's SwiftShader)
+    assert auto["hardware"] == {"device": "webgpu", "reason": "a hardware WebGPU adapter"}, auto
+    assert auto["software"]["device"] == "cpu", auto
+    assert auto["software"]["reason"].startswith("the only WebGPU adapter is a software renderer (swiftshader)"), auto
+
+
+# The page's own adapter, and the same adapter made to look like a hardware GPU (its info says so).
+AUTO = """async ({url}) => {
+    const gpu = navigator.gpu;
+    const original = gpu.requestAdapter;
+    const pick = async () => {
+        const model = await window.lite.load(url);
+        const {device, reason} = model.info;
+        model.dispose();
+        return {device, reason};
+    };
+    const software = await pick();
+    gpu.requestAdapter = async (...args) => {
+        const real = await original.apply(gpu, args);
+        const info = {vendor: "acme", architecture: "rdna-9", device: "", description: "Acme GPU"};
+        return new Proxy(real, {get: (target, key) => {
+            if (key === "info") return info;
+            const value = Reflect.get(target, key, target);
+            return typeof value === "function" ? value.bind(target) : value;
+        }});
+    };
+    try {
+        return {software, hardware: await pick()};
+    } finally {
+        gpu.requestAdapter = original;
+    }
+}"""
 
 
 STATIC = """async ({url, device, rows}) => {

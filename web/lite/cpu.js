@@ -1,7 +1,7 @@
 // cpu.js: a bundle's steps in plain JavaScript, for pages without WebGPU. Each step op is a
 // port of its WGSL kernel (wgsl_kernels/lite/), reading the same P params, so the two paths
 // agree; float32 results are rounded with Math.fround after every operation, as the GPU
-// computes in f32. No eval, no wasm: it runs under a CSP without 'unsafe-eval' or
+// computes in f32 (matmul and conv2d: once per sum, see there). No eval, no wasm: it runs under a CSP without 'unsafe-eval' or
 // 'wasm-unsafe-eval'.
 import {LiteError, at, count} from "./bundle.js";
 
@@ -54,32 +54,48 @@ function powInt(a, b) {  // math.wgsl's wg_ipow: negative exponents give 0, prod
   return result;
 }
 
+// The float32 ops of the interpreter's fast path (FAST below), each also in OPS.
+const fadd = (a, b) => f(a + b);
+const fsub = (a, b) => f(a - b);
+const fmul = (a, b) => f(a * b);
+const fdiv = (a, b) => f(a / b);
+const fneg = (a) => -a;
+const fexp = (a) => f(Math.exp(a));
+const flog = (a) => f(Math.log(a));
+const fsqrt = (a) => f(Math.sqrt(a));
+const frsqrt = (a) => f(1 / Math.sqrt(a));
+const ftanh = (a) => f(Math.tanh(a));
+const fsigmoid = (a) => f(0.5 * (1 + Math.tanh(0.5 * a)));
+const frelu = (a) => (a > 0 || a !== a ? a : 0);
+const fmax = (a, b) => (a !== a ? a : b !== b ? b : Math.max(a, b));
+const fmin = (a, b) => (a !== a ? a : b !== b ? b : Math.min(a, b));
+
 const OPS = {
-  add: byKind((a, b) => f(a + b), (a, b) => (a + b) | 0, (a, b) => a | b),
-  sub: byKind((a, b) => f(a - b), (a, b) => (a - b) | 0),
-  mul: byKind((a, b) => f(a * b), (a, b) => Math.imul(a, b), (a, b) => a & b),
-  div: byKind((a, b) => f(a / b), (a, b) => (b === 0 ? a : Math.trunc(a / b) | 0)),
-  neg: byKind((a) => -a, (a) => -a | 0),
+  add: byKind(fadd, (a, b) => (a + b) | 0, (a, b) => a | b),
+  sub: byKind(fsub, (a, b) => (a - b) | 0),
+  mul: byKind(fmul, (a, b) => Math.imul(a, b), (a, b) => a & b),
+  div: byKind(fdiv, (a, b) => (b === 0 ? a : Math.trunc(a / b) | 0)),
+  neg: byKind(fneg, (a) => -a | 0),
   abs: byKind(Math.abs, (a) => Math.abs(a) | 0),
-  exp: float((a) => f(Math.exp(a))),
-  log: float((a) => f(Math.log(a))),
+  exp: float(fexp),
+  log: float(flog),
   log1p: float((a) => f(Math.log1p(a))),
-  sqrt: float((a) => f(Math.sqrt(a))),
-  rsqrt: float((a) => f(1 / Math.sqrt(a))),
+  sqrt: float(fsqrt),
+  rsqrt: float(frsqrt),
   sin: float((a) => f(Math.sin(a))),
   cos: float((a) => f(Math.cos(a))),
-  tanh: float((a) => f(Math.tanh(a))),
-  sigmoid: float((a) => f(0.5 * (1 + Math.tanh(0.5 * a)))),
+  tanh: float(ftanh),
+  sigmoid: float(fsigmoid),
   erf: float((a) => f(erf(a))),
-  relu: byKind((a) => (a > 0 || a !== a ? a : 0), (a) => (a > 0 ? a : 0)),
+  relu: byKind(frelu, (a) => (a > 0 ? a : 0)),
   reciprocal: float((a) => f(1 / a)),
   floor: byKind(Math.floor, (a) => a),
   ceil: byKind(Math.ceil, (a) => a),
   round: byKind(roundHalfEven, (a) => a),
   sign: byKind((a) => (a !== a ? a : Math.sign(a)), Math.sign),
   pow: byKind(powFloat, powInt),
-  maximum: byKind((a, b) => (a !== a ? a : b !== b ? b : Math.max(a, b)), Math.max),
-  minimum: byKind((a, b) => (a !== a ? a : b !== b ? b : Math.min(a, b)), Math.min),
+  maximum: byKind(fmax, Math.max),
+  minimum: byKind(fmin, Math.min),
   eq: compare((a, b) => a === b),
   ne: compare((a, b) => a !== b),  // NaN != anything
   lt: compare((a, b) => a < b),
@@ -97,6 +113,49 @@ const OPS = {
 
 /** The known elementwise op names (model.json's programs may use only these). */
 export const ELEMENTWISE_OPS = Object.keys(OPS);
+
+// A program of float32 ops only runs in `interpret`, one switch per op: a call of a different
+// closure per op costs several times more once a page has run a few programs.
+const FAST = ["add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "maximum",
+  "minimum", "copy"];
+
+/** Runs the fast program `code` (op, argument slot, argument slot per step) over `vals`, whose first
+ * `first` slots hold the inputs; returns the last step's value (a program of no step: input 0). */
+function interpret(vals, code, steps, first) {
+  for (let j = 0; j < steps; j++) {
+    const a = vals[code[3 * j + 1]];
+    const b = vals[code[3 * j + 2]];
+    let r;
+    switch (code[3 * j]) {
+      case 0: r = fadd(a, b); break;
+      case 1: r = fsub(a, b); break;
+      case 2: r = fmul(a, b); break;
+      case 3: r = fdiv(a, b); break;
+      case 4: r = fneg(a); break;
+      case 5: r = fexp(a); break;
+      case 6: r = flog(a); break;
+      case 7: r = fsqrt(a); break;
+      case 8: r = frsqrt(a); break;
+      case 9: r = ftanh(a); break;
+      case 10: r = fsigmoid(a); break;
+      case 11: r = frelu(a); break;
+      case 12: r = fmax(a, b); break;
+      case 13: r = fmin(a, b); break;
+      default: r = a;  // copy
+    }
+    vals[first + j] = r;
+  }
+  return steps ? vals[first + steps - 1] : vals[0];
+}
+
+/** The fast form of a checked program, or null when one of its values is not float32. */
+function fastProgram(program, inKinds, outKind) {
+  if (outKind !== "float32" || inKinds.some((k) => k !== "float32")) return null;
+  if (program.some(([name, args, out]) => out !== "float32" || !FAST.includes(name) || args.length > 2)) return null;
+  const n = inKinds.length;
+  const slot = ([where, k]) => (where === "in" ? k : n + k);
+  return Int32Array.from(program.flatMap(([name, args]) => [FAST.indexOf(name), slot(args[0]), slot(args[1] || args[0])]));
+}
 
 /**
  * An elementwise step's program as one function of the input values (an array, also used as
@@ -142,94 +201,146 @@ function compileProgram(program, inKinds, outKind) {
 
 // -- the step ops: (P, inputs, output, step) -> void, one loop iteration per GPU thread -------------------
 
+// The multi-index walks like an odometer (the last axis in the inner loop, a carry into the
+// others), so no element pays a division per axis.
 function elementwise(P, ins, out, step) {
   const R = step.rank;
   const n = ins.length;
   const calc = step.calc;
-  const vals = new Array(n + step.programLength);
+  const total = P[0];
+  const code = step.fast;
+  const steps = step.programLength;
+  const vals = code ? new Float64Array(n + steps) : new Array(n + steps);
   const base = ins.map((_, k) => 2 + 2 * R + k * (R + 1));
-  const spots = new Array(n);
-  for (let i = 0; i < P[0]; i++) {
-    let o = P[1];
-    for (let k = 0; k < n; k++) spots[k] = P[base[k]];
-    let rest = i;
-    for (let axis = R - 1; axis >= 0; axis--) {
-      const size = P[2 + R + axis];
-      const c = rest % size;
-      rest = (rest - c) / size;
-      o += c * P[2 + axis];
-      for (let k = 0; k < n; k++) spots[k] += c * P[base[k] + 1 + axis];
+  const shape = (axis) => P[2 + R + axis];
+  const spots = base.map((b) => P[b]);
+  const at = new Array(n);
+  const counter = new Array(R).fill(0);
+  const inner = R ? shape(R - 1) : 1;
+  const innerOut = R ? P[2 + R - 1] : 0;
+  const innerIn = base.map((b) => (R ? P[b + R] : 0));
+  let o = P[1];
+  for (let done = 0; done < total; done += inner) {
+    let to = o;
+    for (let k = 0; k < n; k++) at[k] = spots[k];
+    for (let j = 0; j < inner; j++) {
+      for (let k = 0; k < n; k++) {
+        vals[k] = ins[k][at[k]];
+        at[k] += innerIn[k];
+      }
+      out[to] = code ? interpret(vals, code, steps, n) : calc(vals);
+      to += innerOut;
     }
-    for (let k = 0; k < n; k++) vals[k] = ins[k][spots[k]];
-    out[o] = calc(vals);
+    for (let axis = R - 2; axis >= 0; axis--) {  // carry into the outer axes
+      const size = shape(axis);
+      counter[axis]++;
+      o += P[2 + axis];
+      for (let k = 0; k < n; k++) spots[k] += P[base[k] + 1 + axis];
+      if (counter[axis] < size) break;
+      counter[axis] = 0;
+      o -= size * P[2 + axis];
+      for (let k = 0; k < n; k++) spots[k] -= size * P[base[k] + 1 + axis];
+    }
   }
 }
 
-/** How matmul and conv2d read b: float32, or int8 times its row's scale (the row: offset / P's last). */
-function weightReader(P, ins) {
-  const b = ins[1];
-  if (ins.length < 3) return (spot) => b[spot];
-  const scale = ins[2];
-  const perRow = P[P.length - 1];
-  return (spot) => f(b[spot] * scale[Math.floor(spot / perRow)]);
+const dequantized = new WeakMap();  // an int8 weight -> its float32 values (w * its row's scale), made once
+
+/** The values matmul and conv2d read as b: the float32 weight, or an int8 one dequantized once (the
+ * kernel's q * scale[spot / perRow], per element; the row: offset / P's last param). */
+function weightValues(P, ins) {
+  if (ins.length < 3) return ins[1];
+  const [q, scale] = [ins[1], ins[2]];
+  let values = dequantized.get(q);
+  if (!values) {
+    const perRow = P[P.length - 1];
+    values = new Float32Array(q.length);
+    for (let spot = 0; spot < q.length; spot++) values[spot] = q[spot] * scale[Math.floor(spot / perRow)];
+    dequantized.set(q, values);
+  }
+  return values;
 }
 
+// matmul and conv2d sum their products in float64 and round once: at least as accurate as the
+// GPU's float32 sums, which round after every addition (the two agree well within 1e-6 relative).
 function matmul(P, ins, out, step) {
   const RB = step.rank;
   const A = 4 + RB;
   const B = 7 + 2 * RB;
   const [m, n, k] = [P[1], P[2], P[3]];
   const a = ins[0];
-  const loadB = weightReader(P, ins);
-  const aStep = P[A + 2 + RB];
-  const bStep = P[B + 1 + RB];
-  for (let i = 0; i < P[0]; i++) {
-    const col = i % n;
-    const row = Math.floor(i / n) % m;
-    let rest = Math.floor(i / (n * m));
-    let aAt = P[A];
-    let bAt = P[B];
+  const b = weightValues(P, ins);
+  const [aRow, aStep] = [P[A + 1 + RB], P[A + 2 + RB]];
+  const [bStep, bCol] = [P[B + 1 + RB], P[B + 2 + RB]];
+  const batches = P[0] / (m * n);
+  for (let batch = 0; batch < batches; batch++) {
+    let rest = batch;
+    let aBase = P[A];
+    let bBase = P[B];
     for (let axis = RB - 1; axis >= 0; axis--) {
       const c = rest % P[4 + axis];
       rest = Math.floor(rest / P[4 + axis]);
-      aAt += c * P[A + 1 + axis];
-      bAt += c * P[B + 1 + axis];
+      aBase += c * P[A + 1 + axis];
+      bBase += c * P[B + 1 + axis];
     }
-    aAt += row * P[A + 1 + RB];
-    bAt += col * P[B + 2 + RB];
-    let acc = 0;
-    for (let t = 0; t < k; t++) acc = f(acc + f(a[aAt + t * aStep] * loadB(bAt + t * bStep)));
-    out[i] = acc;
+    for (let row = 0; row < m; row++) {
+      const aAt = aBase + row * aRow;
+      const first = (batch * m + row) * n;
+      for (let col = 0; col < n; col++) {
+        const bAt = bBase + col * bCol;
+        let acc = 0;
+        for (let t = 0; t < k; t++) acc += a[aAt + t * aStep] * b[bAt + t * bStep];
+        out[first + col] = acc;
+      }
+    }
   }
 }
 
+const convScratch = new WeakMap();  // a conv2d step's params -> its padded plane and tap offsets
+
+// Each image is copied once into a zero-padded scratch plane, so that every window is a dot
+// product of the weights' row with x at fixed offsets (`taps`), with no bounds checks.
 function conv2d(P, ins, out) {
-  const [C, H, W, O, Ho, Wo, kh, kw, sh, sw, top, left, dh, dw] = P.slice(2, 16);
-  const perGroupIn = Math.floor(C / P[16]);
-  const perGroupOut = Math.floor(O / P[16]);
+  const [N, C, H, W, O, Ho, Wo, kh, kw, sh, sw, top, left, dh, dw, groups] = P.slice(1, 17);
   const x = ins[0];
-  const loadB = weightReader(P, ins);
-  for (let i = 0; i < P[0]; i++) {
-    const ox = i % Wo;
-    const oy = Math.floor(i / Wo) % Ho;
-    const oc = Math.floor(i / (Wo * Ho)) % O;
-    const nb = Math.floor(i / (Wo * Ho * O));
-    const first = Math.floor(oc / perGroupOut) * perGroupIn;
-    let acc = 0;
-    for (let ci = 0; ci < perGroupIn; ci++) {
-      const plane = P[17] + (nb * C + first + ci) * H * W;
-      const taps = P[18] + (oc * perGroupIn + ci) * kh * kw;
-      for (let ky = 0; ky < kh; ky++) {
-        const iy = oy * sh + ky * dh - top;
-        if (iy < 0 || iy >= H) continue;
-        for (let kx = 0; kx < kw; kx++) {
-          const ix = ox * sw + kx * dw - left;
-          if (ix < 0 || ix >= W) continue;
-          acc = f(acc + f(x[plane + iy * W + ix] * loadB(taps + ky * kw + kx)));
+  const w = weightValues(P, ins);
+  const perGroupIn = C / groups;
+  const perGroupOut = O / groups;
+  const K = perGroupIn * kh * kw;
+  const Hp = (Ho - 1) * sh + (kh - 1) * dh + 1;  // the rows and columns the windows reach
+  const Wp = (Wo - 1) * sw + (kw - 1) * dw + 1;
+  let scratch = convScratch.get(P);  // P is made once per batch size: so is this
+  if (!scratch) {
+    const taps = new Int32Array(K);
+    for (let ci = 0, t = 0; ci < perGroupIn; ci++) {
+      for (let ky = 0; ky < kh; ky++) for (let kx = 0; kx < kw; kx++) taps[t++] = (ci * Hp + ky * dh) * Wp + kx * dw;
+    }
+    scratch = {padded: new Float32Array(C * Hp * Wp), taps};
+    convScratch.set(P, scratch);
+  }
+  const {padded, taps} = scratch;
+  const rows = Math.min(H, Hp - top);
+  const cols = Math.min(W, Wp - left);
+  for (let nb = 0; nb < N; nb++) {
+    for (let c = 0; c < C; c++) {
+      for (let y = 0; y < rows; y++) {
+        const from = P[17] + ((nb * C + c) * H + y) * W;
+        padded.set(x.subarray(from, from + cols), (c * Hp + y + top) * Wp + left);
+      }
+    }
+    for (let oc = 0; oc < O; oc++) {
+      const group = Math.floor(oc / perGroupOut) * perGroupIn * Hp * Wp;
+      const row = P[18] + oc * K;
+      let o = (nb * O + oc) * Ho * Wo;
+      for (let oy = 0; oy < Ho; oy++) {
+        for (let ox = 0; ox < Wo; ox++) {
+          const origin = group + oy * sh * Wp + ox * sw;
+          let acc = 0;
+          for (let t = 0; t < K; t++) acc += padded[origin + taps[t]] * w[row + t];
+          out[o++] = acc;
         }
       }
     }
-    out[i] = acc;
   }
 }
 
@@ -394,7 +505,8 @@ export class CpuRunner {
 
   prepare(s) {
     const buffers = this.meta.buffers;
-    const step = {op: s.op, run: STEPS[s.op], rank: 0, kept: 0, reduced: 0, calc: null, programLength: 0, rule: null};
+    const step = {op: s.op, run: STEPS[s.op], rank: 0, kept: 0, reduced: 0, calc: null, programLength: 0, rule: null,
+      fast: null};
     const [least, most] = INPUTS[s.op] || [1, 1];
     if (s.inputs.length < least || s.inputs.length > most) {
       throw new Error(`takes ${least === most ? least : `${least} to ${most}`} inputs, got ${s.inputs.length}`);
@@ -405,6 +517,7 @@ export class CpuRunner {
       step.rank = listAttr(s.attrs, "shape").length;
       step.calc = compileProgram(s.attrs.program, inKinds, outKind);
       step.programLength = s.attrs.program.length;
+      step.fast = fastProgram(s.attrs.program, inKinds, outKind);
     } else if (s.op === "matmul") {
       step.rank = listAttr(s.attrs, "batch").length;
     } else if (s.op === "reduce") {
@@ -420,26 +533,27 @@ export class CpuRunner {
     return step;
   }
 
-  /** The arrays of every buffer at `batch` (weights shared, the rest made once per batch size). */
-  arrays(batch) {
-    if (this.planned?.batch === batch) return this.planned.arrays;
+  /** The arrays of every buffer and each step's params at `batch` (weights shared, the rest made
+   * once per batch size). */
+  plan(batch) {
+    if (this.planned?.batch === batch) return this.planned;
     const arrays = this.meta.buffers.map((b, i) => {
       if (b.role === "weight") return this.weights[i];
       const n = count(b.shape, batch);
       return b.dtype === "float32" ? new Float32Array(n) : b.dtype === "int32" ? new Int32Array(n) : new Uint32Array(n);
     });
-    this.planned = {batch, arrays};
-    return arrays;
+    const params = this.meta.steps.map((s) => new Uint32Array(s.params.length ? s.params.map((n) => at(n, batch)) : [0]));
+    this.planned = {batch, arrays, params};
+    return this.planned;
   }
 
   /** The outputs (typed arrays) for `inputs` (typed arrays in the input buffers' dtypes). */
   run(batch, inputs) {
-    const arrays = this.arrays(batch);
+    const {arrays, params} = this.plan(batch);
     this.meta.inputs.forEach((spec, k) => arrays[spec.buffer].set(inputs[k]));
     this.meta.steps.forEach((s, i) => {
-      if (at(s.grid, batch) === 0) return;
-      const P = new Uint32Array(s.params.length ? s.params.map((n) => at(n, batch)) : [0]);
-      this.steps[i].run(P, s.inputs.map((k) => arrays[k]), arrays[s.output], this.steps[i]);
+      if (params[i][0] === 0) return;  // P[0]: the step's threads (its grid)
+      this.steps[i].run(params[i], s.inputs.map((k) => arrays[k]), arrays[s.output], this.steps[i]);
     });
     return this.meta.outputs.map((spec) => arrays[spec.buffer].slice(0, count(spec.shape, batch)));
   }

@@ -24,6 +24,18 @@ function byteSize(dtype, n) {
   return Math.max(4, 4 * Math.ceil((n * (dtype === "int8" ? 1 : 4)) / 4));
 }
 
+// Software adapters (as core/backend/webgpu/geometry.py names them): they compute on the same CPU
+// as lite's JavaScript path, with a shader emulator's cost on every step.
+const SOFTWARE = ["llvmpipe", "lavapipe", "softpipe", "swiftshader", "warp", "microsoft basic render driver"];
+
+/** The name of `adapter`'s software renderer ("swiftshader", ...), or null for a hardware GPU. */
+export function softwareRenderer(adapter) {
+  const info = adapter.info || {};
+  const text = [info.vendor, info.architecture, info.device, info.description].join(" ").toLowerCase();
+  const name = SOFTWARE.find((n) => text.includes(n));
+  return name || (info.isFallbackAdapter || adapter.isFallbackAdapter ? "a fallback adapter" : null);
+}
+
 /** navigator.gpu's adapter, or null when the page has none. */
 export async function findAdapter() {
   const gpu = /** @type {any} */ (globalThis.navigator)?.gpu;

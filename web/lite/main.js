@@ -1,7 +1,7 @@
 // /lite.js: run a webgrad.export bundle in any page, with nothing but the browser (ES module).
 //
 //   import {load} from "http://HOST/lite.js";
-//   const model = await load("https://example.org/digits-lite/", {device: "auto"});
+//   const model = await load("https://example.org/digits-lite/", {device: "auto"});  // or "webgpu", "cpu"
 //   const {outputs, shape, probabilities, label} = await model.predict(new Float32Array(64));
 //   model.info   // {engine: "lite", device, name, inputs, outputs, labels, metadata, ops, bytes, kernels}
 //   model.dispose()
@@ -12,7 +12,7 @@
 // core/lite/__init__.py; core/lite/run.py is the native runner this one mirrors.
 import {LiteError, at, count, dimText, fetchBundle, shapeText} from "./bundle.js";
 import {CpuRunner} from "./cpu.js";
-import {GpuRunner, findAdapter} from "./gpu.js";
+import {GpuRunner, findAdapter, softwareRenderer} from "./gpu.js";
 import {imageDataOf, isImageLike, toPixels} from "../widget/image.js";
 
 export {LiteError};
@@ -207,8 +207,10 @@ class LiteModel {
 
 /**
  * Load the bundle in the folder at `url` (any origin that allows it by CORS; trailing slash
- * optional). options.device: "auto" (WebGPU where the page has an adapter, else the CPU),
- * "webgpu" or "cpu". Rejects with a LiteError naming the file that is missing or damaged.
+ * optional). options.device: "auto" (WebGPU on a hardware adapter; the CPU where the page has
+ * none, or only a software one such as SwiftShader, which computes on that same CPU with more
+ * cost per step), "webgpu" or "cpu". info.reason says why auto chose. Rejects with a LiteError
+ * naming the file that is missing or damaged.
  * @param {string} url @param {{device?: "auto" | "webgpu" | "cpu"}} [options]
  */
 export async function load(url, {device = "auto"} = {}) {
@@ -218,9 +220,13 @@ export async function load(url, {device = "auto"} = {}) {
     + `or "cpu", got ${JSON.stringify(device)}`);
   const base = new URL(url.endsWith("/") ? url : `${url}/`, globalThis.document?.baseURI ?? globalThis.location?.href)
     .href;
-  const adapter = device === "cpu" ? null : await findAdapter();
-  if (device === "webgpu" && !adapter) throw new LiteError("device", "this browser gives the page no WebGPU "
+  const found = device === "cpu" ? null : await findAdapter();
+  if (device === "webgpu" && !found) throw new LiteError("device", "this browser gives the page no WebGPU "
     + "adapter (navigator.gpu is missing or found none); use device: \"cpu\" or \"auto\"");
+  const software = found && softwareRenderer(found);
+  const adapter = device === "auto" && software ? null : found;
+  let reason = device === "auto" ? (software ? `the only WebGPU adapter is a software renderer (${software}): `
+    + "the CPU path computes faster" : found ? "a hardware WebGPU adapter" : "no WebGPU adapter") : "asked for";
   const bundle = await fetchBundle(base, Boolean(adapter));
   const modelUrl = new URL("model.json", base).href;
   // The CPU runner checks every step (params, programs) even when WebGPU runs them: one set of checks.
@@ -232,6 +238,7 @@ export async function load(url, {device = "auto"} = {}) {
     } catch (error) {
       // A device WebGPU cannot give falls back to the CPU on "auto"; a damaged kernel never does.
       if (device === "webgpu" || !(error instanceof LiteError) || error.kind !== "device") throw error;
+      reason = `WebGPU gave no device: ${error.message}`;
     }
   }
   if (!runner) runner = cpu;
@@ -239,7 +246,7 @@ export async function load(url, {device = "auto"} = {}) {
   const io = (spec) => ({name: spec.name, dtype: spec.dtype, shape: described(spec.shape),
     ...(spec.causal === undefined ? {} : {causal: spec.causal})});
   const info = {
-    engine: "lite", device: runner instanceof GpuRunner ? "webgpu" : "cpu", url: base, name: meta.name,
+    engine: "lite", device: runner instanceof GpuRunner ? "webgpu" : "cpu", reason, url: base, name: meta.name,
     inputs: meta.inputs.map(io), outputs: meta.outputs.map(io), labels: meta.labels ?? null,
     metadata: meta.metadata ?? {}, ops: meta.ops ?? [], bytes: bundle.bytes, kernels: meta.kernels.length,
     weights: meta.weights.encoding,
