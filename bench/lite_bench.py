@@ -10,7 +10,8 @@ Layers models (model.json + weights.bin) with the same weights; the char transfo
 (demos/char_lm.py) runs on lite alone (TF.js Layers has no transformer layer). Everything is
 served, with lite.js and TF.js's scripts, by one static server (the host page's origin; a fresh
 browser context per visit, so nothing is cached) and timed from navigation start to the first
-prediction's numbers in JavaScript (lite: import + load + predict; TF.js: its scripts +
+prediction's numbers in JavaScript (lite: import + load + predict, on its default device and on each;
+TF.js: its scripts +
 setBackend + ready + loadLayersModel + predict().data(), on its cpu and wasm backends: the faster
 counts). Then the median latency of one more prediction, lite on WebGPU vs TF.js WebGPU and lite's
 CPU path vs TF.js wasm. Prints medians over alternated runs, ratios lite / TF.js (below 1: lite is
@@ -127,7 +128,7 @@ def write_site(folder: Path, keys) -> dict:
         model, x, js_input, tfjs_shape = MODELS[key][1]()
         model.eval()
         webgrad.export(model, (webgrad.tensor(x),), folder / f"{key}-bundle")
-        for device in ("webgpu", "cpu"):
+        for device in ("auto", "webgpu", "cpu"):
             (folder / f"lite-{key}-{device}.html").write_text(
                 LITE_PAGE % {"input": js_input, "model": key, "device": device, "n": PREDICTIONS})
         if tfjs_shape is not None:
@@ -241,8 +242,9 @@ def measure(browser, url: str, names: list, runs: int, want) -> dict:
 
 
 def report(label: str, key: str, results: dict) -> None:
-    med = {}
+    med, picked = {}, {}
     for name, rs in results.items():  # "lite-mlp-cpu" -> "lite-cpu"
+        picked[name.split("-", 1)[0] + "-" + name.rsplit("-", 1)[1]] = rs[-1]["device"]
         med[name.split("-", 1)[0] + "-" + name.rsplit("-", 1)[1]] = {
             k: statistics.median(r[k] for r in rs) for k in ("ms", "predictMs", "bytes")}
     print(f"\n{MODELS[key][0]}, {label} (medians of {len(next(iter(results.values())))} alternated runs):")
@@ -252,9 +254,9 @@ def report(label: str, key: str, results: dict) -> None:
     if "tfjs-cpu" not in med:
         return
     tfjs_first = min(med["tfjs-cpu"]["ms"], med["tfjs-wasm"]["ms"])
-    print(f"  first prediction, lite (WebGPU, auto's pick here) / faster TF.js (cpu, wasm): "
-          f"{med['lite-webgpu']['ms'] / tfjs_first:.2f}x; "
-          f"lite (cpu) / same: {med['lite-cpu']['ms'] / tfjs_first:.2f}x")
+    print(f"  first prediction, lite (its default, auto: {picked['lite-auto']} here) / faster TF.js (cpu, wasm): "
+          f"{med['lite-auto']['ms'] / tfjs_first:.2f}x; lite on WebGPU / same: "
+          f"{med['lite-webgpu']['ms'] / tfjs_first:.2f}x")
     print(f"  one prediction, lite WebGPU / TF.js WebGPU: "
           f"{med['lite-webgpu']['predictMs'] / med['tfjs-webgpu']['predictMs']:.2f}x; "
           f"lite cpu / TF.js wasm: {med['lite-cpu']['predictMs'] / med['tfjs-wasm']['predictMs']:.2f}x")
