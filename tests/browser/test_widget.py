@@ -368,3 +368,51 @@ def test_input_attribute_picks_the_ui_or_none(host_page, embed_url, server_url, 
     page.locator("webgrad-model .pad canvas").wait_for()
     assert [e["type"] for e in page.evaluate("() => window.embedEvents")] == ["ready"]
     assert [line for line in recorder.console if line.startswith("pageerror")] == []
+
+
+# JS: a <webgrad-model> on `device`; resolves with its error event's message and what its status line shows.
+ADD_ON_DEVICE = """async ([src, device]) => {
+    const element = document.createElement('webgrad-model');
+    element.setAttribute('src', src);
+    element.setAttribute('device', device);
+    const outcome = new Promise((resolve) => {
+        element.addEventListener('error', (e) => resolve({type: 'error', message: e.detail.message}));
+        element.addEventListener('ready', () => resolve({type: 'ready'}));
+    });
+    document.body.append(element);
+    const result = await outcome;
+    const status = element.shadowRoot.querySelector('.status');
+    return {...result, shown: status.classList.contains('error') ? status.textContent : null};
+}"""
+
+
+def _damaged(data: bytes, file: str) -> bytes:
+    if file.endswith(".wgsl"):
+        return b"fn broken( {"  # a kernel that does not compile
+    return data[: len(data) // 2]  # model.json and weights.safetensors arrive truncated
+
+
+@pytest.mark.parametrize("file, device", [("model.json", "cpu"), ("weights.safetensors", "cpu"),
+                                          ("kernels/0.wgsl", "webgpu")])
+def test_a_damaged_bundle_file_is_named_on_the_widget_and_the_page_lives(host_page, embed_url, server_url, trained,
+                                                                          file, device):
+    """Each file of the model's web bundle, arriving damaged (a proxy or CDN cut it short), is refused
+    with its name: the widget shows that, fires `error`, and the page and its other widgets go on."""
+    webgrad = server_url.rstrip("/")
+    page, recorder = host_page(f"{embed_url}index.html?webgrad={webgrad}&model={MODEL}")
+    assert wait_event(page)["type"] == "ready"
+    url = f"{webgrad}/api/models/{MODEL}/lite/{file}"
+    good = httpx.get(url)
+    assert good.status_code == 200
+    headers = {"Content-Type": good.headers["content-type"], "Access-Control-Allow-Origin": "*"}
+    page.route(url, lambda route: route.fulfill(status=200, body=_damaged(good.content, file), headers=headers))
+    broken = page.evaluate(ADD_ON_DEVICE, [f"{webgrad}/api/models/{MODEL}", device])
+    assert broken["type"] == "error" and file in broken["message"], broken
+    assert broken["shown"] == broken["message"]  # the widget says it where the user looks
+    page.unroute(url)
+    again = page.evaluate(ADD_ON_DEVICE, [f"{webgrad}/api/models/{MODEL}", device])
+    assert again["type"] == "ready", again
+    label = page.evaluate("async (image) => (await document.querySelector('webgrad-model').predict("
+                          "new Float32Array(image))).label", trained["images"][0])
+    assert label == str(trained["expected"][0])
+    assert [line for line in recorder.console if line.startswith("pageerror")] == []
