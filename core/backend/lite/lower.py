@@ -116,14 +116,13 @@ class Lowered:
 
 
 class Lowering:
-    def __init__(self, traced: Traced, param_names: dict, quantize: str):
+    def __init__(self, traced: Traced, param_names: dict):
         self.traced = traced
         self.param_names = param_names  # id(backend data) -> "fc.weight"
-        self.quantize = quantize  # "float32", "float16" or "int8" (only encodes weights; see bundle.py)
         self.out = Lowered()
         self.refs: dict[int, Ref] = {}
         self.backend = get_backend(traced.graph.device)
-        self.quantized: set = set()  # value ids of weights stored as int8
+        self.quantized: set = set()  # value ids of weights stored as int8 (float16 is bundle.py's encoding)
         self.node = None
 
     # -- buffers -------------------------------------------------------------------------
@@ -497,7 +496,7 @@ def lower(traced: Traced, param_names: dict, weights: str) -> Lowered:
         listed = "; ".join(f"'{name}' ({where})" for name, where in missing.items())
         raise ExportError(f"webgrad.export: {listed}: an op the web bundle does not lower yet; rewrite that part "
                           f"with lowered ops, or embed the model with the Python runtime (the widget's fallback)")
-    low = Lowering(traced, param_names, weights)
+    low = Lowering(traced, param_names)
     if weights == "int8":
         for vid, uses in _weight_uses(graph).items():
             v = graph.values[vid]
