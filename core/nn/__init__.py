@@ -16,6 +16,7 @@ from .modules import (  # noqa: F401
     Unflatten,
 )
 from .modules import Dropout1d, Dropout2d  # noqa: F401
+from .modules import Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
 from .modules import Transformer, TransformerDecoder, TransformerDecoderLayer  # noqa: F401
 from .modules import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from . import functional, init, parallel, utils  # noqa: F401,E402

@@ -5,10 +5,9 @@ and runs unchanged on every backend. Convolution and pooling live in
 ``functional_conv.py``, the losses in ``functional_loss.py``; both are
 re-exported here, so ``import webgrad.nn.functional as F`` sees them all.
 
-``inplace=True`` (relu, dropout, ...) is accepted for PyTorch compatibility and
-returns the same values, but the input is left unchanged: webgrad has no memory
-to save by writing in place, and the write would cost extra copies under autograd.
-Call the Tensor method (``x.relu_()``) to change a tensor in place.
+``inplace=True`` (relu, elu, dropout, ...) writes the result into the input and
+returns it, as in PyTorch, through the same differentiable in-place update as
+``x.relu_()`` (a leaf that requires grad is refused, as in PyTorch).
 
 Example:
     >>> import webgrad.nn.functional as F
@@ -24,6 +23,8 @@ from ..autograd import no_grad
 from ..ops._helpers import describe
 from ..ops.registry import OpError, composite, input_check
 from ..tensor import Tensor
+from .functional_activation import elu_core, hardtanh_core, in_place
+from .functional_norm import normalize
 
 __all__ = [
     "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "hardtanh", "softplus", "logsigmoid",
@@ -41,17 +42,17 @@ def relu(input, inplace=False):
         >>> F.relu(webgrad.tensor([-1.0, 2.0]))
         tensor([0., 2.])
     """
-    return ops.relu(input)
+    return in_place("relu", input, inplace, ops.relu)
 
 
 def relu6(input, inplace=False):
-    """min(max(x, 0), 6) elementwise."""
-    return hardtanh(input, 0.0, 6.0)
+    """min(max(x, 0), 6) elementwise; the gradient is 0 at 0 and at 6, as in PyTorch."""
+    return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    """Clamp to [min_val, max_val]; the gradient is 1 inside and 0 outside."""
-    return ops.clamp(input, min_val, max_val)
+    """Clamp to [min_val, max_val]; the gradient is 1 strictly inside and 0 elsewhere (bounds included)."""
+    return in_place("hardtanh", input, inplace, lambda x: hardtanh_core(x, min_val, max_val))
 
 
 @composite("F.gelu")
@@ -72,17 +73,17 @@ def gelu(input, approximate="none"):
 
 def silu(input, inplace=False):
     """x * sigmoid(x) (also called swish)."""
-    return input * ops.sigmoid(input)
+    return in_place("silu", input, inplace, lambda x: x * ops.sigmoid(x))
 
 
 def mish(input, inplace=False):
     """x * tanh(softplus(x))."""
-    return input * ops.tanh(softplus(input))
+    return in_place("mish", input, inplace, lambda x: x * ops.tanh(softplus(x)))
 
 
 def elu(input, alpha=1.0, inplace=False):
-    """x for x > 0, alpha * (exp(x) - 1) otherwise."""
-    return ops.where(input > 0, input, alpha * (ops.exp(ops.minimum(input, 0.0)) - 1.0))
+    """x for x > 0, alpha * (exp(x) - 1) otherwise (gradient alpha at 0, as in PyTorch)."""
+    return in_place("elu", input, inplace, lambda x: elu_core(x, alpha))
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
@@ -92,7 +93,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
         >>> F.leaky_relu(webgrad.tensor([-2.0, 3.0]), 0.1)
         tensor([-0.2000,  3.0000])
     """
-    return ops.where(input > 0, input, input * negative_slope)
+    return in_place("leaky_relu", input, inplace, lambda x: ops.where(x > 0, x, x * negative_slope))
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -258,11 +259,6 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return out
 
 
-def normalize(input, p=2.0, dim=1, eps=1e-12):
-    """Divide by the p-norm along ``dim`` (at least ``eps``)."""
-    return input / ops.clamp(ops.norm(input, p, dim, keepdim=True), min=eps)
-
-
 # -- embedding -------------------------------------------------------------------
 @input_check
 def _check_embedding_indices(indices, count):
@@ -390,7 +386,9 @@ def _causal_mask(length, source, device=None):
 
 from .functional_conv import (  # noqa: E402,F401
     adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d,
+    conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
 )
+__all__ += ["conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
 from .functional_loss import (  # noqa: E402,F401
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss,
     nll_loss, smooth_l1_loss, huber_loss,
@@ -399,3 +397,17 @@ from .functional_loss import (  # noqa: E402,F401
 __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "max_pool2d", "binary_cross_entropy",
             "binary_cross_entropy_with_logits", "cross_entropy", "l1_loss", "mse_loss", "nll_loss",
             "smooth_l1_loss", "huber_loss"]
+
+from .functional_activation import (  # noqa: E402,F401
+    celu, celu_, elu_, glu, hardshrink, hardsigmoid, hardswish, hardtanh_, leaky_relu_, prelu, relu_, rrelu,
+    rrelu_, selu, selu_, softmin, softshrink, softsign, tanhshrink, threshold, threshold_,
+)
+from . import functional_activation as _activation  # noqa: E402
+
+__all__ += _activation.__all__
+from .functional_norm import (  # noqa: E402,F401
+    cdist, cosine_similarity, group_norm, instance_norm, local_response_norm, pairwise_distance, pdist, rms_norm,
+)
+from . import functional_norm as _norm  # noqa: E402
+
+__all__ += [n for n in _norm.__all__ if n not in ("normalize", "cdist")]

@@ -6,7 +6,7 @@ from .activation import (  # noqa: F401
 )
 from .attention import MultiheadAttention  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
-from .conv import Conv1d, Conv2d  # noqa: F401
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .linear import Flatten, Identity, Linear, NonDynamicallyQuantizableLinear, Unflatten  # noqa: F401
 from .loss import (  # noqa: F401
