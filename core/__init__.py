@@ -9,6 +9,7 @@ Example:
     tensor([2., 4., 6.])
 """
 import builtins as _builtins
+import math as _math
 
 from .dtypes import (  # noqa: F401
     DType, bfloat16, bool_ as bool, float16, float32, float64, get_default_dtype, int32, int64,
@@ -41,6 +42,9 @@ from .ops import (  # noqa: F401
     argsort, bucketize, cumprod, cumsum, einsum, ger, outer, searchsorted, sort, topk, tril, triu, unique,
 )
 from .ops import multinomial  # noqa: F401
+from .ops import (  # noqa: F401
+    addbmm, addmm, addmv, addr, baddbmm, chain_matmul, cross, dot, inner, kron, mv, tensordot, vdot,
+)
 from .determinism import (  # noqa: F401
     are_deterministic_algorithms_enabled, is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms,
 )
@@ -53,8 +57,12 @@ from .autograd import functional as _autograd_functional  # noqa: F401,E402  (we
 # Eager (it is light): importing the submodule later would shadow the function of the same name.
 from .summary import summary  # noqa: F401
 
+from .type_info import finfo, iinfo  # noqa: F401
+
 clip = clamp
 __version__ = "0.1.0"
+# torch's constants (torch.pi, torch.inf, ...); newaxis indexes like None.
+pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None
 
 
 # The builtins by module path: here `bool` and `int` are webgrad's dtypes.
@@ -72,8 +80,10 @@ def __getattr__(name):
 
     if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends",
                 "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx", "graph",
-                "lite"):
+                "lite", "distributions", "sparse", "distributed", "linalg", "fft"):
         return importlib.import_module(f"webgrad.{name}")
+    if name in ("det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "cholesky"):  # torch.linalg's
+        return getattr(importlib.import_module("webgrad.linalg"), "torch_" + name)
     if name == "compile":  # graph mode (core/graph/), like torch.compile
         return importlib.import_module("webgrad.graph").compile
     if name == "export":  # a model's forward as a web bundle (core/lite/), for /lite.js

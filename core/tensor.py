@@ -12,7 +12,7 @@ import numpy as np
 
 from . import autograd, dtypes
 from .backend import get_backend, normalize_device
-from .device_api import _INTERNED as _DEVICES, as_device
+from .device_api import _INTERNED as _DEVICES, as_device, parse_to_arguments
 
 
 class Size(tuple):
@@ -167,6 +167,32 @@ class Tensor:
     def is_cuda(self) -> bool:
         return False
 
+    def nelement(self) -> int:
+        return self.shape.numel()
+
+    # torch's device and layout flags: a dense tensor on cpu or webgpu (SparseTensor overrides is_sparse).
+    is_xpu = is_mps = is_meta = is_quantized = is_sparse = is_sparse_csr = is_nested = is_mkldnn = \
+        is_vulkan = is_ipu = is_mtia = is_maia = property(lambda self: False)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    def is_inference(self) -> bool:
+        return False  # webgrad has no inference tensors (inference_mode works like no_grad)
+
+    def is_complex(self) -> bool:
+        return False  # no complex dtypes here
+
+    def is_signed(self) -> bool:
+        return self.dtype.category != "bool"
+
+    def is_conj(self) -> bool:
+        return False
+
+    def is_neg(self) -> bool:
+        return False
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
@@ -267,23 +293,18 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     # -- dtype and device -----------------------------------------------------
-    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False, memory_format=None) -> "Tensor":
-        """``t.to("webgpu")``, ``t.to(webgrad.float64)``, ``t.to(other_tensor)``.
-        ``non_blocking`` and ``memory_format`` are accepted as in PyTorch (moves are synchronous here)."""
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype, device = a.dtype, a.device
-            elif isinstance(a, dtypes.DType) or a in (float, int, bool):
-                dtype = a
-            else:
-                device = a
+    def to(self, *args, **kwargs) -> "Tensor":
+        """``t.to("webgpu")``, ``t.to(webgrad.float64)``, ``t.to(other_tensor)``,
+        ``t.to("cpu", webgrad.float64, non_blocking, copy)``: torch's three overloads, positional or
+        keyword. ``non_blocking`` and ``memory_format`` are accepted (moves are synchronous here)."""
+        device, dtype, copy = parse_to_arguments(args, kwargs)
         out = self
         if device is not None:
             device = normalize_device(device)
             if device != self.device:
                 out = ops.to_device(out, device)
         if dtype is not None:
-            out = out.type(dtypes.to_dtype(dtype))
+            out = out.type(dtype)
         if copy and out is self:
             out = self.clone()
         return out
@@ -524,6 +545,19 @@ class Tensor:
     def outer(self, other): return ops.outer(self, other)
     def multinomial(self, num_samples, replacement=False, *, generator=None):
         return ops.multinomial(self, num_samples, replacement, generator=generator)
+
+    # -- products (core/ops/products.py) ---------------------------------------------------
+    def addmm(self, mat1, mat2, *, beta=1, alpha=1): return ops.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
+    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1): return ops.baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+    def addbmm(self, batch1, batch2, *, beta=1, alpha=1): return ops.addbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+    def addmv(self, mat, vec, *, beta=1, alpha=1): return ops.addmv(self, mat, vec, beta=beta, alpha=alpha)
+    def addr(self, vec1, vec2, *, beta=1, alpha=1): return ops.addr(self, vec1, vec2, beta=beta, alpha=alpha)
+    def dot(self, other): return ops.dot(self, other)
+    def vdot(self, other): return ops.vdot(self, other)
+    def mv(self, vec): return ops.mv(self, vec)
+    def inner(self, other): return ops.inner(self, other)
+    def kron(self, other): return ops.kron(self, other)
+    def cross(self, other, dim=None): return ops.cross(self, other, dim)
 
     # -- new tensors like this one (same dtype and device unless given) -----------------
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):

@@ -32,3 +32,6 @@ from .sorting import argsort, bucketize, searchsorted, sort, topk, unique  # noq
 from .linalg import ger, outer, tril, triu  # noqa: F401,E402
 from .einsum import einsum  # noqa: F401,E402
 from .sampling import multinomial  # noqa: F401,E402
+from .products import (  # noqa: F401,E402
+    addbmm, addmm, addmv, addr, baddbmm, chain_matmul, cross, dot, inner, kron, mv, tensordot, vdot,
+)

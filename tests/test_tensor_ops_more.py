@@ -1,0 +1,127 @@
+"""PyTorch's tensor ops beyond the core table (issue 22): products, indexing, movement,
+reductions, scans and sampling, each compared with torch itself on every device,
+values, dtypes and gradients.
+
+A case is ``(id, fn, inputs)``: ``fn(lib, *tensors)`` is written once and runs with
+``lib = webgrad`` and ``lib = torch`` (the names and signatures are the same, which is
+the point). Inputs are numpy arrays: float ones become float64 tensors that require grad
+(float32 on webgpu, which has no float64), others keep their dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import webgrad
+from conftest import assert_close
+
+RNG = np.random.default_rng(22)
+
+
+def F(*shape, low=-2.0, high=2.0):
+    return RNG.uniform(low, high, size=shape)
+
+
+def I(*shape, high=3, low=0):  # noqa: E743  (an int input, like the op table's IDX)
+    return RNG.integers(low, high, size=shape).astype(np.int64)
+
+
+def B(*shape):
+    return RNG.random(shape) > 0.5
+
+
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return [y for x in out for y in _flat(x)]
+    return [out]
+
+
+def _webgrad_run(fn, arrays, device, grad):
+    dtype = webgrad.float32 if device == "webgpu" else webgrad.float64
+    tensors = [webgrad.tensor(a, dtype=dtype if a.dtype.kind == "f" else None, device=device,
+                              requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    return tensors, fn(webgrad, *tensors)
+
+
+def _torch_run(torch, fn, arrays, grad):
+    tensors = [torch.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    outs = _flat(fn(torch, *tensors))
+    values = [o.detach().numpy() if isinstance(o, torch.Tensor) else np.asarray(o) for o in outs]
+    kinds = [str(o.dtype).removeprefix("torch.") if isinstance(o, torch.Tensor) else "py" for o in outs]
+    grads = []
+    floats = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+    leaves = [t for t in tensors if t.requires_grad]
+    if grad and floats and leaves:
+        weights = [torch.tensor(np.cos(np.arange(o.numel())).reshape(o.shape)) for o in floats]
+        found = torch.autograd.grad(floats, leaves, weights, allow_unused=True)
+        grads = [np.zeros(t.shape) if g is None else g.numpy() for t, g in zip(leaves, found)]
+    return tuple(values) + (np.asarray(kinds),) + tuple(grads)
+
+
+def check(device, torch_ref, fn, *arrays, grad=True, rtol=None):
+    """fn(webgrad, ...) matches fn(torch, ...): values, dtypes (on cpu) and gradients."""
+    expected = torch_ref(lambda torch: _torch_run(torch, fn, arrays, grad))
+    tensors, out = _webgrad_run(fn, arrays, device, grad)
+    outs = _flat(out)
+    kinds = list(expected[len(outs)])
+    assert len(kinds) == len(outs), f"{len(outs)} outputs, torch gives {len(kinds)}"
+    tol = rtol or (1e-4 if device == "webgpu" else 1e-7)
+    for got, want, kind in zip(outs, expected, kinds):
+        if kind == "py":
+            assert not isinstance(got, webgrad.Tensor) and got == want.item()
+            continue
+        if device == "webgpu" and kind == "float64":
+            kind = "float32"
+        assert_close(got.detach(), want, rtol=tol, atol=tol, dtype=kind)
+    leaves = [t for t in tensors if t.requires_grad]
+    floats = [o for o in outs if isinstance(o, webgrad.Tensor) and o.requires_grad]
+    want_grads = expected[len(outs) + 1:]
+    if want_grads and floats:
+        total = sum((o * webgrad.tensor(np.cos(np.arange(o.numel())).reshape(tuple(o.shape)),
+                                        dtype=o.dtype, device=device)).sum() for o in floats)
+        total.backward()
+        for leaf, want in zip(leaves, want_grads):
+            got = leaf.grad if leaf.grad is not None else webgrad.zeros(*leaf.shape, dtype=leaf.dtype)
+            assert_close(got, want, rtol=tol * 10, atol=tol * 10, msg="gradient")
+
+
+PRODUCTS = [
+    ("addmm", lambda t, i, a, b: t.addmm(i, a, b), F(2, 4), F(2, 3), F(3, 4)),
+    ("addmm_scaled", lambda t, i, a, b: t.addmm(i, a, b, beta=0.5, alpha=-2), F(4), F(2, 3), F(3, 4)),
+    ("addmm_beta0_ignores_nan", lambda t, i, a, b: t.addmm(i.log(), a, b, beta=0), F(2, 4), F(2, 3), F(3, 4)),
+    ("addmm_method", lambda t, i, a, b: i.addmm(a, b, alpha=3), F(2, 4), F(2, 3), F(3, 4)),
+    ("baddbmm", lambda t, i, a, b: t.baddbmm(i, a, b, beta=2), F(2, 1, 4), F(2, 2, 3), F(2, 3, 4)),
+    ("addbmm", lambda t, i, a, b: t.addbmm(i, a, b, alpha=0.5), F(2, 4), F(3, 2, 5), F(3, 5, 4)),
+    ("addmv", lambda t, i, a, b: t.addmv(i, a, b), F(2), F(2, 3), F(3)),
+    ("addr", lambda t, i, a, b: t.addr(i, a, b, beta=-1), F(2, 3), F(2), F(3)),
+    ("dot", lambda t, a, b: t.dot(a, b), F(5), F(5)),
+    ("dot_int", lambda t, a, b: a.dot(b), I(5), I(5)),
+    ("vdot", lambda t, a, b: t.vdot(a, b), F(3), F(3)),
+    ("mv", lambda t, a, b: a.mv(b), F(2, 3), F(3)),
+    ("inner", lambda t, a, b: t.inner(a, b), F(2, 3), F(4, 3)),
+    ("inner_scalar", lambda t, a, b: t.inner(a, b), F(), F(2, 2)),
+    ("kron", lambda t, a, b: t.kron(a, b), F(2, 3), F(2, 2)),
+    ("kron_ranks", lambda t, a, b: a.kron(b), F(2), F(2, 3, 2)),
+    ("tensordot_int", lambda t, a, b: t.tensordot(a, b, 2), F(2, 3, 4), F(3, 4, 5)),
+    ("tensordot_lists", lambda t, a, b: t.tensordot(a, b, dims=([1, 0], [0, 2])), F(3, 2, 4), F(2, 5, 3)),
+    ("tensordot_zero", lambda t, a, b: t.tensordot(a, b, dims=0), F(2), F(3)),
+    ("cross_dim", lambda t, a, b: t.cross(a, b, dim=1), F(2, 3), F(2, 3)),
+    ("cross_default", lambda t, a, b: a.cross(b), F(3, 4), F(3, 4)),
+    ("cross_broadcast", lambda t, a, b: t.cross(a, b, dim=-1), F(2, 3), F(1, 3)),
+    ("chain_matmul", lambda t, a, b, c: t.chain_matmul(a, b, c), F(2, 3), F(3, 4), F(4, 2)),
+]
+
+
+@pytest.mark.parametrize("case", PRODUCTS, ids=[c[0] for c in PRODUCTS])
+def test_products(device, torch_ref, case):
+    _, fn, *arrays = case
+    check(device, torch_ref, fn, *arrays)
+
+
+def test_product_errors_name_the_op():
+    with pytest.raises(webgrad.OpError, match="dot: 1D tensors expected"):
+        webgrad.dot(webgrad.ones(2, 2), webgrad.ones(2))
+    with pytest.raises(webgrad.OpError, match="cross: .*length 3"):
+        webgrad.cross(webgrad.ones(2, 2), webgrad.ones(2, 2), dim=1)
+    with pytest.raises(webgrad.OpError, match="tensordot: contracted dimensions"):
+        webgrad.tensordot(webgrad.ones(2, 3), webgrad.ones(4, 2), dims=([1], [0]))
