@@ -39,9 +39,22 @@ from .ops import (  # noqa: F401
 from .ops.registry import OpError  # noqa: F401
 from .ops import isfinite, isinf, isnan, nan_to_num  # noqa: F401
 from .ops import (  # noqa: F401
+    acos, acosh, addcdiv, addcmul, allclose, asin, asinh, atan, atan2, atanh, clamp_max, clamp_min, copysign,
+    cosh, deg2rad, digamma, equal, erfc, erfinv, exp2, expm1, float_power, floor_divide, fmod, frac, hypot,
+    isclose, isneginf, isposinf, isreal, lerp, lgamma, log2, log10, logaddexp, logaddexp2, logit, mvlgamma,
+    polygamma, positive, rad2deg, sinc, sinh, square, tan, trunc, xlogy,
+)
+from .ops import acos as arccos, acosh as arccosh, asin as arcsin, asinh as arcsinh  # noqa: F401
+from .ops import atan as arctan, atan2 as arctan2, atanh as arctanh, trunc as fix  # noqa: F401
+from .ops import (  # noqa: F401
     argsort, bucketize, cumprod, cumsum, einsum, ger, outer, searchsorted, sort, topk, tril, triu, unique,
 )
 from .ops import multinomial  # noqa: F401
+from .ops import (  # noqa: F401
+    diagonal_scatter, index_copy, index_fill, masked_scatter, masked_select, scatter, scatter_reduce, select,
+    select_scatter, slice_scatter, take_along_dim,
+)
+from .ops.index_ops import index_add, take  # noqa: F401  (torch's; webgrad.ops.take/index_add are the row primitives)
 from .ops import (  # noqa: F401
     addbmm, addmm, addmv, addr, baddbmm, chain_matmul, cross, dot, inner, kron, mv, tensordot, vdot,
 )
@@ -80,7 +93,7 @@ def __getattr__(name):
 
     if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends",
                 "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx", "graph",
-                "lite", "distributions", "sparse", "distributed", "linalg", "fft"):
+                "lite", "special", "distributions", "sparse", "distributed", "linalg", "fft"):
         return importlib.import_module(f"webgrad.{name}")
     if name in ("det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "cholesky"):  # torch.linalg's
         return getattr(importlib.import_module("webgrad.linalg"), "torch_" + name)

@@ -1,5 +1,13 @@
 """``webgrad.accelerator``: the device-agnostic accelerator API of PyTorch
-(``torch.accelerator``), answered by WebGPU where an adapter exists.
+(``torch.accelerator``), answered by WebGPU where a hardware adapter exists.
+
+A software adapter (Mesa's llvmpipe, Chromium's SwiftShader, Windows' WARP) emulates
+a GPU on the CPU, where numpy is faster: there ``is_available()`` is False, the same
+rule as ``device="auto"``, and ``reason()`` says why. To count a software adapter
+as an accelerator anyway (e.g. to test WebGPU code paths on a machine without a
+GPU), set ``webgrad.accelerator.allow_software_adapter = True`` or the environment
+variable ``WEBGRAD_ACCELERATOR_ALLOW_SOFTWARE=1``. ``device="webgpu"`` always works
+where any adapter exists.
 
 Example:
     >>> device = webgrad.accelerator.current_accelerator() if webgrad.accelerator.is_available() else "cpu"
@@ -8,13 +16,45 @@ Example:
 """
 from __future__ import annotations
 
+import os
+
+from .backend.webgpu.geometry import is_cpu_adapter
 from .device_api import device
 from . import webgpu
 
+ALLOW_SOFTWARE_ENV = "WEBGRAD_ACCELERATOR_ALLOW_SOFTWARE"
+# True/False overrides the environment variable; None reads it.
+allow_software_adapter: bool | None = None
+
+
+def _software_allowed() -> bool:
+    if allow_software_adapter is not None:
+        return bool(allow_software_adapter)
+    return os.environ.get(ALLOW_SOFTWARE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def reason() -> str:
+    """Why ``is_available()`` answers as it does, in one sentence."""
+    if not webgpu.is_available():
+        return "no WebGPU adapter can be made here; tensors stay on 'cpu'"
+    info = webgpu.adapter_info()
+    name = " ".join(str(v) for v in (info.get("vendor"), info.get("device")) if v) or "unnamed"
+    if not is_cpu_adapter(info):
+        return f"the WebGPU adapter ({name}) is a real GPU"
+    if _software_allowed():
+        return (f"the WebGPU adapter ({name}) is a CPU emulation, counted as an accelerator because "
+                f"webgrad.accelerator.allow_software_adapter or {ALLOW_SOFTWARE_ENV}=1 says so")
+    return (f"the WebGPU adapter ({name}) is a CPU emulation, where numpy is faster; set "
+            f"webgrad.accelerator.allow_software_adapter = True (or {ALLOW_SOFTWARE_ENV}=1) to use it, "
+            f"or pass device='webgpu' explicitly")
+
 
 def is_available() -> bool:
-    """True when a WebGPU adapter and device can be made here."""
-    return webgpu.is_available()
+    """True when a hardware WebGPU adapter can be used here (a software one only when allowed;
+    see the module docstring and ``reason()``)."""
+    if not webgpu.is_available():
+        return False
+    return _software_allowed() or not is_cpu_adapter(webgpu.adapter_info())
 
 
 def current_accelerator(check_available: bool = False) -> device | None:
@@ -63,4 +103,4 @@ def memory_allocated(device=None) -> int:
 def _require(name) -> None:
     if not is_available():
         raise RuntimeError(f"webgrad.accelerator.{name}: cannot access an accelerator device when none is "
-                           f"available (no WebGPU adapter here); use device='cpu'")
+                           f"available ({reason()}); use device='cpu'")

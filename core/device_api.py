@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib
 
+from . import dtypes
+
 # The device types a device object may name. Only cpu and webgpu can hold tensors;
 # the others can be named (scripts build torch.device("cuda") before checking it),
 # and moving a tensor there is an error that says what to use instead.
@@ -152,3 +154,56 @@ def normalize_device(device) -> str:
                                f"use 'webgpu' (webgrad.accelerator.current_accelerator()) or 'cpu'")
         raise RuntimeError(f"unknown device {str(device)!r}; expected 'cpu' or 'webgpu'")
     return as_device(name)
+
+
+# -- Tensor.to's overloads -------------------------------------------------------------------
+_TO_SIGNATURES = ("to(device=None, dtype=None, non_blocking=False, copy=False, *, memory_format=None), "
+                  "to(dtype, non_blocking=False, copy=False, *, memory_format=None) or "
+                  "to(other, non_blocking=False, copy=False)")
+
+
+def parse_to_arguments(args: tuple, kwargs: dict):
+    """``Tensor.to``'s arguments as torch reads them -> (device or None, dtype or None, copy).
+
+    The three overloads: ``to(device=None, dtype=None, non_blocking=False, copy=False)``,
+    ``to(dtype, non_blocking=False, copy=False)`` and ``to(other, non_blocking=False, copy=False)``,
+    all with keywords too; ``memory_format`` is accepted (there is one layout here).
+    """
+    unknown = set(kwargs) - {"device", "dtype", "non_blocking", "copy", "memory_format"}
+    if unknown:
+        raise TypeError(f"to() got an unexpected keyword argument {sorted(unknown)[0]!r}; expected one of "
+                        + _TO_SIGNATURES)
+    rest = list(args)
+    device = dtype = None
+    if rest and hasattr(rest[0], "dtype") and hasattr(rest[0], "device") and not isinstance(rest[0], str):
+        other = rest.pop(0)  # to(other, ...): its dtype and device
+        device, dtype = other.device, other.dtype
+        names = ["non_blocking", "copy"]
+    elif rest and _is_dtype(rest[0]):
+        dtype = rest.pop(0)
+        names = ["non_blocking", "copy"]
+    else:
+        names = ["device", "dtype", "non_blocking", "copy"]
+    if len(rest) > len(names):
+        raise TypeError(f"to() takes at most 4 positional arguments, got {len(args)}; expected {_TO_SIGNATURES}")
+    given = dict(zip(names, rest))
+    for name, value in kwargs.items():
+        if name in given:
+            raise TypeError(f"to() got multiple values for argument {name!r}")
+        given[name] = value
+    device = given.get("device", device)
+    dtype = given.get("dtype", dtype)
+    if device is not None and not isinstance(device, str) and not hasattr(device, "type"):
+        raise TypeError(f"to(): device must be a string or webgrad.device, got {device!r}; expected {_TO_SIGNATURES}")
+    if dtype is not None and not _is_dtype(dtype):
+        raise TypeError(f"to(): dtype must be a webgrad dtype, got {dtype!r}; expected {_TO_SIGNATURES}")
+    for flag in ("non_blocking", "copy"):
+        if not isinstance(given.get(flag, False), bool):
+            raise TypeError(f"to(): {flag} must be a bool, got {given[flag]!r}")
+    if dtype is float:  # torch reads the Python type float as float64 here
+        dtype = dtypes.float64
+    return device, (None if dtype is None else dtypes.to_dtype(dtype)), given.get("copy", False)
+
+
+def _is_dtype(value) -> bool:
+    return isinstance(value, dtypes.DType) or value in (float, int, bool)

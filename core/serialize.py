@@ -6,7 +6,11 @@ Anything else torch.save users save — ``{"model": sd, "optimizer":
 opt.state_dict(), "iter_num": 5}``, lists, tuples, numbers, strings, None,
 numpy arrays — is stored as tensors named by their path ("model.fc.weight")
 plus one JSON record of the structure under ``__metadata__["webgrad"]``, so
-``load`` gives the same structure back. The file format itself lives in
+``load`` gives the same structure back. A whole ``nn.Module`` (``torch.save(model, f)``)
+is stored as its architecture record (``webgrad.nn.arch``, the one the model store
+writes) plus its state dict, and ``load(f, weights_only=False)`` builds it again;
+with ``weights_only=True`` (PyTorch's default) such a file is refused, as PyTorch
+refuses a pickled module. The file format itself lives in
 ``webgrad._safetensors``. This module imports neither torch nor safetensors (it
 runs in Pyodide) and never unpickles anything.
 """
@@ -24,6 +28,8 @@ import zlib
 import numpy as np
 
 from . import _safetensors as fmt
+from .nn import arch
+from .nn.modules.module import Module
 from .tensor import Tensor
 
 TREE_KEY = "webgrad"
@@ -38,6 +44,11 @@ TEMP_MAX_AGE_S = 24 * 3600
 _HOST = f"{zlib.crc32(platform.node().encode('utf-8', 'replace')):08x}"
 
 
+class UnpicklingError(Exception):
+    """Raised, as PyTorch raises ``pickle.UnpicklingError``, by a weights-only load of a file
+    holding a whole module (the same name; webgrad itself never unpickles anything)."""
+
+
 # ----------------------------------------------------------------------------- save
 
 def save(obj, f, metadata: dict[str, str] | None = None) -> None:
@@ -49,9 +60,11 @@ def save(obj, f, metadata: dict[str, str] | None = None) -> None:
     a killed save left behind.
 
     Args:
-        obj: a Tensor, numpy array, str, int, float, bool or None, or dicts
-            (str or int keys), lists and tuples of them. A module or optimizer
-            itself cannot be saved: save its ``state_dict()``.
+        obj: a Tensor, numpy array, str, int, float, bool or None, a whole
+            ``nn.Module`` whose architecture can be recorded (``webgrad.nn.arch``;
+            otherwise a TypeError names its class), or dicts (str or int keys),
+            lists and tuples of them. An optimizer itself cannot be saved: save
+            its ``state_dict()``.
         f: a path (conventionally ``*.safetensors``) or a binary file object.
         metadata: extra str -> str pairs for ``__metadata__`` (e.g. ``{"format": "pt"}``).
 
@@ -163,6 +176,8 @@ def _encode_node(value, name: str, entries: dict, tensor_type):
     if isinstance(value, (np.bool_, np.integer, np.floating)):
         return {"value": value.item()}
     where = f"{name!r}" if name else "the object"
+    if isinstance(value, Module):
+        return {"module": _encode_module(value, name, entries, tensor_type)}
     if callable(getattr(value, "state_dict", None)):
         raise TypeError(f"save: cannot save {where}, a {type(value).__name__} object; save its "
                         f"state instead: webgrad.save(obj.state_dict(), path), e.g. "
@@ -171,6 +186,21 @@ def _encode_node(value, name: str, entries: dict, tensor_type):
     raise TypeError(f"save: cannot save {where} of type {type(value).__name__}; only Tensors, "
                     "numpy arrays, dicts, lists, tuples, str, int, float, bool and None can be "
                     "saved (webgrad never pickles objects; save a model's state_dict())")
+
+
+def _encode_module(module, name: str, entries: dict, tensor_type) -> dict:
+    """A whole module: its architecture record, its state dict and its train/eval and frozen flags."""
+    try:
+        record = arch.describe_checked(module)
+    except arch.ArchitectureError as exc:
+        raise TypeError(f"save: cannot save the module {type(module).__name__} "
+                        f"({'at ' + repr(name) if name else 'the object'}) whole: its architecture cannot be "
+                        f"recorded ({exc}); save its state instead: webgrad.save(model.state_dict(), path)") from exc
+    state = {key: value for key, value in module.state_dict().items()}
+    return {"architecture": record,
+            "state": _encode_node(state, _join(name, "state") if name else "state", entries, tensor_type),
+            "eval": [key for key, child in module.named_modules() if not child.training],
+            "frozen": [key for key, p in module.named_parameters() if not p.requires_grad]}
 
 
 def _join(prefix: str, key) -> str:
@@ -274,8 +304,13 @@ def load(f, map_location=None, weights_only=None, *, max_tensors: int | None = N
             ``fn(tensor, saved_device)`` returning a Tensor, or None to keep the
             cpu tensor. A device without a tensor's dtype (WebGPU has no
             float64/float16/bfloat16) gets it as float32.
-        weights_only: accepted for PyTorch compatibility; loading never runs
-            code, so every load is weights-only.
+        weights_only: True or None (the default, as PyTorch's): tensors and plain
+            values only; a file holding a whole module raises ``webgrad.serialize.UnpicklingError``
+            as PyTorch raises ``pickle.UnpicklingError``. False: a whole module is rebuilt from its architecture
+            record (running its own classes' stored source, unless classes of the
+            same names are defined in ``__main__``, which are used instead, as
+            pickle would) with the saved weights, dtypes, train/eval mode and frozen
+            parameters; its tensors go where ``map_location`` says (default: cpu).
         max_tensors: refuse a file describing more tensors than this (default: the
             environment variable ``WEBGRAD_MAX_TENSORS``, else 10,000), before any is
             checked or made, so a small hostile file of 100,000 empty tensors costs little.
@@ -318,6 +353,12 @@ def load_bytes(data, source: str = "<bytes>", *, map_location=None, weights_only
     entries = {name: fmt.check_entry(name, entry, source) for name, entry in header.items()}
     fmt.check_coverage(entries, len(data) - data_start, source)
     tree = _read_tree(metadata, entries, source)
+    if tree is not None and weights_only is not False and _holds_module(tree):
+        raise UnpicklingError(
+            f"Weights only load failed: {source} holds a whole module (saved with webgrad.save(model, f)), "
+            "which is rebuilt by running its architecture record (including any code of its own classes). "
+            "Re-run webgrad.load with weights_only=False if you trust the source of this file, "
+            "or save and load model.state_dict() instead.")
 
     # Checked: from here on nothing about the file can fail.
     arrays = {name: fmt.read_array(data, data_start, *entry) for name, entry in entries.items()}
@@ -416,11 +457,52 @@ def _check_node(node, entries: dict, used: set, where: str, source: str) -> None
             if not isinstance(value, list):
                 fmt.fail(source, f"{where}: bad {kind} node {node!r}")
             stack.extend(value)
+        elif kind == "module":
+            if not isinstance(value, dict) or set(value) != {"architecture", "state", "eval", "frozen"} \
+                    or not isinstance(value["architecture"], dict) or not all(
+                        isinstance(v, list) and all(isinstance(k, str) for k in v)
+                        for v in (value["eval"], value["frozen"])):
+                fmt.fail(source, f"{where}: bad module node")
+            stack.append(value["state"])
         elif kind == "value":
             if value is not None and not isinstance(value, (str, int, float)):
                 fmt.fail(source, f"{where}: bad value node {node!r}")
         else:
             fmt.fail(source, f"{where}: unknown node kind {kind!r}")
+
+
+def _holds_module(tree) -> bool:
+    stack = [tree]
+    while stack:
+        kind, value = next(iter(stack.pop().items()))
+        if kind == "module":
+            return True
+        if kind == "dict":
+            stack.extend(child for _, child in value)
+        elif kind in ("list", "tuple"):
+            stack.extend(value)
+    return False
+
+
+def _decode_module(value: dict, state: dict):
+    """Build a saved module again and give it its weights (load with weights_only=False)."""
+    record = value["architecture"]
+    try:
+        with arch.quiet_construction():
+            module = arch.build(record, trust_code=True, classes=arch.main_definitions(record))
+    except arch.ArchitectureError as exc:
+        raise RuntimeError(f"load: the saved module cannot be rebuilt: {exc}") from exc
+    module.load_state_dict(state, assign=True)
+    devices = {str(t.device) for t in state.values()}
+    if len(devices) == 1 and devices != {"cpu"}:
+        module.to(devices.pop())
+    eval_names, frozen = set(value["eval"]), set(value["frozen"])
+    for key, child in module.named_modules():
+        child.training = key not in eval_names
+    for key, parameter in module.named_parameters():
+        if key in frozen:
+            parameter.requires_grad_(False)
+    return module
 
 
 def _use_tensor(name, entries: dict, used: set, where: str, source: str) -> None:
@@ -440,6 +522,8 @@ def _decode_node(node, arrays: dict, entries: dict, place):
         return arrays[value]
     if kind == "value":
         return value
+    if kind == "module":
+        return _decode_module(value, _decode_node(value["state"], arrays, entries, place))
     if kind == "dict":
         return {key: _decode_node(child, arrays, entries, place) for key, child in value}
     children = [_decode_node(child, arrays, entries, place) for child in value]

@@ -176,7 +176,7 @@ class Tensor:
 
     @property
     def is_cpu(self) -> bool:
-        return self.device.type == "cpu"
+        return self.device == "cpu"
 
     def is_inference(self) -> bool:
         return False  # webgrad has no inference tensors (inference_mode works like no_grad)
@@ -434,7 +434,7 @@ class Tensor:
     def add(self, other, alpha=1): return ops.add(self, other, alpha=alpha)
     def sub(self, other, alpha=1): return ops.sub(self, other, alpha=alpha)
     def mul(self, other): return ops.mul(self, other)
-    def div(self, other): return ops.div(self, other)
+    def div(self, other, *, rounding_mode=None): return ops.div(self, other, rounding_mode=rounding_mode)
     def pow(self, exponent): return ops.pow(self, exponent)
     def neg(self): return ops.neg(self)
     def abs(self): return ops.abs(self)
@@ -453,7 +453,7 @@ class Tensor:
     def square(self): return ops.mul(self, self)
     def floor(self): return ops.floor(self)
     def ceil(self): return ops.ceil(self)
-    def round(self): return ops.round(self)
+    def round(self, *, decimals=0): return ops.round(self, decimals=decimals)
     def sign(self): return ops.sign(self)
     def clamp(self, min=None, max=None): return ops.clamp(self, min, max)
     clip = clamp
@@ -478,6 +478,61 @@ class Tensor:
         return ops.update_("nan_to_num_", self, lambda old: ops.nan_to_num(old, nan, posinf, neginf))
 
     def masked_fill(self, mask, value): return ops.masked_fill(self, mask, value)
+
+    # -- more elementwise maths (core/ops/elementwise.py, pointwise.py) ---------------------
+    def tan(self): return ops.tan(self)
+    def asin(self): return ops.asin(self)
+    def acos(self): return ops.acos(self)
+    def atan(self): return ops.atan(self)
+    def atan2(self, other): return ops.atan2(self, other)
+    def sinh(self): return ops.sinh(self)
+    def cosh(self): return ops.cosh(self)
+    def asinh(self): return ops.asinh(self)
+    def acosh(self): return ops.acosh(self)
+    def atanh(self): return ops.atanh(self)
+    arcsin, arccos, arctan, arctan2, arcsinh, arccosh, arctanh = asin, acos, atan, atan2, asinh, acosh, atanh
+    def log2(self): return ops.log2(self)
+    def log10(self): return ops.log10(self)
+    def expm1(self): return ops.expm1(self)
+    def exp2(self): return ops.exp2(self)
+    def logaddexp(self, other): return ops.logaddexp(self, other)
+    def logaddexp2(self, other): return ops.logaddexp2(self, other)
+    def erfc(self): return ops.erfc(self)
+    def erfinv(self): return ops.erfinv(self)
+    def lgamma(self): return ops.lgamma(self)
+    def digamma(self): return ops.digamma(self)
+    def polygamma(self, n): return ops.polygamma(n, self)
+    def mvlgamma(self, p): return ops.mvlgamma(self, p)
+    def trunc(self): return ops.trunc(self)
+    fix = trunc
+    def frac(self): return ops.frac(self)
+    def fmod(self, other): return ops.fmod(self, other)
+    def remainder(self, other): return ops.remainder(self, other)
+    def floor_divide(self, other): return ops.floor_divide(self, other)
+    def true_divide(self, other): return ops.true_divide(self, other)
+    def lerp(self, end, weight): return ops.lerp(self, end, weight)
+    def addcmul(self, tensor1, tensor2, *, value=1): return ops.addcmul(self, tensor1, tensor2, value=value)
+    def addcdiv(self, tensor1, tensor2, *, value=1): return ops.addcdiv(self, tensor1, tensor2, value=value)
+    def clamp_min(self, min): return ops.clamp_min(self, min)
+    def clamp_max(self, max): return ops.clamp_max(self, max)
+    def hypot(self, other): return ops.hypot(self, other)
+    def copysign(self, other): return ops.copysign(self, other)
+    def deg2rad(self): return ops.deg2rad(self)
+    def rad2deg(self): return ops.rad2deg(self)
+    def logit(self, eps=None): return ops.logit(self, eps)
+    def xlogy(self, other): return ops.xlogy(self, other)
+    def sinc(self): return ops.sinc(self)
+    def float_power(self, exponent): return ops.float_power(self, exponent)
+    def positive(self): return ops.positive(self)
+    def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        return ops.isclose(self, other, rtol, atol, equal_nan)
+    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        return ops.allclose(self, other, rtol, atol, equal_nan)
+    def equal(self, other): return ops.equal(self, other)
+    def isposinf(self): return ops.isposinf(self)
+    def isneginf(self): return ops.isneginf(self)
+    def isreal(self): return ops.isreal(self)
+    def unbind(self, dim=0): return ops.unbind(self, dim)
     def where(self, condition, other): return ops.where(condition, self, other)
 
     # -- reductions -----------------------------------------------------------------
@@ -505,6 +560,13 @@ class Tensor:
     def matmul(self, other): return ops.matmul(self, other)
     def mm(self, other): return ops.matmul(self, other)
     def bmm(self, other): return ops.matmul(self, other)
+    def det(self): return _linalg.det(self)
+    def logdet(self): return _linalg.logdet(self)
+    def slogdet(self): return _linalg.slogdet(self)
+    def inverse(self): return _linalg.inv(self)
+    def pinverse(self, rcond=1e-15): return _linalg.torch_pinverse(self, rcond)
+    def matrix_power(self, n): return _linalg.matrix_power(self, n)
+    def cholesky(self, upper=False): return _linalg.cholesky(self, upper=upper)
 
     # -- shape ------------------------------------------------------------------------
     def reshape(self, *shape): return ops.reshape(self, *shape)
@@ -559,6 +621,40 @@ class Tensor:
     def kron(self, other): return ops.kron(self, other)
     def cross(self, other, dim=None): return ops.cross(self, other, dim)
 
+    # -- indexing (core/ops/index_ops.py) ---------------------------------------------------
+    def masked_select(self, mask): return ops.masked_select(self, mask)
+    def masked_scatter(self, mask, source): return ops.masked_scatter(self, mask, source)
+    def scatter(self, dim, index, src=None, value=None, *, reduce=None):
+        return ops.scatter(self, dim, index, src, value, reduce=reduce)
+    def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+        return ops.scatter_reduce(self, dim, index, src, reduce, include_self=include_self)
+    def index_add(self, dim, index, source, *, alpha=1): return ops.index_ops.index_add(self, dim, index, source, alpha=alpha)
+    def index_copy(self, dim, index, source): return ops.index_copy(self, dim, index, source)
+    def index_fill(self, dim, index, value): return ops.index_fill(self, dim, index, value)
+    def take(self, index): return ops.index_ops.take(self, index)
+    def take_along_dim(self, indices, dim=None): return ops.take_along_dim(self, indices, dim)
+    def select(self, dim, index): return ops.select(self, dim, index)
+    def select_scatter(self, src, dim, index): return ops.select_scatter(self, src, dim, index)
+    def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
+        return ops.slice_scatter(self, src, dim, start, end, step)
+    def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1): return ops.diagonal_scatter(self, src, offset, dim1, dim2)
+    def index_put_(self, indices, values, accumulate=False):
+        return ops.update_("index_put_", self, lambda t, v: ops.index_put(t, indices, v, accumulate), values)
+    def masked_scatter_(self, mask, source): return ops.update_("masked_scatter_", self, ops.masked_scatter, mask, source)
+    def index_fill_(self, dim, index, value):
+        return ops.update_("index_fill_", self, lambda t: ops.index_fill(t, dim, index, value))
+    def index_copy_(self, dim, index, source):
+        return ops.update_("index_copy_", self, lambda t, s: ops.index_copy(t, dim, index, s), source)
+    def index_add_(self, dim, index, source, *, alpha=1):
+        return ops.update_("index_add_", self, lambda t, s: ops.index_ops.index_add(t, dim, index, s, alpha=alpha), source)
+    def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
+        return ops.update_("scatter_", self, lambda t: ops.scatter(t, dim, index, src, value, reduce=reduce))
+    def scatter_add_(self, dim, index, src):
+        return ops.update_("scatter_add_", self, lambda t, s: ops.scatter_add(t, dim, index, s), src)
+    def scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
+        return ops.update_("scatter_reduce_", self,
+                           lambda t, s: ops.scatter_reduce(t, dim, index, s, reduce, include_self=include_self), src)
+
     # -- new tensors like this one (same dtype and device unless given) -----------------
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         return _new_like(self, "tensor", (data,), dtype, device, requires_grad)
@@ -604,6 +700,12 @@ for _name in ("neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos"
     setattr(Tensor, _name + "_", _inplace_unary(_name))
 
 
+for _name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "erfc", "erfinv",
+              "trunc", "frac", "log2", "log10", "exp2", "lgamma", "digamma", "deg2rad", "rad2deg", "square", "sinc"):
+    setattr(Tensor, _name + "_", _inplace_unary(_name))
+Tensor.fix_ = Tensor.trunc_  # type: ignore[attr-defined]
+
+
 def _new_like(t, name, args, dtype, device, requires_grad):
     from . import creation
 
@@ -616,3 +718,4 @@ _LEGACY_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "
 
 from . import ops  # noqa: E402  (ops imports Tensor; methods look ops up at call time)
 from .ops import registry as _registry  # noqa: E402  (the observers' host-read hook in _host)
+from . import linalg as _linalg  # noqa: E402  (webgrad.linalg: det, inverse... as methods)

@@ -31,6 +31,7 @@ import json
 import linecache
 import math
 import re
+import sys
 import textwrap
 import types
 from typing import Any
@@ -164,7 +165,6 @@ def _add_code(obj, code: dict, imports: dict) -> None:
                                     "available") from None
         namespace = obj.__globals__
     if namespace is None:
-        import sys
         namespace = vars(sys.modules.get(obj.__module__, builtins))
     for used in sorted(_free_names(source) - {name}):
         if hasattr(builtins, used) or used not in namespace:
@@ -268,6 +268,15 @@ def build(record: dict, trust_code: bool = False, classes: dict | None = None):
                     "state dict only)")
             namespace = _run_code(record)
     return _build_node(record["module"], namespace, "model")
+
+
+def main_definitions(record: dict) -> dict | None:
+    """The live classes and functions of ``__main__`` named as the record's own code, when all are
+    there (as pickle finds a module's class by name); else None (build runs the stored source)."""
+    main = vars(sys.modules.get("__main__", sys))
+    wanted = [entry["name"] for entry in record.get("code", []) if entry.get("kind") in ("class", "function")]
+    found = {name: main[name] for name in wanted if isinstance(main.get(name), (type, types.FunctionType))}
+    return found if wanted and len(found) == len(wanted) else None
 
 
 def _run_code(record: dict) -> dict:

@@ -16,6 +16,9 @@ __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler
            "BatchSampler"]
 
 
+CHUNK = 4096  # indices drawn at a time by the samplers that draw with replacement
+
+
 def numpy_rng(generator) -> np.random.Generator:
     """The numpy stream behind ``generator`` (None: webgrad's global one)."""
     if generator is None:
@@ -80,12 +83,15 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
-        n, rng = len(self.data_source), numpy_rng(self.generator)
-        if self.replacement:
-            return iter(rng.integers(0, n, size=self.num_samples).tolist())
-        # Without replacement, num_samples > n walks through several permutations, as PyTorch.
-        draws = [rng.permutation(n) for _ in range(-(-self.num_samples // n))]
-        return iter(np.concatenate(draws)[:self.num_samples].tolist())
+        # Lazily, a chunk at a time (as PyTorch): num_samples=int(1e10) must not allocate 10^10 indices.
+        n, rng, left = len(self.data_source), numpy_rng(self.generator), self.num_samples
+        while left > 0:
+            if self.replacement:
+                chunk = rng.integers(0, n, size=min(left, CHUNK))
+            else:  # num_samples > n walks through several permutations, as PyTorch
+                chunk = rng.permutation(n)[:left]
+            left -= len(chunk)
+            yield from chunk.tolist()
 
     def __len__(self) -> int:
         return self.num_samples
@@ -134,9 +140,15 @@ class WeightedRandomSampler(Sampler):
         self.weights, self.replacement, self.generator = values, replacement, generator
 
     def __iter__(self):
-        p = self.weights / self.weights.sum()
-        draws = numpy_rng(self.generator).choice(len(p), size=self.num_samples, replace=self.replacement, p=p)
-        return iter(draws.tolist())
+        p, rng = self.weights / self.weights.sum(), numpy_rng(self.generator)
+        if not self.replacement:  # num_samples <= the number of non-zero weights: small
+            yield from rng.choice(len(p), size=self.num_samples, replace=False, p=p).tolist()
+            return
+        left = self.num_samples
+        while left > 0:  # lazily, a chunk at a time, so a huge num_samples does not allocate
+            chunk = rng.choice(len(p), size=min(left, CHUNK), replace=True, p=p)
+            left -= len(chunk)
+            yield from chunk.tolist()
 
     def __len__(self) -> int:
         return self.num_samples
