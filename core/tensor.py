@@ -6,6 +6,7 @@ code. Nothing here knows which backend holds the data.
 """
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -560,13 +561,13 @@ class Tensor:
     def matmul(self, other): return ops.matmul(self, other)
     def mm(self, other): return ops.matmul(self, other)
     def bmm(self, other): return ops.matmul(self, other)
-    def det(self): return _linalg.det(self)
-    def logdet(self): return _linalg.logdet(self)
-    def slogdet(self): return _linalg.slogdet(self)
-    def inverse(self): return _linalg.inv(self)
-    def pinverse(self, rcond=1e-15): return _linalg.torch_pinverse(self, rcond)
-    def matrix_power(self, n): return _linalg.matrix_power(self, n)
-    def cholesky(self, upper=False): return _linalg.cholesky(self, upper=upper)
+    def det(self): return _linalg().det(self)
+    def logdet(self): return _linalg().logdet(self)
+    def slogdet(self): return _linalg().slogdet(self)
+    def inverse(self): return _linalg().inv(self)
+    def pinverse(self, rcond=1e-15): return _linalg().torch_pinverse(self, rcond)
+    def matrix_power(self, n): return _linalg().matrix_power(self, n)
+    def cholesky(self, upper=False): return _linalg().cholesky(self, upper=upper)
 
     # -- shape ------------------------------------------------------------------------
     def reshape(self, *shape): return ops.reshape(self, *shape)
@@ -718,4 +719,8 @@ _LEGACY_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "
 
 from . import ops  # noqa: E402  (ops imports Tensor; methods look ops up at call time)
 from .ops import registry as _registry  # noqa: E402  (the observers' host-read hook in _host)
-from . import linalg as _linalg  # noqa: E402  (webgrad.linalg: det, inverse... as methods)
+
+
+def _linalg():
+    """webgrad.linalg, loaded on first use like webgrad's other subpackages (it imports this module)."""
+    return importlib.import_module("webgrad.linalg")
