@@ -18,6 +18,14 @@ from .modules import (  # noqa: F401
 from .modules import Dropout1d, Dropout2d  # noqa: F401
 from .modules import Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
 from .modules import Transformer, TransformerDecoder, TransformerDecoderLayer  # noqa: F401
+from .modules import (  # noqa: F401
+    CELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, PReLU, RReLU, Softmax2d, Softmin, Softshrink, Softsign,
+    Tanhshrink, Threshold, CosineSimilarity, PairwiseDistance, AlphaDropout, Dropout3d, FeatureAlphaDropout,
+    CosineEmbeddingLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, KLDivLoss, MarginRankingLoss,
+    MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss,
+    TripletMarginLoss, TripletMarginWithDistanceLoss, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
+    InstanceNorm3d, LocalResponseNorm, RMSNorm,
+)
 from .modules import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from . import functional, init, parallel, utils  # noqa: F401,E402
 from .parallel import DataParallel  # noqa: F401,E402

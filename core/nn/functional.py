@@ -96,7 +96,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     return in_place("leaky_relu", input, inplace, lambda x: ops.where(x > 0, x, x * negative_slope))
 
 
-def softplus(input, beta=1.0, threshold=20.0):
+def softplus(input, beta=1.0, threshold=20.0):  # noqa: F811  (torch names it so; F.threshold is below)
     """log(1 + exp(beta * x)) / beta, linear where beta * x > threshold; never overflows.
 
     Example:
@@ -162,9 +162,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        return input * 0.0
-    keep = creation.rand_like(input) >= p
-    return ops.where(keep, input * (1.0 / (1.0 - p)), 0.0)
+        return in_place("dropout", input, inplace, lambda x: x * 0.0)
+    keep = creation.rand_like(input.detach()) >= p
+    return in_place("dropout", input, inplace, lambda x: ops.where(keep, x * (1.0 / (1.0 - p)), 0.0))
 
 
 # -- linear ----------------------------------------------------------------------
@@ -209,6 +209,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                           f"{channels} channels of input {describe(input)}")
     dims = (0,) + tuple(range(2, input.ndim))
     stat_shape = (1, channels) + (1,) * (input.ndim - 2)
+    if input.numel() == 0:  # PyTorch: an empty batch gives an empty result and leaves the running stats
+        return input * 1.0
     if training:
         count = input.numel() // channels
         if count <= 1:
@@ -389,6 +391,13 @@ from .functional_conv import (  # noqa: E402,F401
     conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
 )
 __all__ += ["conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
+from .functional_pool import (  # noqa: E402,F401
+    adaptive_avg_pool1d, adaptive_avg_pool3d, adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d,
+    avg_pool1d, avg_pool3d, lp_pool1d, lp_pool2d, lp_pool3d, max_pool1d, max_pool3d, max_unpool1d, max_unpool2d,
+    max_unpool3d,
+)
+from . import functional_pool as _functional_pool  # noqa: E402
+__all__ += _functional_pool.__all__
 from .functional_loss import (  # noqa: E402,F401
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss,
     nll_loss, smooth_l1_loss, huber_loss,
@@ -398,7 +407,7 @@ __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "max_pool2d
             "binary_cross_entropy_with_logits", "cross_entropy", "l1_loss", "mse_loss", "nll_loss",
             "smooth_l1_loss", "huber_loss"]
 
-from .functional_activation import (  # noqa: E402,F401
+from .functional_activation import (  # noqa: E402,F401,F811
     celu, celu_, elu_, glu, hardshrink, hardsigmoid, hardswish, hardtanh_, leaky_relu_, prelu, relu_, rrelu,
     rrelu_, selu, selu_, softmin, softshrink, softsign, tanhshrink, threshold, threshold_,
 )
@@ -411,3 +420,17 @@ from .functional_norm import (  # noqa: E402,F401
 from . import functional_norm as _norm  # noqa: E402
 
 __all__ += [n for n in _norm.__all__ if n not in ("normalize", "cdist")]
+from .functional_loss_extra import (  # noqa: E402,F401
+    cosine_embedding_loss, ctc_loss, gaussian_nll_loss, hinge_embedding_loss, kl_div, margin_ranking_loss,
+    multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, poisson_nll_loss, soft_margin_loss,
+    triplet_margin_loss, triplet_margin_with_distance_loss,
+)
+from . import functional_loss_extra as _loss_extra  # noqa: E402
+
+__all__ += _loss_extra.__all__
+from .functional_dropout import (  # noqa: E402,F401
+    alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout,
+)
+from . import functional_dropout as _dropout  # noqa: E402
+
+__all__ += _dropout.__all__

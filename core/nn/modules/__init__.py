@@ -16,6 +16,20 @@ from .norm import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
+from .activation import (  # noqa: F401
+    CELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, PReLU, RReLU, Softmax2d, Softmin, Softshrink, Softsign,
+    Tanhshrink, Threshold,
+)
+from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
+from .dropout import AlphaDropout, Dropout3d, FeatureAlphaDropout  # noqa: F401
+from .loss import (  # noqa: F401
+    CosineEmbeddingLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, KLDivLoss, MarginRankingLoss,
+    MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss,
+    TripletMarginLoss, TripletMarginWithDistanceLoss,
+)
+from .norm import (  # noqa: F401
+    BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm, RMSNorm,
+)
 from .transformer import (  # noqa: F401
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 )

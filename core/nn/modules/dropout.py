@@ -1,9 +1,6 @@
-"""Dropout, and Dropout1d/Dropout2d that drop whole channels."""
+"""Dropout, Dropout1d/2d/3d that drop whole channels, and the alpha dropouts for SELU networks."""
 from __future__ import annotations
 
-from ... import creation, ops
-from ...ops._helpers import describe
-from ...ops.registry import OpError
 from .. import functional as F
 from .module import Module
 
@@ -30,22 +27,6 @@ class Dropout(Module):
         return f"p={self.p}, inplace={self.inplace}"
 
 
-def _channel_dropout(name, input, p, training, spatial_dims):
-    """Zero whole channels: one keep/drop draw per (batch, channel), broadcast over the spatial dims."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
-    if input.ndim not in (spatial_dims + 1, spatial_dims + 2):
-        raise OpError(f"{name}: expected a {spatial_dims + 1}-D (unbatched) or {spatial_dims + 2}-D input "
-                      f"(channels, then {spatial_dims} spatial dim(s)), got {describe(input)}")
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        return input * 0.0
-    mask_shape = tuple(input.shape[:-spatial_dims]) + (1,) * spatial_dims
-    keep = creation.rand(*mask_shape, device=input.device) >= p
-    return ops.where(keep, input * (1.0 / (1.0 - p)), 0.0)
-
-
 class Dropout1d(Dropout):
     """Zero whole channels of (N, C, L) or (C, L) input with probability ``p`` while training.
 
@@ -54,11 +35,13 @@ class Dropout1d(Dropout):
     """
 
     def forward(self, input):
-        return _channel_dropout("Dropout1d", input, self.p, self.training, 1)
+        return F.dropout1d(input, self.p, self.training, self.inplace)
 
 
 class Dropout2d(Dropout):
     """Zero whole channels of (N, C, H, W) or (C, H, W) input with probability ``p`` while training.
+
+    Other ranks warn and proceed as in PyTorch (see ``F.dropout2d``).
 
     Example:
         >>> nn.Dropout2d(0.25)(webgrad.ones(8, 16, 5, 5)).shape
@@ -66,4 +49,25 @@ class Dropout2d(Dropout):
     """
 
     def forward(self, input):
-        return _channel_dropout("Dropout2d", input, self.p, self.training, 2)
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(Dropout):
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) input with probability ``p`` while training."""
+
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(Dropout):
+    """Dropout that keeps SELU activations' zero mean and unit variance (training only)."""
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(Dropout):
+    """Alpha dropout of whole channels (training only)."""
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)
