@@ -17,6 +17,7 @@ from .dtypes import (  # noqa: F401
 )
 from .dtypes import float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401
 from .dtypes import float16 as half  # noqa: F401
+from .dtypes import complex64, complex128, complex64 as cfloat, complex128 as cdouble  # noqa: F401
 from .tensor import Size, Tensor  # noqa: F401
 from .device_api import device  # noqa: F401
 from .backend import default_device as get_default_device, set_default_device  # noqa: F401
@@ -97,6 +98,11 @@ def __getattr__(name):
         return importlib.import_module(f"webgrad.{name}")
     if name in ("det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "cholesky"):  # torch.linalg's
         return getattr(importlib.import_module("webgrad.linalg"), "torch_" + name)
+    if name in ("real", "imag", "conj", "angle", "complex", "polar", "view_as_real", "view_as_complex",
+                "is_complex"):  # complex tensors (core/complex_ops.py)
+        return getattr(importlib.import_module("webgrad.complex_ops"), name)
+    if name in ("stft", "istft"):  # core/spectral.py, on webgrad.fft
+        return getattr(importlib.import_module("webgrad.spectral"), name)
     if name == "compile":  # graph mode (core/graph/), like torch.compile
         return importlib.import_module("webgrad.graph").compile
     if name == "export":  # a model's forward as a web bundle (core/lite/), for /lite.js

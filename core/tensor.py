@@ -98,7 +98,7 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        if value and not self.dtype.is_floating_point:
+        if value and not (self.dtype.is_floating_point or self.dtype.is_complex):
             raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
                                f"got {self.dtype.name}")
         if not value and self._node is not None:
@@ -438,7 +438,7 @@ class Tensor:
     def div(self, other, *, rounding_mode=None): return ops.div(self, other, rounding_mode=rounding_mode)
     def pow(self, exponent): return ops.pow(self, exponent)
     def neg(self): return ops.neg(self)
-    def abs(self): return ops.abs(self)
+    def abs(self): return _complex_ops().abs(self) if self.dtype.is_complex else ops.abs(self)
     def exp(self): return ops.exp(self)
     def log(self): return ops.log(self)
     def log1p(self): return ops.log1p(self)
@@ -565,6 +565,17 @@ class Tensor:
     def logdet(self): return _linalg().logdet(self)
     def slogdet(self): return _linalg().slogdet(self)
     def inverse(self): return _linalg().inv(self)
+
+    # -- complex numbers and spectra (core/complex_ops.py, core/spectral.py) --------------------
+    @property
+    def real(self): return _complex_ops().real(self)
+    @property
+    def imag(self): return _complex_ops().imag(self)
+    def conj(self): return _complex_ops().conj(self)
+    def angle(self): return _complex_ops().angle(self)
+    def is_complex(self) -> bool: return self.dtype.is_complex
+    def stft(self, *args, **kwargs): return importlib.import_module("webgrad.spectral").stft(self, *args, **kwargs)
+    def istft(self, *args, **kwargs): return importlib.import_module("webgrad.spectral").istft(self, *args, **kwargs)
     def pinverse(self, rcond=1e-15): return _linalg().torch_pinverse(self, rcond)
     def matrix_power(self, n): return _linalg().matrix_power(self, n)
     def cholesky(self, upper=False): return _linalg().cholesky(self, upper=upper)
@@ -611,8 +622,10 @@ class Tensor:
 
     # -- products (core/ops/products.py) ---------------------------------------------------
     def addmm(self, mat1, mat2, *, beta=1, alpha=1): return ops.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
-    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1): return ops.baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
-    def addbmm(self, batch1, batch2, *, beta=1, alpha=1): return ops.addbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        return ops.baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+    def addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        return ops.addbmm(self, batch1, batch2, beta=beta, alpha=alpha)
     def addmv(self, mat, vec, *, beta=1, alpha=1): return ops.addmv(self, mat, vec, beta=beta, alpha=alpha)
     def addr(self, vec1, vec2, *, beta=1, alpha=1): return ops.addr(self, vec1, vec2, beta=beta, alpha=alpha)
     def dot(self, other): return ops.dot(self, other)
@@ -629,7 +642,8 @@ class Tensor:
         return ops.scatter(self, dim, index, src, value, reduce=reduce)
     def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
         return ops.scatter_reduce(self, dim, index, src, reduce, include_self=include_self)
-    def index_add(self, dim, index, source, *, alpha=1): return ops.index_ops.index_add(self, dim, index, source, alpha=alpha)
+    def index_add(self, dim, index, source, *, alpha=1):
+        return ops.index_ops.index_add(self, dim, index, source, alpha=alpha)
     def index_copy(self, dim, index, source): return ops.index_copy(self, dim, index, source)
     def index_fill(self, dim, index, value): return ops.index_fill(self, dim, index, value)
     def take(self, index): return ops.index_ops.take(self, index)
@@ -638,16 +652,19 @@ class Tensor:
     def select_scatter(self, src, dim, index): return ops.select_scatter(self, src, dim, index)
     def slice_scatter(self, src, dim=0, start=None, end=None, step=1):
         return ops.slice_scatter(self, src, dim, start, end, step)
-    def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1): return ops.diagonal_scatter(self, src, offset, dim1, dim2)
+    def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+        return ops.diagonal_scatter(self, src, offset, dim1, dim2)
     def index_put_(self, indices, values, accumulate=False):
         return ops.update_("index_put_", self, lambda t, v: ops.index_put(t, indices, v, accumulate), values)
-    def masked_scatter_(self, mask, source): return ops.update_("masked_scatter_", self, ops.masked_scatter, mask, source)
+    def masked_scatter_(self, mask, source):
+        return ops.update_("masked_scatter_", self, ops.masked_scatter, mask, source)
     def index_fill_(self, dim, index, value):
         return ops.update_("index_fill_", self, lambda t: ops.index_fill(t, dim, index, value))
     def index_copy_(self, dim, index, source):
         return ops.update_("index_copy_", self, lambda t, s: ops.index_copy(t, dim, index, s), source)
     def index_add_(self, dim, index, source, *, alpha=1):
-        return ops.update_("index_add_", self, lambda t, s: ops.index_ops.index_add(t, dim, index, s, alpha=alpha), source)
+        return ops.update_("index_add_", self,
+                           lambda t, s: ops.index_ops.index_add(t, dim, index, s, alpha=alpha), source)
     def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
         return ops.update_("scatter_", self, lambda t: ops.scatter(t, dim, index, src, value, reduce=reduce))
     def scatter_add_(self, dim, index, src):
@@ -724,3 +741,7 @@ from .ops import registry as _registry  # noqa: E402  (the observers' host-read 
 def _linalg():
     """webgrad.linalg, loaded on first use like webgrad's other subpackages (it imports this module)."""
     return importlib.import_module("webgrad.linalg")
+
+
+def _complex_ops():
+    return importlib.import_module("webgrad.complex_ops")

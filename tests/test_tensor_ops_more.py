@@ -58,8 +58,13 @@ def _torch_run(torch, fn, arrays, grad):
     return tuple(values) + (np.asarray(kinds),) + tuple(grads)
 
 
+NO_GRAD = {"grad": False}  # a case's last item: torch has no derivative there
+
+
 def check(device, torch_ref, fn, *arrays, grad=True, rtol=None):
     """fn(webgrad, ...) matches fn(torch, ...): values, dtypes (on cpu) and gradients."""
+    if arrays and isinstance(arrays[-1], dict):
+        grad, arrays = arrays[-1].get("grad", grad), arrays[:-1]
     expected = torch_ref(lambda torch: _torch_run(torch, fn, arrays, grad))
     tensors, out = _webgrad_run(fn, arrays, device, grad)
     outs = _flat(out)
@@ -125,3 +130,54 @@ def test_product_errors_name_the_op():
         webgrad.cross(webgrad.ones(2, 2), webgrad.ones(2, 2), dim=1)
     with pytest.raises(webgrad.OpError, match="tensordot: contracted dimensions"):
         webgrad.tensordot(webgrad.ones(2, 3), webgrad.ones(4, 2), dims=([1], [0]))
+
+
+INDEXING = [
+    ("getitem_range", lambda t, x, y: x[range(4), y], F(4, 3), I(4)),
+    ("getitem_int_list", lambda t, x: x[[2, 0, -1]], F(4, 3)),
+    ("setitem_range", lambda t, x: x.clone().index_put_((t.tensor([0, 2]),), t.tensor(1.0, dtype=x.dtype)), F(4, 3)),
+    ("masked_select", lambda t, x, m: t.masked_select(x, m), F(3, 4), B(4)),
+    ("masked_scatter", lambda t, x, m, s: x.masked_scatter(m, s), F(3, 4), B(3, 4), F(12)),
+    ("scatter_src", lambda t, x, i, s: t.scatter(x, 1, i, s), F(3, 5), I(3, 2, high=5), F(3, 2)),
+    ("scatter_value", lambda t, x, i: x.scatter(0, i, 2.5), F(3, 5), I(2, 5)),
+    ("scatter_reduce_add", lambda t, x, i, s: t.scatter(x, 0, i, s, reduce="add"), F(3, 2), I(4, 2), F(4, 2), NO_GRAD),
+    ("scatter_reduce_multiply", lambda t, x, i, s: x.scatter(0, i, s, reduce="multiply"), F(3, 2), I(4, 2),
+     F(4, 2), NO_GRAD),
+    ("scatter_reduce_sum", lambda t, x, i, s: x.scatter_reduce(0, i, s, "sum", include_self=False), F(3, 2), I(4, 2),
+     F(4, 2)),
+    ("scatter_reduce_prod", lambda t, x, i, s: t.scatter_reduce(x, 1, i, s, "prod"), F(2, 4), I(2, 6, high=4), F(2, 6)),
+    ("scatter_reduce_mean", lambda t, x, i, s: t.scatter_reduce(x, 0, i, s, "mean", include_self=False), F(3, 2),
+     I(4, 2), F(4, 2)),
+    ("scatter_reduce_amax", lambda t, x, i, s: t.scatter_reduce(x, 0, i, s, "amax"), F(3, 2), I(5, 2), F(5, 2)),
+    ("scatter_reduce_amin_noself", lambda t, x, i, s: t.scatter_reduce(x, 0, i, s, "amin", include_self=False),
+     F(4, 2), I(5, 2), F(5, 2)),
+    ("scatter_reduce_amax_int", lambda t, x, i, s: t.scatter_reduce(x, 0, i, s, "amax"), I(3, 2, high=9),
+     I(5, 2), I(5, 2, high=9)),
+    ("index_add", lambda t, x, i, s: t.index_add(x, 1, i, s, alpha=2), F(2, 4), I(5, high=4), F(2, 5)),
+    ("index_add_method", lambda t, x, i, s: x.index_add(0, i, s), F(4), I(3, high=4), F(3)),
+    ("index_copy", lambda t, x, i, s: t.index_copy(x, 0, i, s), F(4, 2), np.array([3, 0]), F(2, 2)),
+    ("index_fill", lambda t, x, i: x.index_fill(1, i, -1.5), F(2, 4), np.array([0, 2, 2, -1])),
+    ("index_fill_tensor_value", lambda t, x, i, v: t.index_fill(x, 0, i, v), F(3, 2), np.array([1]), F()),
+    ("index_put_accumulate", lambda t, x, i, v: t.index_put(x, (i,), v, accumulate=True), F(4, 2), I(5, high=4),
+     F(5, 2)),
+    ("index_put_accumulate_2d", lambda t, x, i, j, v: x.index_put((i, j), v, accumulate=True), F(3, 3),
+     I(4), np.array([0, -1, 0, 0]), F(4)),
+    ("take", lambda t, x, i: t.take(x, i), F(3, 4), np.array([[0, -1], [5, 11]])),
+    ("take_along_dim", lambda t, x, i: t.take_along_dim(x, i, dim=1), F(3, 4), I(1, 2, high=4)),
+    ("take_along_dim_flat", lambda t, x, i: x.take_along_dim(i), F(3, 4), np.array([0, 11, 5])),
+    ("select", lambda t, x: t.select(x, 1, -1), F(2, 3, 2)),
+    ("select_scatter", lambda t, x, s: t.select_scatter(x, s, 0, 1), F(3, 2), F(2)),
+    ("slice_scatter", lambda t, x, s: t.slice_scatter(x, s, dim=1, start=0, end=4, step=2), F(3, 4), F(3, 2)),
+    ("diagonal_scatter", lambda t, x, s: t.diagonal_scatter(x, s, 1), F(3, 3), F(2)),
+    ("diagonal_scatter_apart", lambda t, x, s: t.diagonal_scatter(x, s, 0, 0, 2), F(2, 3, 2), F(3, 2)),
+    ("gather_0d", lambda t, x, i: t.gather(x, 0, i), F(), np.array(0)),
+    ("index_select_0d", lambda t, x, i: t.index_select(x, 0, i), F(), np.array([0])),
+    ("scatter_add_0d", lambda t, x, i, s: t.scatter_add(x, 0, i, s), F(), np.array(0), F()),
+    ("nonzero_0d", lambda t, x: (t.nonzero(x), t.nonzero(x * 0)), F()),
+]
+
+
+@pytest.mark.parametrize("case", INDEXING, ids=[c[0] for c in INDEXING])
+def test_indexing(device, torch_ref, case):
+    _, fn, *arrays = case
+    check(device, torch_ref, fn, *arrays)

@@ -7,6 +7,14 @@ from .elementwise import (  # noqa: F401
     sign, sin, sqrt, sub, tanh, true_divide, where,
 )
 from .elementwise import isfinite, isinf, isnan, nan_to_num  # noqa: F401
+from .elementwise import (  # noqa: F401
+    acos, acosh, asin, asinh, atan, atan2, atanh, copysign, cosh, erfc, erfinv, expm1, fmod, sinh, tan, trunc,
+)
+from .pointwise import (  # noqa: F401
+    addcdiv, addcmul, allclose, clamp_max, clamp_min, deg2rad, digamma, entr, equal, exp2, float_power, frac,
+    hypot, isclose, isneginf, isposinf, isreal, lerp, lgamma, log2, log10, logaddexp, logaddexp2, logit,
+    mvlgamma, polygamma, positive, rad2deg, sinc, square, xlog1py, xlogy, zeta,
+)
 from .reduce import (  # noqa: F401
     all, amax, amin, any, argmax, argmin, cross_entropy, log_softmax, logsumexp, max, mean, min, norm,
     prod, softmax, std, sum, var,
@@ -32,6 +40,10 @@ from .sorting import argsort, bucketize, searchsorted, sort, topk, unique  # noq
 from .linalg import ger, outer, tril, triu  # noqa: F401,E402
 from .einsum import einsum  # noqa: F401,E402
 from .sampling import multinomial  # noqa: F401,E402
+from .index_ops import (  # noqa: F401,E402  (torch's take and index_add: index_ops.take/.index_add)
+    diagonal_scatter, index_copy, index_fill, masked_scatter, masked_select, scatter, scatter_reduce, select,
+    select_scatter, slice_scatter, take_along_dim,
+)
 from .products import (  # noqa: F401,E402
     addbmm, addmm, addmv, addr, baddbmm, chain_matmul, cross, dot, inner, kron, mv, tensordot, vdot,
 )

@@ -73,6 +73,9 @@ def _zeros_like(x):
 
 
 def index_select(x, dim, index):
+    if x.ndim == 0:  # a 0-d tensor acts as one element along dim 0 (PyTorch keeps it 0-d)
+        normalize_dim("index_select", dim, 1)
+        return index_select(x.reshape(1), 0, index.reshape(-1)).reshape(())
     d = normalize_dim("index_select", dim, x.ndim)
     _check_index("index_select", index)
     if index.ndim > 1:
@@ -146,11 +149,19 @@ SCATTER_ADD = defop("scatter_add", kind="index", infer=_scatter_add_infer, numpy
 
 def gather(x, dim, index):
     """``out[i][j] = x[index[i][j]][j]`` for dim 0, and so on, as in ``torch.gather``."""
+    if x.ndim == 0:  # a 0-d tensor acts as one element along dim 0; the result has index's shape
+        normalize_dim("gather", dim, 1)
+        return apply(GATHER, x.reshape(1), index.reshape(-1), dim=0).reshape(tuple(index.shape))
+    if index.numel() == 0 and index.ndim != x.ndim:  # PyTorch accepts any empty index
+        return zeros(tuple(index.shape), dtype=x.dtype, device=x.device) + x.sum() * 0
     return apply(GATHER, x, index, dim=normalize_dim("gather", dim, x.ndim))
 
 
 def scatter_add(x, dim, index, src):
     """Out-of-place ``torch.scatter_add``: ``out[index[i][j]][j] += src[i][j]`` for dim 0."""
+    if x.ndim == 0:  # a 0-d tensor acts as one element along dim 0
+        normalize_dim("scatter_add", dim, 1)
+        return apply(SCATTER_ADD, x.reshape(1), index.reshape(-1), src.reshape(-1), dim=0).reshape(())
     return apply(SCATTER_ADD, x, index, src, dim=normalize_dim("scatter_add", dim, x.ndim))
 
 
@@ -174,8 +185,10 @@ def _normalize_key(x, key):
         key = (key,)
     items = []
     for item in key:
-        if isinstance(item, (list, np.ndarray)):
-            item = _to_index_tensor(item, x.device)
+        if isinstance(item, range):  # x[range(n), y], as the PyTorch tutorials write
+            item = list(item)
+        if isinstance(item, (list, np.ndarray)) or (isinstance(item, Tensor) and item.device != x.device):
+            item = _to_index_tensor(item, x.device)  # cpu index tensors index any device, as in PyTorch
         if isinstance(item, (bool, np.bool_)):
             raise OpError("index: a Python bool as an index is not supported; use a bool tensor mask")
         items.append(item)
@@ -387,7 +400,7 @@ INDEX_PUT = defop("index_put", kind="index", wgsl=Kernel("index.wgsl", "put", "m
 
 def _is_basic(key) -> bool:
     items = key if isinstance(key, tuple) else (key,)
-    return not any(isinstance(i, (Tensor, list)) or hasattr(i, "__array__") for i in items)
+    return not any(isinstance(i, (Tensor, list, range)) or hasattr(i, "__array__") for i in items)
 
 
 def _where(x, key):
@@ -503,9 +516,38 @@ def index_put(x, indices, values, accumulate=False):
     """Out-of-place ``x[indices] = values`` (``torch.index_put``); ``indices`` is a
     tuple of index tensors, or any key ``x[key]`` accepts."""
     if accumulate:
-        raise NotImplementedError("index_put: accumulate=True is not supported; use index_add or scatter_add")
+        return _index_put_accumulate(x, indices, _value_tensor(x, values))
     positions, where = _where(x, indices)
     return apply(INDEX_PUT, x, _value_tensor(x, values), *positions, **where)
+
+
+def _index_put_accumulate(x, indices, values):
+    """``x[indices] += values`` out of place, duplicates adding up: the index tensors (each
+    for one leading dim of x, negative ones counting from the end) become one flat row
+    index into x seen as (rows, rest...), for the row primitive index_add."""
+    items = list(indices) if isinstance(indices, (tuple, list)) else [indices]
+    index = []
+    for item in items:
+        t = _to_index_tensor(item, x.device) if not isinstance(item, Tensor) else item
+        if t.dtype is dtypes.bool_:
+            index += [_to_index_tensor(p.astype(np.int64), x.device) for p in np.nonzero(t._host())]
+        else:
+            _check_index("index_put", t)
+            index.append(t)
+    if len(index) > x.ndim:
+        raise IndexError(f"index_put: too many indices ({len(index)}) for a tensor of shape {tuple(x.shape)}")
+    lead, rest = tuple(x.shape[:len(index)]), tuple(x.shape[len(index):])
+    batch = broadcast_shapes("index_put", *[tuple(t.shape) for t in index])
+    flat, stride = None, 1
+    for t, n in zip(reversed(index), reversed(lead)):
+        _check_bounds(t, n, 0)
+        t = where(t < 0, t + n, t)
+        flat = t * stride if flat is None else flat + t * stride
+        stride *= n
+    flat = expand(flat, batch).reshape(-1)
+    values = expand(values, batch + rest).reshape((-1,) + rest)
+    rows = reshape(x, (math.prod(lead),) + rest)
+    return reshape(index_add(rows, flat, values), tuple(x.shape))
 
 
 def copy_(x, src):
@@ -518,7 +560,10 @@ def copy_(x, src):
 
 def nonzero(x, as_tuple=False):
     """Indices of the non-zero elements (reads the data back to the host)."""
-    positions = np.nonzero(x._host())
+    host = x._host()
+    positions = np.nonzero(host) if host.ndim else (np.zeros(int(host != 0), dtype=np.int64),)
     if as_tuple:
         return tuple(tensor(p.astype(np.int64), device=x.device) for p in positions)
+    if x.ndim == 0:  # PyTorch: shape (1, 0) for a nonzero 0-d tensor, (0, 0) for a zero one
+        return tensor(np.zeros((len(positions[0]), 0), dtype=np.int64), device=x.device)
     return tensor(np.stack(positions, axis=1).astype(np.int64).reshape(-1, x.ndim), device=x.device)
