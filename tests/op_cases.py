@@ -283,6 +283,83 @@ for op, fn, ref in [("floor", lambda x: x.floor(), np.floor), ("ceil", lambda x:
     case(op, "int", fn, ref, I(5), grad=False, dtype="int64")
 case("sign", "bool", lambda x: x.sign(), lambda x: x.copy(), B(5), grad=False)
 
+# ---- step functions: zero gradients (PyTorch); sign(NaN) = 0; trunc ------------------------
+for op, fn, ref in [("floor", lambda x: x.floor(), np.floor), ("ceil", lambda x: x.ceil(), np.ceil),
+                    ("round", lambda x: x.round(), np.round), ("sign", lambda x: x.sign(), np.sign),
+                    ("trunc", lambda x: x.trunc(), np.trunc)]:
+    case(op, "zero_gradient", fn, ref, F(3, 4, low=-3, high=3))
+case("trunc", "halves", lambda x: webgrad.trunc(x), np.trunc, HALVES(13), grad=False)
+case("trunc", "special", lambda x: x.trunc(), np.trunc, SPECIAL(9), grad=False)
+case("sign", "special", lambda x: x.sign(), lambda x: np.where(np.isnan(x), 0, np.sign(x)).astype(x.dtype),
+     SPECIAL(9), grad=False)
+
+
+# ---- trigonometric and hyperbolic functions, expm1, erfc, erfinv ---------------------------
+def _erfinv_reference(y):
+    """erfinv by bisection on math.erf (independent of the kernel's Newton iteration)."""
+    def one(v):
+        if not abs(v) <= 1:  # NaN too
+            return math.nan
+        if abs(v) == 1:
+            return math.copysign(math.inf, v)
+        low, high = -6.0, 6.0
+        for _ in range(80):
+            middle = (low + high) / 2
+            low, high = (middle, high) if math.erf(middle) < v else (low, middle)
+        return (low + high) / 2
+    return np.vectorize(one, otypes=[np.float64])(y).astype(np.result_type(y, np.float32))
+
+
+def _erfc_reference(x):
+    return np.vectorize(math.erfc, otypes=[np.float64])(x).astype(np.result_type(x, np.float32))
+
+
+for op, fn, ref, arg in [
+    ("tan", lambda x: x.tan(), np.tan, F(3, 4, low=-1.2, high=1.2)),
+    ("asin", lambda x: x.asin(), np.arcsin, F(3, 4, low=-0.9, high=0.9)),
+    ("acos", lambda x: x.arccos(), np.arccos, F(3, 4, low=-0.9, high=0.9)),
+    ("atan", lambda x: x.atan(), np.arctan, F(3, 4, low=-4, high=4)),
+    ("sinh", lambda x: x.sinh(), np.sinh, F(3, 4, low=-3, high=3)),
+    ("cosh", lambda x: x.cosh(), np.cosh, F(3, 4, low=-3, high=3)),
+    ("asinh", lambda x: x.asinh(), np.arcsinh, F(3, 4, low=-5, high=5)),
+    ("acosh", lambda x: x.acosh(), np.arccosh, F(3, 4, low=1.2, high=5)),
+    ("atanh", lambda x: x.atanh(), np.arctanh, F(3, 4, low=-0.9, high=0.9)),
+    ("expm1", lambda x: x.expm1(), np.expm1, F(3, 4)),
+    ("erfc", lambda x: x.erfc(), _erfc_reference, F(3, 4, low=-3, high=3)),
+    ("erfinv", lambda x: x.erfinv(), _erfinv_reference, F(3, 4, low=-0.95, high=0.95)),
+]:
+    case(op, "float", fn, ref, arg)
+    case(op, "zero_dim", fn, ref, Arg((), arg.dtype, arg.kind, arg.low, arg.high))
+    case(op, "float64", fn, ref, Arg((5,), "float64", arg.kind, arg.low, arg.high))
+    case(op, "special", fn, ref, SPECIAL(9), grad=False)
+for op, fn, ref in [("tan", webgrad.tan, np.tan), ("atan", webgrad.arctan, np.arctan),
+                    ("sinh", webgrad.sinh, np.sinh), ("expm1", webgrad.expm1, np.expm1)]:
+    case(op, "int_input", fn, ref, I(5, low=-2, high=2), grad=False, dtype="float32")
+# Near 0, where 1 - exp(x) or (exp(x) - exp(-x)) / 2 would lose every digit.
+case("expm1", "tiny", lambda x: x.expm1(), np.expm1, F(6, low=-1e-4, high=1e-4))
+case("sinh", "tiny", lambda x: x.sinh(), np.sinh, F(6, low=-1e-4, high=1e-4))
+case("asinh", "tiny", lambda x: x.asinh(), np.arcsinh, F(6, low=-1e-4, high=1e-4))
+case("atanh", "tiny", lambda x: x.atanh(), np.arctanh, F(6, low=-1e-4, high=1e-4))
+case("erfc", "tail", lambda x: x.erfc(), _erfc_reference, F(6, low=3, high=9), grad=False)
+case("atan2", "same_shape", lambda y, x: webgrad.atan2(y, x), np.arctan2, F(3, 4), NZ(3, 4))
+case("atan2", "broadcast_method", lambda y, x: y.arctan2(x), np.arctan2, F(3, 1), NZ(4))
+case("atan2", "int", lambda y, x: webgrad.atan2(y, x), np.arctan2, I(6), I(6), grad=False, dtype="float32")
+case("atan2", "special", lambda y, x: webgrad.atan2(y, x), np.arctan2, SPECIAL(9), F(9), grad=False)
+case("fmod", "float", lambda x, y: webgrad.fmod(x, y), np.fmod, F(3, 4), F(3, 4),
+     gen=lambda rng: _away_from_multiples(rng, (3, 4)))
+case("fmod", "scalar", lambda x: x.fmod(1.5), lambda x: np.fmod(x, 1.5), F(6),
+     gen=lambda rng: [((rng.integers(-3, 3, 6) + rng.uniform(0.1, 0.9, 6)) * 1.5).astype(np.float32)])
+case("fmod", "int", lambda x, y: webgrad.fmod(x, y), np.fmod, I(6, low=-9, high=9), I(6, low=1, high=4), grad=False)
+case("fmod", "int_negative_divisor", lambda x: x.fmod(-3), lambda x: np.fmod(x, -3), I(6, low=-9, high=9),
+     grad=False)
+case("copysign", "float", lambda x, y: webgrad.copysign(x, y), np.copysign, AWAY(3, 4), F(3, 4))
+case("copysign", "special", lambda x, y: x.copysign(y), np.copysign, SPECIAL(9), SPECIAL(9), grad=False)
+case("copysign", "scalar", lambda x: x.copysign(-1.0), lambda x: np.copysign(x, -1.0), AWAY(5))
+case("copysign", "int", lambda x, y: webgrad.copysign(x, y), np.copysign, I(5), I(5), grad=False,
+     dtype="float32")
+TOLERANCES.update({"erfinv": (2e-5, 1e-6), "tan": (1e-5, 1e-5), "cosh": (1e-5, 1e-5), "sinh": (1e-5, 1e-5),
+                   "erfc": (2e-5, 1e-6)})
+
 # ---- isnan, isinf, isfinite, nan_to_num: NaN, +-inf and signed zeros in every row ------
 for op, fn, ref in [("isnan", lambda x: x.isnan(), np.isnan), ("isinf", webgrad.isinf, np.isinf),
                     ("isfinite", lambda x: x.isfinite(), np.isfinite)]:
@@ -1056,7 +1133,8 @@ case("views", "max_of_flipped", lambda x: tuple(x.flip(0).max(0)),
 for op, fn, ref in [
     ("relu", lambda x: x.relu(), lambda x: np.where(np.isnan(x), x, np.maximum(x, 0))),
     ("sigmoid", lambda x: x.sigmoid(), _sigmoid), ("tanh", lambda x: x.tanh(), np.tanh),
-    ("sign", lambda x: x.sign(), np.sign), ("abs", lambda x: x.abs(), np.abs), ("exp", lambda x: x.exp(), np.exp),
+    ("sign", lambda x: x.sign(), lambda x: np.where(np.isnan(x), 0, np.sign(x)).astype(x.dtype)),  # torch: 0 at NaN
+    ("abs", lambda x: x.abs(), np.abs), ("exp", lambda x: x.exp(), np.exp),
     ("neg", lambda x: -x, np.negative), ("floor", lambda x: x.floor(), np.floor),
     ("ceil", lambda x: x.ceil(), np.ceil), ("round", lambda x: x.round(), np.round),
     ("log", lambda x: x.log(), np.log), ("sqrt", lambda x: x.sqrt(), np.sqrt), ("sin", lambda x: x.sin(), np.sin),

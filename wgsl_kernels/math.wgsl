@@ -76,8 +76,9 @@ fn wg_min(a: f32, b: f32) -> f32 {
   return select(select(min(a, b), b, wg_isnan(b)), a, wg_isnan(a));
 }
 
+// sign(NaN) is 0, as in PyTorch.
 fn wg_sign(x: f32) -> f32 {
-  return select(sign(x), x, wg_isnan(x));
+  return select(sign(x), 0.0, wg_isnan(x));
 }
 
 // SwiftShader (Chromium's software WebGPU) returns inf for exp(NaN).
@@ -115,7 +116,9 @@ fn wg_log1p(x: f32) -> f32 {
 
 // pow with numpy's rules for negative bases (integral exponents keep the sign).
 fn wg_pow(a: f32, b: f32) -> f32 {
-  if (b == 0.0) { return 1.0; }
+  if (b == 0.0 || a == 1.0) { return 1.0; }
+  if (wg_isnan(a) || wg_isnan(b)) { return bitcast<f32>(wg_bits(0x7fc00000u)); }  // nan ** inf too
+  if (a == -1.0 && wg_isinf(b)) { return 1.0; }
   if (b == floor(b) && abs(b) <= 16.0) {  // exact for small integral powers (x ** 2)
     var r = 1.0;
     for (var k = 0; k < i32(abs(b)); k = k + 1) { r = r * a; }
@@ -154,4 +157,154 @@ fn wg_ifloordiv(a: i32, b: i32) -> i32 {
   if (b == 0) { return 0; }
   let q = a / b;
   return select(q, q - 1, (a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+// ---- more unary maths (tan, inverse and hyperbolic functions, expm1, erfc, erfinv) ----
+// WGSL's builtins for these are only as accurate as their defining formulas (sinh is
+// (exp(x) - exp(-x)) / 2, losing every digit near 0), so the careful forms live here.
+fn wg_nan() -> f32 {
+  return bitcast<f32>(wg_bits(0x7fc00000u));
+}
+
+fn wg_inf() -> f32 {
+  return bitcast<f32>(wg_bits(0x7f800000u));
+}
+
+fn wg_tan(x: f32) -> f32 {
+  return wg_sin(x) / wg_cos(x);
+}
+
+// Through atan2 (the asin and acos builtins are off by 1e-4 on llvmpipe). Out of [-1, 1]
+// (or NaN) is NaN, as in numpy; WGSL leaves the builtins' result there open.
+fn wg_asin(x: f32) -> f32 {
+  return select(atan2(x, sqrt((1.0 - x) * (1.0 + x))), wg_nan(), wg_isnan(x) || abs(x) > 1.0);
+}
+
+fn wg_acos(x: f32) -> f32 {
+  return select(atan2(sqrt((1.0 - x) * (1.0 + x)), x), wg_nan(), wg_isnan(x) || abs(x) > 1.0);
+}
+
+fn wg_atan(x: f32) -> f32 {
+  return select(atan(x), x, wg_isnan(x));
+}
+
+fn wg_atan2(y: f32, x: f32) -> f32 {
+  return select(atan2(y, x), wg_nan(), wg_isnan(x) || wg_isnan(y));
+}
+
+// exp(x) - 1 without cancellation near 0 (Kahan: the rounding of exp(x) cancels in u - 1 / log u).
+fn wg_expm1(x: f32) -> f32 {
+  if (wg_isnan(x)) { return x; }
+  if (x > 88.0) { return wg_exp(x); }
+  let u = exp(x);
+  if (u == 1.0) { return x; }
+  let um1 = u - 1.0;
+  if (um1 == -1.0) { return -1.0; }
+  return um1 * x / log(u);
+}
+
+fn wg_sinh(x: f32) -> f32 {
+  let a = abs(x);
+  if (a < 1.0) {
+    let e = wg_expm1(a);
+    return sign(x) * 0.5 * e * (2.0 + e) / (1.0 + e);
+  }
+  let h = wg_exp(a - 0.6931471805599453);  // exp(a) / 2 without overflowing first
+  return select(sign(x) * (h - 0.25 / h), x, wg_isnan(x));
+}
+
+fn wg_cosh(x: f32) -> f32 {
+  let h = wg_exp(abs(x) - 0.6931471805599453);
+  return h + 0.25 / h;
+}
+
+fn wg_asinh(x: f32) -> f32 {
+  let a = abs(x);
+  var r: f32;
+  if (a > 4096.0) {
+    r = wg_log(a) + 0.6931471805599453;
+  } else {
+    r = wg_log1p(a + a * a / (1.0 + sqrt(1.0 + a * a)));
+  }
+  return select(select(r, -r, x < 0.0), x, wg_isnan(x));
+}
+
+fn wg_acosh(x: f32) -> f32 {
+  if (wg_isnan(x) || x < 1.0) { return wg_nan(); }
+  if (x > 4096.0) { return wg_log(x) + 0.6931471805599453; }
+  let t = x - 1.0;
+  return wg_log1p(t + sqrt(t * (x + 1.0)));
+}
+
+fn wg_atanh(x: f32) -> f32 {
+  let a = abs(x);
+  if (wg_isnan(x) || a > 1.0) { return wg_nan(); }
+  if (a == 1.0) { return select(wg_inf(), -wg_inf(), x < 0.0); }
+  let r = 0.5 * wg_log1p(2.0 * a / (1.0 - a));
+  return select(r, -r, x < 0.0);
+}
+
+// erfc keeps its relative accuracy for large x, where 1 - erf(x) is all rounding:
+// t * exp(-z^2 + P(t)) with t = 1 / (1 + z/2), a Chebyshev fit good to 1.2e-7 relative.
+fn wg_erfc(x: f32) -> f32 {
+  if (wg_isnan(x)) { return x; }
+  let z = abs(x);
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+          + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+  let r = t * exp(-z * z + p);
+  return select(r, 2.0 - r, x < 0.0);
+}
+
+// erfinv: a polynomial in w = -log(1 - x^2) on two ranges (single-precision fit).
+fn wg_erfinv(x: f32) -> f32 {
+  if (wg_isnan(x) || abs(x) > 1.0) { return wg_nan(); }
+  if (abs(x) == 1.0) { return select(wg_inf(), -wg_inf(), x < 0.0); }
+  var w = -log((1.0 - x) * (1.0 + x));
+  var p: f32;
+  if (w < 5.0) {
+    w = w - 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
+  } else {
+    w = sqrt(w) - 3.0;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
+  }
+  return p * x;
+}
+
+fn wg_trunc(x: f32) -> f32 {
+  return select(trunc(x), x, wg_isnan(x) || wg_isinf(x));
+}
+
+// Sign bit of b on the magnitude of a (also for -0.0 and NaN, as numpy's copysign).
+fn wg_copysign(a: f32, b: f32) -> f32 {
+  return bitcast<f32>((bitcast<u32>(a) & 0x7fffffffu) | (bitcast<u32>(b) & 0x80000000u));
+}
+
+// C's fmod: the remainder takes the sign of the dividend.
+fn wg_fmod(a: f32, b: f32) -> f32 {
+  if (wg_isnan(a) || wg_isnan(b) || wg_isinf(a) || b == 0.0) { return wg_nan(); }
+  if (wg_isinf(b)) { return a; }
+  return a - b * trunc(a / b);
+}
+
+fn wg_ifmod(a: i32, b: i32) -> i32 {
+  if (b == 0) { return 0; }
+  return a % b;
 }

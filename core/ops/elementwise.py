@@ -10,12 +10,13 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..backend import default_device
 from ..backend.numpy.arrays import takes_out
 from ..kernels import Elementwise as E
 from ..tensor import Tensor
 from ._helpers import broadcast_infer, compare_infer, describe, require_float, same_dtype_infer
 from .registry import OpError, apply, defop
-from ..creation import scalar_tensor
+from ..creation import scalar_tensor, zeros
 from ._helpers import broadcast_shapes
 
 # -- unary ------------------------------------------------------------------------
@@ -36,7 +37,8 @@ def _unary(name, wgsl, numpy_kernel, vjp=None, float_only=True):
 
 
 NEG = _unary("neg", E({"f32": "-a", "i32": "-a"}), np.negative, lambda g, x, *, out: -g, float_only=False)
-ABS = _unary("abs", E({"f32": "abs(a)", "i32": "abs(a)"}), np.abs, lambda g, x, *, out: g * sign(x), float_only=False)
+ABS = _unary("abs", E({"f32": "abs(a)", "i32": "abs(a)"}), np.abs, lambda g, x, *, out: g * sign(x),
+             float_only=False)  # sign(NaN) = 0: no gradient at NaN, as in PyTorch
 EXP = _unary("exp", E("wg_exp(a)"), np.exp, lambda g, x, *, out: g * out)
 LOG = _unary("log", E("wg_log(a)"), np.log, lambda g, x, *, out: g / x)
 LOG1P = _unary("log1p", E("wg_log1p(a)"), np.log1p, lambda g, x, *, out: g / (x + 1))
@@ -54,13 +56,27 @@ def _relu_numpy(x, out=None):
     return np.maximum(x, 0, out=out)
 
 
+# The gradient passes unless out <= 0: at NaN it passes, as in PyTorch's threshold_backward.
 RELU = _unary("relu", E({"f32": "wg_max(a, 0.0)", "i32": "max(a, 0)"}),
-              _relu_numpy, lambda g, x, *, out: g * (out > 0), float_only=False)
+              _relu_numpy, lambda g, x, *, out: where(out <= 0, 0.0, g), float_only=False)
 RECIPROCAL = _unary("reciprocal", E("1.0 / a"), np.reciprocal, lambda g, x, *, out: -g * out * out)
-FLOOR = _unary("floor", E("floor(a)"), np.floor, float_only=False)
-CEIL = _unary("ceil", E("ceil(a)"), np.ceil, float_only=False)
-ROUND = _unary("round", E("round(a)"), np.round, float_only=False)  # half to even, like PyTorch
-SIGN = _unary("sign", E({"f32": "wg_sign(a)", "i32": "sign(a)"}), np.sign, float_only=False)
+def _zero_vjp(g, *inputs, out):
+    """Step functions (floor, sign, ...): the gradient is zero everywhere, as in PyTorch
+    (an explicit zero tensor, so an inf or NaN upstream gradient does not leak in)."""
+    return tuple(zeros(g.shape, dtype=g.dtype, device=g.device) for _ in inputs)
+
+
+def _sign_numpy(x):
+    if x.dtype.kind != "f":
+        return np.sign(x)
+    return np.where(np.isnan(x), x.dtype.type(0), np.sign(x))  # sign(NaN) is 0 in PyTorch
+
+
+FLOOR = _unary("floor", E("floor(a)"), np.floor, _zero_vjp, float_only=False)
+CEIL = _unary("ceil", E("ceil(a)"), np.ceil, _zero_vjp, float_only=False)
+ROUND = _unary("round", E("round(a)"), np.round, _zero_vjp, float_only=False)  # half to even, like PyTorch
+TRUNC = _unary("trunc", E("wg_trunc(a)"), np.trunc, _zero_vjp)
+SIGN = _unary("sign", E({"f32": "wg_sign(a)", "i32": "sign(a)"}), _sign_numpy, _zero_vjp, float_only=False)
 LOGICAL_NOT = defop("logical_not", wgsl=E("u32(a == A(0))"),
                     infer=lambda x: (x.shape, dtypes.bool_), numpy=np.logical_not)
 # NaN and inf tests look at the bits on WebGPU (math.wgsl): WGSL lets a compiler assume
@@ -71,6 +87,68 @@ ISINF = defop("isinf", wgsl=E({"f32": "u32(wg_isinf(a))", "*": "0u"}),
               infer=lambda x: (x.shape, dtypes.bool_), numpy=np.isinf)
 ISFINITE = defop("isfinite", wgsl=E({"f32": "u32(!wg_isnan(a) && !wg_isinf(a))", "*": "1u"}),
                  infer=lambda x: (x.shape, dtypes.bool_), numpy=np.isfinite)
+
+
+# -- more unary maths: trigonometric, hyperbolic, expm1, erfc, erfinv ----------------
+# WGSL helpers in math.wgsl keep the digits the textbook formulas lose (expm1 near 0,
+# sinh near 0, atanh near +-1, erfc for large x).
+_erfc = np.frompyfunc(math.erfc, 1, 1)
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+
+
+def _erfinv_numpy(y):
+    """erfinv in float64: a rational first guess in w = -log(1 - y^2), then Newton steps
+    on erf(x) = y, which double the digits each time."""
+    y64 = np.asarray(y, dtype=np.float64)
+    inside = np.abs(y64) < 1
+    safe = np.where(inside, y64, 0.0)
+    w = -np.log((1 - safe) * (1 + safe))
+    central = w < 5
+    t = np.where(central, w - 2.5, np.sqrt(w) - 3)
+    coefficients_central = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                            -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+    coefficients_tail = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                         -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+    p_central, p_tail = np.zeros_like(t), np.zeros_like(t)
+    for c_central, c_tail in zip(coefficients_central, coefficients_tail):
+        p_central, p_tail = p_central * t + c_central, p_tail * t + c_tail
+    x = np.where(central, p_central, p_tail) * safe
+    for _ in range(3):
+        residual = np.asarray(_erf(x), dtype=np.float64) - safe
+        x = x - residual / (_TWO_OVER_SQRT_PI * np.exp(-x * x))
+    x = np.where(inside, x, np.where(np.abs(y64) == 1, np.copysign(np.inf, y64), np.nan))
+    return np.asarray(x, dtype=np.result_type(y))
+
+
+TAN = _unary("tan", E("wg_tan(a)"), np.tan, lambda g, x, *, out: g * (1 + out * out))
+ASIN = _unary("asin", E("wg_asin(a)"), np.arcsin, lambda g, x, *, out: g * rsqrt(1 - x * x))
+ACOS = _unary("acos", E("wg_acos(a)"), np.arccos, lambda g, x, *, out: -g * rsqrt(1 - x * x))
+ATAN = _unary("atan", E("wg_atan(a)"), np.arctan, lambda g, x, *, out: g / (1 + x * x))
+SINH = _unary("sinh", E("wg_sinh(a)"), np.sinh, lambda g, x, *, out: g * cosh(x))
+COSH = _unary("cosh", E("wg_cosh(a)"), np.cosh, lambda g, x, *, out: g * sinh(x))
+ASINH = _unary("asinh", E("wg_asinh(a)"), np.arcsinh, lambda g, x, *, out: g * rsqrt(x * x + 1))
+ACOSH = _unary("acosh", E("wg_acosh(a)"), np.arccosh, lambda g, x, *, out: g * rsqrt(x * x - 1))
+ATANH = _unary("atanh", E("wg_atanh(a)"), np.arctanh, lambda g, x, *, out: g / (1 - x * x))
+EXPM1 = _unary("expm1", E("wg_expm1(a)"), np.expm1, lambda g, x, *, out: g * (out + 1))
+ERFC = _unary("erfc", E("wg_erfc(a)"), lambda x: np.asarray(_erfc(x), dtype=x.dtype),
+              lambda g, x, *, out: -g * _TWO_OVER_SQRT_PI * exp(-x * x))
+ERFINV = _unary("erfinv", E("wg_erfinv(a)"), _erfinv_numpy,
+                lambda g, x, *, out: g * (math.sqrt(math.pi) / 2) * exp(out * out))
+
+
+def tan(x): return apply(TAN, _floatify(x))
+def asin(x): return apply(ASIN, _floatify(x))
+def acos(x): return apply(ACOS, _floatify(x))
+def atan(x): return apply(ATAN, _floatify(x))
+def sinh(x): return apply(SINH, _floatify(x))
+def cosh(x): return apply(COSH, _floatify(x))
+def asinh(x): return apply(ASINH, _floatify(x))
+def acosh(x): return apply(ACOSH, _floatify(x))
+def atanh(x): return apply(ATANH, _floatify(x))
+def expm1(x): return apply(EXPM1, _floatify(x))
+def erfc(x): return apply(ERFC, _floatify(x))
+def erfinv(x): return apply(ERFINV, _floatify(x))
+def trunc(x): return x.clone() if x.dtype.category != "float" else apply(TRUNC, x)
 
 
 def neg(x): return apply(NEG, _check_numeric("neg", x))
@@ -89,7 +167,14 @@ def relu(x): return apply(RELU, x)
 def reciprocal(x): return apply(RECIPROCAL, _floatify(x))
 def floor(x): return x if x.dtype.category != "float" else apply(FLOOR, x)
 def ceil(x): return x if x.dtype.category != "float" else apply(CEIL, x)
-def round(x): return x if x.dtype.category != "float" else apply(ROUND, x)  # noqa: A001
+def round(x, *, decimals=0):  # noqa: A001
+    """Round half to even; with ``decimals``, round(x * 10**decimals) / 10**decimals, as PyTorch."""
+    if x.dtype.category != "float":
+        return x
+    if decimals == 0:
+        return apply(ROUND, x)
+    scale = 10.0 ** decimals
+    return apply(ROUND, x * scale) / scale
 def sign(x): return apply(SIGN, x) if x.dtype is not dtypes.bool_ else x.clone()  # numpy has no bool sign
 def logical_not(x): return apply(LOGICAL_NOT, x)
 def isnan(x): return apply(ISNAN, x)
@@ -145,7 +230,8 @@ def cast(x, dtype):
 
 # -- binary -----------------------------------------------------------------------
 def _pow_vjp(g, x, y, *, out, needs):
-    gx = g * y * pow(x, y - 1) if needs[0] else None
+    # x ** 0 is constant: a zero gradient, not 0 * 0 ** -1 = NaN at x = 0 (as in PyTorch).
+    gx = where(y == 0, 0.0, g * y * pow(x, y - 1)) if needs[0] else None
     gy = g * out * log(where(x > 0, x, 1)) if needs[1] else None
     return gx, gy
 
@@ -158,15 +244,19 @@ def _div_vjp(g, x, y, *, out, needs):
     return (g / y if needs[0] else None), (-g * out / y if needs[1] else None)
 
 
+def _extremum_vjp(g, x, y, x_loses, y_loses):
+    # As PyTorch: ties split the gradient evenly; each side gets it unless it lost
+    # (so with a NaN on either side both get the whole gradient).
+    half = where(x == y, g * 0.5, g)
+    return where(x_loses, 0.0, half), where(y_loses, 0.0, half)
+
+
 def _max_vjp(g, x, y, *, out):
-    # Ties split the gradient evenly, as in PyTorch.
-    wx = (x > y) + (x == y) * 0.5
-    return g * wx, g * (1 - wx)
+    return _extremum_vjp(g, x, y, x < y, x > y)
 
 
 def _min_vjp(g, x, y, *, out):
-    wx = (x < y) + (x == y) * 0.5
-    return g * wx, g * (1 - wx)
+    return _extremum_vjp(g, x, y, x > y, x < y)
 
 
 def _check_divisor(op_name, x, y):
@@ -207,7 +297,28 @@ REMAINDER = defop("remainder", wgsl=E({"f32": "a - b * floor(a / b)", "i32": "wg
                   infer=broadcast_infer("remainder"), numpy=_remainder,
                   vjp=lambda g, x, y, *, out: (g, -g * floor(x / y)))
 FLOOR_DIVIDE = defop("floor_divide", wgsl=E({"f32": "floor(a / b)", "i32": "wg_ifloordiv(a, wg_check_divisor(b))"}),
-                     infer=broadcast_infer("floor_divide"), numpy=_floor_divide)
+                     infer=broadcast_infer("floor_divide"), numpy=_floor_divide, vjp=_zero_vjp)
+def _atan2_vjp(g, y, x, *, out):
+    denominator = x * x + y * y
+    return g * x / denominator, -g * y / denominator
+
+
+def _fmod(x, y):
+    _check_divisor("fmod", x, y)
+    return np.fmod(x, y)
+
+
+def _copysign_vjp(g, x, y, *, out):
+    ratio = where(x == 0, 0.0, out / where(x == 0, 1.0, x))  # +-1; 0 at x = 0, as in PyTorch
+    return g * ratio, zeros(g.shape, dtype=g.dtype, device=g.device)
+
+
+ATAN2 = defop("atan2", wgsl=E("wg_atan2(a, b)"), infer=broadcast_infer("atan2"), numpy=np.arctan2, vjp=_atan2_vjp)
+FMOD = defop("fmod", wgsl=E({"f32": "wg_fmod(a, b)", "i32": "wg_ifmod(a, wg_check_divisor(b))"}),
+             infer=broadcast_infer("fmod"), numpy=_fmod, vjp=lambda g, x, y, *, out: (g, -g * trunc(x / y)))
+COPYSIGN = defop("copysign", wgsl=E("wg_copysign(a, b)"), infer=broadcast_infer("copysign"), numpy=np.copysign,
+                 vjp=_copysign_vjp)
+
 EQ = defop("eq", wgsl=E("u32(a == b)"), infer=compare_infer("eq"), numpy=np.equal)
 # NaN != anything is true (IEEE, numpy, PyTorch); WGSL compilers may emit an ordered
 # compare that says false, so float ne tests NaN through the bits (math.wgsl).
@@ -238,13 +349,13 @@ def promote(op_name, *operands, float_result=False):
     if not tensors:
         raise TypeError(f"{op_name}: expected at least one Tensor operand")
     for a in operands:
-        if not isinstance(a, (Tensor, bool, int, float, np.number, np.bool_)):
+        if not isinstance(a, (Tensor, bool, int, float, complex, np.number, np.bool_)):
             raise TypeError(f"{op_name}: unsupported operand type {type(a).__name__}; "
                             f"expected a Tensor or a Python number")
     dtype = dtypes.result_type([t.dtype for t in tensors if t.shape],
                                [t.dtype for t in tensors if not t.shape],
                                [a for a in operands if not isinstance(a, Tensor)])
-    if float_result and not dtype.is_floating_point:
+    if float_result and not (dtype.is_floating_point or dtype.is_complex):
         dtype = dtypes.get_default_dtype()
     device = tensors[0].device
     return [cast(a, dtype) if isinstance(a, Tensor) else _scalar_tensor(a, dtype, device)
@@ -267,7 +378,17 @@ def _binary(op, x, y, float_result=False):
     return apply(op, x, y)
 
 
+def _scalars_to_tensor(x, y):
+    """``torch.add(2, 3)``: two Python numbers make a 0-d tensor of their result type
+    on the default device (add, sub, mul and div take them, as in PyTorch)."""
+    if isinstance(x, Tensor) or isinstance(y, Tensor):
+        return x
+    dtype = dtypes.result_type([], [], [x, y])  # a TypeError names anything not a number
+    return _scalar_tensor(x, dtype, default_device()).clone()
+
+
 def add(x, y, *, alpha=1):
+    x = _scalars_to_tensor(x, y)
     if alpha != 1:
         y = mul(y, alpha)
     return _binary(ADD, x, y)
@@ -283,19 +404,45 @@ def sub(x, y, *, alpha=1):
         shown = " and ".join(describe(a) if isinstance(a, Tensor) else repr(a) for a in (x, y))
         raise OpError(f"sub: subtraction with a bool operand is not supported ({shown}); "
                       f"use logical_xor, or convert the bools with .int() or .float() first")
+    x = _scalars_to_tensor(x, y)
     if alpha != 1:
         y = mul(y, alpha)
     x, y = promote("sub", x, y)
     return apply(SUB, x, y)
 
 
-def mul(x, y): return _binary(MUL, x, y)
-def div(x, y): return _binary(DIV, x, y, float_result=True)
+def mul(x, y): return _binary(MUL, _scalars_to_tensor(x, y), y)
+
+
+def div(x, y, *, rounding_mode=None):
+    """``x / y`` (true division, float result); ``rounding_mode="trunc"`` rounds the
+    quotient toward zero, ``"floor"`` down (both keep integer dtypes), as ``torch.div``.
+
+    Example:
+        >>> webgrad.div(webgrad.tensor([-7, 7]), 2, rounding_mode="trunc")
+        tensor([-3,  3])
+    """
+    x = _scalars_to_tensor(x, y)
+    if rounding_mode is None:
+        return _binary(DIV, x, y, float_result=True)
+    if rounding_mode == "floor":
+        return floor_divide(x, y)
+    if rounding_mode != "trunc":
+        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                         f"but found {rounding_mode!r}")
+    x, y = promote("div", x, y)
+    if x.dtype.category == "float":
+        return trunc(_binary(DIV, x, y))
+    # Integers: x - fmod(x, y) is an exact multiple of y, so floor division is exact there.
+    return floor_divide(sub(x, fmod(x, y)), y)
 def true_divide(x, y): return div(x, y)
 def maximum(x, y): return _binary(MAXIMUM, x, y)
 def minimum(x, y): return _binary(MINIMUM, x, y)
 def remainder(x, y): return _binary(REMAINDER, x, _nonzero_scalar("remainder", x, y))
 def floor_divide(x, y): return _binary(FLOOR_DIVIDE, x, _nonzero_scalar("floor_divide", x, y))
+def atan2(input, other): return _binary(ATAN2, input, other, float_result=True)  # noqa: A002
+def fmod(input, other): return _binary(FMOD, input, _nonzero_scalar("fmod", input, other))  # noqa: A002
+def copysign(input, other): return _binary(COPYSIGN, input, other, float_result=True)  # noqa: A002
 
 
 def _nonzero_scalar(op_name, x, y):

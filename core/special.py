@@ -1,0 +1,80 @@
+"""webgrad.special: PyTorch's ``torch.special`` functions.
+
+Each is a webgrad op or a short composition of ops, so it runs on every device and
+has gradients. Not provided (yet): the Bessel functions (i0, i0e, i1, i1e, bessel_*),
+the orthogonal polynomials and airy_ai.
+
+Example:
+    >>> import webgrad
+    >>> webgrad.special.ndtr(webgrad.tensor([0.0]))
+    tensor([0.5000])
+"""
+from __future__ import annotations
+
+import math
+
+from . import ops
+from .ops.elementwise import _floatify
+
+erf = ops.erf
+erfc = ops.erfc
+erfinv = ops.erfinv
+expm1 = ops.expm1
+exp2 = ops.exp2
+log1p = ops.log1p
+logit = ops.logit
+expit = ops.sigmoid
+xlogy = ops.xlogy
+xlog1py = ops.xlog1py
+gammaln = ops.lgamma
+digamma = ops.digamma
+psi = ops.digamma
+polygamma = ops.polygamma
+multigammaln = ops.mvlgamma
+sinc = ops.sinc
+entr = ops.entr
+zeta = ops.zeta
+logsumexp = ops.logsumexp
+
+_SQRT_HALF = math.sqrt(0.5)
+
+
+def round(input, *, decimals=0):  # noqa: A001,A002  (torch.special.round)
+    return ops.round(input, decimals=decimals)
+
+
+def softmax(input, dim, *, dtype=None):  # noqa: A002
+    return ops.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim, *, dtype=None):  # noqa: A002
+    return ops.log_softmax(input, dim, dtype=dtype)
+
+
+def ndtr(input):  # noqa: A002
+    """The standard normal CDF, erfc(-x / sqrt 2) / 2 (accurate in the lower tail too)."""
+    return ops.erfc(-_floatify(input) * _SQRT_HALF) * 0.5
+
+
+def ndtri(input):  # noqa: A002
+    """The inverse of ndtr: sqrt(2) erfinv(2p - 1)."""
+    return ops.erfinv(_floatify(input) * 2 - 1) * math.sqrt(2.0)
+
+
+def log_ndtr(input):  # noqa: A002
+    """log(ndtr(x)); far in the lower tail (where ndtr underflows) the asymptotic series
+    -x^2/2 - log(-x sqrt(2 pi)) + log(1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8)."""
+    x = _floatify(input)
+    cut = -30.0 if x.dtype.itemsize == 8 else -10.0
+    tail = ops.lt(x, cut)
+    xt = ops.where(tail, x, cut)
+    inverse2 = 1 / (xt * xt)
+    series = 1 + inverse2 * (-1 + inverse2 * (3 + inverse2 * (-15 + inverse2 * 105)))
+    asymptotic = -0.5 * xt * xt - ops.log(-xt) - 0.5 * math.log(2 * math.pi) + ops.log(series)
+    central = ops.log(ndtr(ops.where(tail, cut, x)))
+    return ops.where(tail, asymptotic, central)
+
+
+__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln", "log1p", "log_ndtr",
+           "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round",
+           "sinc", "softmax", "xlog1py", "xlogy", "zeta"]
