@@ -182,9 +182,6 @@ class Tensor:
     def is_inference(self) -> bool:
         return False  # webgrad has no inference tensors (inference_mode works like no_grad)
 
-    def is_complex(self) -> bool:
-        return False  # no complex dtypes here
-
     def is_signed(self) -> bool:
         return self.dtype.category != "bool"
 
@@ -634,6 +631,26 @@ class Tensor:
     def inner(self, other): return ops.inner(self, other)
     def kron(self, other): return ops.kron(self, other)
     def cross(self, other, dim=None): return ops.cross(self, other, dim)
+
+    # -- shape (core/ops/shape_ops.py) -------------------------------------------------------
+    def roll(self, shifts, dims=None): return ops.roll(self, shifts, dims)
+    def tile(self, dims): return ops.tile(self, dims)
+    def swapaxes(self, axis0, axis1): return ops.transpose(self, axis0, axis1)
+    def swapdims(self, dim0, dim1): return ops.transpose(self, dim0, dim1)
+    def moveaxis(self, source, destination): return ops.movedim(self, source, destination)
+    def rot90(self, k=1, dims=(0, 1)): return ops.rot90(self, k, dims)
+    def fliplr(self): return ops.fliplr(self)
+    def flipud(self): return ops.flipud(self)
+    def diagonal(self, offset=0, dim1=0, dim2=1): return ops.diagonal(self, offset, dim1, dim2)
+    def diag(self, diagonal=0): return ops.diag(self, diagonal)
+    def diagflat(self, offset=0): return ops.diagflat(self, offset)
+    def diag_embed(self, offset=0, dim1=-2, dim2=-1): return ops.diag_embed(self, offset, dim1, dim2)
+    def trace(self): return ops.trace(self)
+    def unfold(self, dimension, size, step): return ops.shape_ops.unfold(self, dimension, size, step)
+    def tensor_split(self, indices_or_sections, dim=0): return ops.tensor_split(self, indices_or_sections, dim)
+    def split_with_sizes(self, split_sizes, dim=0): return ops.split_with_sizes(self, split_sizes, dim)
+    def ravel(self): return ops.reshape(self, -1)
+    def nelement(self): return self.numel()
 
     # -- indexing (core/ops/index_ops.py) ---------------------------------------------------
     def masked_select(self, mask): return ops.masked_select(self, mask)
