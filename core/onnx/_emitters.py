@@ -113,6 +113,57 @@ EMITTERS.update({
 })
 
 
+# -- more unary maths (ops/elementwise.py's trigonometric, hyperbolic and error functions) -----
+def _polynomial(low, node, t, coefficients):
+    """c0 t^n + ... + cn by Horner's rule, as ONNX nodes."""
+    value = low.scalar(coefficients[0], node.inputs[0])
+    for c in coefficients[1:]:
+        value = low.emit("Add", [low.emit("Mul", [value, t]), low.scalar(c, node.inputs[0])])
+    return value
+
+
+def _erfinv(low, node, x):
+    """No ONNX op: the single-precision polynomials of math.wgsl's wg_erfinv (float32 accuracy)."""
+    one = low.scalar(1, node.inputs[0])
+    w = low.emit("Neg", [low.emit("Log", [low.emit("Mul", [low.emit("Sub", [one, x]), low.emit("Add", [one, x])])])])
+    central = _polynomial(low, node, low.emit("Sub", [w, low.scalar(2.5, node.inputs[0])]), (
+        2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+        -0.00417768164, 0.246640727, 1.50140941))
+    tail = _polynomial(low, node, low.emit("Sub", [low.emit("Sqrt", [w]), low.scalar(3, node.inputs[0])]), (
+        -0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+        0.00943887047, 1.00167406, 2.83297682))
+    small = low.emit("Less", [w, low.scalar(5, node.inputs[0])])
+    return low.emit("Mul", [low.emit("Where", [small, central, tail]), x])
+
+
+def _atan2(low, node, y, x):
+    """atan(y / x), moved by +-pi into the left half plane."""
+    base = low.emit("Atan", [low.emit("Div", [y, x])])
+    zero = low.scalar(0, node.inputs[0])
+    turn = low.emit("Where", [low.emit("Less", [y, zero]), low.scalar(-np.pi, node.inputs[0]),
+                              low.scalar(np.pi, node.inputs[0])])
+    return low.emit("Add", [base, low.emit("Where", [low.emit("Less", [x, zero]), turn, zero])])
+
+
+def _copysign(low, node, x, y):
+    negative = low.emit("Less", [y, low.scalar(0, node.inputs[1])])
+    magnitude = low.emit("Abs", [x])
+    return low.emit("Where", [negative, low.emit("Neg", [magnitude]), magnitude])
+
+
+EMITTERS.update({
+    E.TAN: _same("Tan"), E.ASIN: _same("Asin"), E.ACOS: _same("Acos"), E.ATAN: _same("Atan"),
+    E.SINH: _same("Sinh"), E.COSH: _same("Cosh"), E.ASINH: _same("Asinh"), E.ACOSH: _same("Acosh"),
+    E.ATANH: _same("Atanh"),
+    E.EXPM1: lambda low, node, x: low.emit("Sub", [low.emit("Exp", [x]), low.scalar(1, node.inputs[0])]),
+    E.ERFC: lambda low, node, x: low.emit("Sub", [low.scalar(1, node.inputs[0]), low.emit("Erf", [x])]),
+    E.ERFINV: _erfinv,
+    E.TRUNC: lambda low, node, x: low.emit("Mul", [low.emit("Sign", [x]), low.emit("Floor", [low.emit("Abs", [x])])]),
+    E.FMOD: lambda low, node, x, y: low.emit("Mod", [x, y], fmod=1),
+    E.ATAN2: _atan2, E.COPYSIGN: _copysign,
+})
+
+
 # -- reductions -------------------------------------------------------------------------
 def _reduce(onnx_op, axes_input_since):
     """ReduceSum takes its axes as an input from opset 13, the others from opset 18."""
