@@ -17,6 +17,10 @@ from .modules import (  # noqa: F401
 )
 from .modules import Dropout1d, Dropout2d  # noqa: F401
 from .modules import Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
+from .modules import (  # noqa: F401
+    AdaptiveAvgPool1d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
+    AvgPool3d, LPPool1d, LPPool2d, LPPool3d, MaxPool1d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d,
+)
 from .modules import Transformer, TransformerDecoder, TransformerDecoderLayer  # noqa: F401
 from .modules import (  # noqa: F401
     CELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, PReLU, RReLU, Softmax2d, Softmin, Softshrink, Softsign,
@@ -24,7 +28,7 @@ from .modules import (  # noqa: F401
     CosineEmbeddingLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, KLDivLoss, MarginRankingLoss,
     MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss,
     TripletMarginLoss, TripletMarginWithDistanceLoss, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
-    InstanceNorm3d, LocalResponseNorm, RMSNorm,
+    InstanceNorm3d, LocalResponseNorm, RMSNorm, EmbeddingBag,
 )
 from .modules import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from . import functional, init, parallel, utils  # noqa: F401,E402

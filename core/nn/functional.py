@@ -25,11 +25,12 @@ from ..ops.registry import OpError, composite, input_check
 from ..tensor import Tensor
 from .functional_activation import elu_core, hardtanh_core, in_place
 from .functional_norm import normalize
+from .functional_sparse import embedding_bag, pad_nonconstant
 
 __all__ = [
     "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "hardtanh", "softplus", "logsigmoid",
     "mish", "softmax", "log_softmax", "sigmoid", "tanh", "dropout", "linear", "batch_norm",
-    "layer_norm", "normalize", "embedding", "scaled_dot_product_attention", "one_hot", "pad",
+    "layer_norm", "normalize", "embedding", "scaled_dot_product_attention", "one_hot", "pad", "embedding_bag",
 ]
 
 
@@ -324,7 +325,19 @@ def one_hot(tensor, num_classes=-1):
 
 
 def pad(input, pad, mode="constant", value=0.0):
-    """Pad the last dims by ``pad=(left, right, top, bottom, ...)``; negative values crop."""
+    """Pad the last dims by ``pad=(left, right, top, bottom, ...)``; negative values crop.
+
+    ``mode`` is 'constant' (with ``value``), or 'reflect', 'replicate' or 'circular'
+    for the last 1 to 3 dims of a batched or unbatched input, as PyTorch.
+
+    Example:
+        >>> F.pad(webgrad.tensor([[[0.0, 1.0, 2.0]]]), (2, 1), mode="reflect")
+        tensor([[[2., 1., 0., 1., 2., 1.]]])
+    """
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise ValueError(f"Padding mode \"{mode}\" doesn't take in value argument.")
+        return pad_nonconstant(input, pad, mode)
     return ops.pad(input, pad, mode, value if value is not None else 0.0)
 
 

@@ -28,6 +28,8 @@ def _tuple(op_name, arg_name, value, n):
         value = tuple(int(v) for v in value)
     except TypeError:
         raise TypeError(f"{op_name}: {arg_name} must be an int or a tuple of {n} ints, got {value!r}") from None
+    if len(value) == 1:  # PyTorch repeats a one-element tuple over the dims
+        value = value * n
     if len(value) != n:
         raise ValueError(f"{op_name}: {arg_name} must be an int or a tuple of {n} ints, got {value!r}")
     return value
@@ -465,7 +467,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
     (ph, pw), (eh, ew) = padding, extra
-    if x.dtype.is_floating_point:  # window sums as one depthwise convolution by ones, a kernel each way
+    if x.dtype.is_floating_point and x.numel() > 0:  # window sums as one depthwise convolution by ones
         ones = creation.ones(x.shape[1], 1, *kernel, dtype=x.dtype, device=x.device)
         total = ops.conv2d_core(x, ones, stride, (ph, ph + eh, pw, pw + ew), (1, 1), groups=x.shape[1])
     else:

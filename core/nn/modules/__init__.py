@@ -15,12 +15,17 @@ from .loss import (  # noqa: F401
 from .norm import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
+from .pooling import (  # noqa: F401
+    AdaptiveAvgPool1d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
+    AvgPool3d, LPPool1d, LPPool2d, LPPool3d, MaxPool1d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d,
+)
 from .sparse import Embedding  # noqa: F401
 from .activation import (  # noqa: F401
     CELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, PReLU, RReLU, Softmax2d, Softmin, Softshrink, Softsign,
     Tanhshrink, Threshold,
 )
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
+from .sparse import EmbeddingBag  # noqa: F401
 from .dropout import AlphaDropout, Dropout3d, FeatureAlphaDropout  # noqa: F401
 from .loss import (  # noqa: F401
     CosineEmbeddingLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, KLDivLoss, MarginRankingLoss,
