@@ -55,6 +55,12 @@ from .ops import (  # noqa: F401
     diagonal_scatter, index_copy, index_fill, masked_scatter, masked_select, scatter, scatter_reduce, select,
     select_scatter, slice_scatter, take_along_dim,
 )
+from .ops import (  # noqa: F401
+    atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors, broadcast_to, column_stack, diag,
+    diag_embed, diagflat, diagonal, dstack, fliplr, flipud, hstack, meshgrid, moveaxis, ravel, roll, rot90,
+    row_stack, split_with_sizes, swapaxes, swapdims, tensor_split, tile, trace, tril_indices, triu_indices,
+    vstack,
+)
 from .ops.index_ops import index_add, take  # noqa: F401  (torch's; webgrad.ops.take/index_add are the row primitives)
 from .ops import (  # noqa: F401
     addbmm, addmm, addmv, addr, baddbmm, chain_matmul, cross, dot, inner, kron, mv, tensordot, vdot,
@@ -72,6 +78,7 @@ from .autograd import functional as _autograd_functional  # noqa: F401,E402  (we
 from .summary import summary  # noqa: F401
 
 from .type_info import finfo, iinfo  # noqa: F401
+from .sparse import sparse_coo_tensor, spmm  # noqa: F401
 
 clip = clamp
 __version__ = "0.1.0"
@@ -103,6 +110,8 @@ def __getattr__(name):
         return getattr(importlib.import_module("webgrad.complex_ops"), name)
     if name in ("stft", "istft"):  # core/spectral.py, on webgrad.fft
         return getattr(importlib.import_module("webgrad.spectral"), name)
+    if name in ("cdist", "pdist", "cosine_similarity", "pairwise_distance"):  # distances (core/nn/functional_norm.py)
+        return getattr(importlib.import_module("webgrad.nn.functional_norm"), name)
     if name == "compile":  # graph mode (core/graph/), like torch.compile
         return importlib.import_module("webgrad.graph").compile
     if name == "export":  # a model's forward as a web bundle (core/lite/), for /lite.js

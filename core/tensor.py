@@ -185,6 +185,13 @@ class Tensor:
     def is_signed(self) -> bool:
         return self.dtype.category != "bool"
 
+    def to_sparse(self, *args, **kwargs):
+        """A sparse COO tensor of the nonzero entries (``webgrad.sparse``)."""
+        return importlib.import_module("webgrad.sparse").to_sparse(self, *args, **kwargs)
+
+    def to_dense(self, dtype=None, *, masked_grad=None) -> "Tensor":
+        return self if dtype is None else self.type(dtype)  # already dense
+
     def is_conj(self) -> bool:
         return False
 
@@ -570,7 +577,7 @@ class Tensor:
     def imag(self): return _complex_ops().imag(self)
     def conj(self): return _complex_ops().conj(self)
     def angle(self): return _complex_ops().angle(self)
-    def is_complex(self) -> bool: return self.dtype.is_complex
+    def is_complex(self): return self.dtype.is_complex
     def stft(self, *args, **kwargs): return importlib.import_module("webgrad.spectral").stft(self, *args, **kwargs)
     def istft(self, *args, **kwargs): return importlib.import_module("webgrad.spectral").istft(self, *args, **kwargs)
     def pinverse(self, rcond=1e-15): return _linalg().torch_pinverse(self, rcond)
@@ -650,7 +657,6 @@ class Tensor:
     def tensor_split(self, indices_or_sections, dim=0): return ops.tensor_split(self, indices_or_sections, dim)
     def split_with_sizes(self, split_sizes, dim=0): return ops.split_with_sizes(self, split_sizes, dim)
     def ravel(self): return ops.reshape(self, -1)
-    def nelement(self): return self.numel()
 
     # -- indexing (core/ops/index_ops.py) ---------------------------------------------------
     def masked_select(self, mask): return ops.masked_select(self, mask)

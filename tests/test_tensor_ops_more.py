@@ -181,3 +181,49 @@ INDEXING = [
 def test_indexing(device, torch_ref, case):
     _, fn, *arrays = case
     check(device, torch_ref, fn, *arrays)
+
+
+MOVEMENT = [
+    ("roll", lambda t, x: t.roll(x, (1, -2), (0, 1)), F(3, 4)),
+    ("roll_flat", lambda t, x: x.roll(5), F(2, 3)),
+    ("meshgrid_ij", lambda t, a, b: t.meshgrid(a, b, indexing="ij"), F(3), F(2)),
+    ("meshgrid_xy", lambda t, a, b, c: t.meshgrid([a, b, c], indexing="xy"), F(3), F(2), F(4)),
+    ("broadcast_tensors", lambda t, a, b: t.broadcast_tensors(a, b), F(3, 1), F(4)),
+    ("broadcast_to", lambda t, a: t.broadcast_to(a, (2, 3)), F(3)),
+    ("tile", lambda t, a: t.tile(a, (2,)), F(2, 3)),
+    ("tile_more_dims", lambda t, a: a.tile((2, 1, 2)), F(2, 3)),
+    ("hstack", lambda t, a, b: t.hstack([a, b]), F(2, 3), F(2, 1)),
+    ("hstack_1d", lambda t, a, b: t.hstack((a, b)), F(2), F(3)),
+    ("vstack", lambda t, a, b: t.vstack([a, b]), F(3), F(2, 3)),
+    ("row_stack", lambda t, a, b: t.row_stack([a, b]), F(3), F(3)),
+    ("dstack", lambda t, a, b: t.dstack([a, b]), F(2, 3), F(2, 3)),
+    ("column_stack", lambda t, a, b: t.column_stack([a, b]), F(3), F(3, 2)),
+    ("tensor_split_sections", lambda t, a: t.tensor_split(a, 3, dim=1), F(2, 7)),
+    ("tensor_split_indices", lambda t, a: a.tensor_split([1, 4, 9]), F(6)),
+    ("split_with_sizes", lambda t, a: a.split_with_sizes([1, 3], 1), F(2, 4)),
+    ("swapaxes", lambda t, a: (t.swapaxes(a, 0, 2), a.swapdims(0, 1), t.moveaxis(a, 0, -1)), F(2, 3, 4)),
+    ("rot90", lambda t, a: (t.rot90(a), a.rot90(2, [1, 2]), t.rot90(a, -1, [2, 0])), F(2, 3, 4)),
+    ("flipud_fliplr", lambda t, a: (t.flipud(a), a.fliplr()), F(2, 3)),
+    ("diagonal", lambda t, a: (t.diagonal(a, 1), a.diagonal(-1, 2, 0)), F(3, 4, 3)),
+    ("diag", lambda t, a, b: (t.diag(a, 1), b.diag(), t.diag(b, -1)), F(3), F(3, 4)),
+    ("diagflat", lambda t, a: t.diagflat(a, -1), F(2, 2)),
+    ("trace", lambda t, a: (t.trace(a), a.trace()), F(3, 4)),
+    ("diag_embed", lambda t, a: (t.diag_embed(a), a.diag_embed(1, 0, 2)), F(2, 3)),
+    ("tril_triu_indices", lambda t: (t.tril_indices(3, 4), t.triu_indices(4, 3, 1), t.tril_indices(3, 3, -1))),
+    ("unfold", lambda t, a: (a.unfold(1, 2, 1), a.unfold(0, 2, 2)), F(5, 4)),
+    ("unfold_0d", lambda t, a: a.unfold(0, 1, 1), F()),
+    ("atleast", lambda t, a, b, c: (t.atleast_1d(a), t.atleast_2d(a, b), t.atleast_3d([a, b, c])), F(), F(3), F(2, 2)),
+    ("ravel_view_as", lambda t, a, b: (a.ravel(), t.ravel(a), a.view_as(b), a.expand_as(a.repeat(2, 1, 1)),
+                                       a.reshape_as(b)), F(3, 2), F(2, 3)),
+]
+
+
+@pytest.mark.parametrize("case", MOVEMENT, ids=[c[0] for c in MOVEMENT])
+def test_movement(device, torch_ref, case):
+    _, fn, *arrays = case
+    check(device, torch_ref, fn, *arrays)
+
+
+def test_broadcast_shapes_and_nelement():
+    assert webgrad.broadcast_shapes((2, 1), (3,), 1) == webgrad.Size([2, 3])
+    assert webgrad.ones(2, 3).nelement() == 6

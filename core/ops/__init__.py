@@ -44,6 +44,12 @@ from .index_ops import (  # noqa: F401,E402  (torch's take and index_add: index_
     diagonal_scatter, index_copy, index_fill, masked_scatter, masked_select, scatter, scatter_reduce, select,
     select_scatter, slice_scatter, take_along_dim,
 )
+from .shape_ops import (  # noqa: F401,E402  (Tensor.unfold is shape_ops.unfold)
+    atleast_1d, atleast_2d, atleast_3d, broadcast_shapes, broadcast_tensors, broadcast_to, column_stack, diag,
+    diag_embed, diagflat, diagonal, dstack, fliplr, flipud, hstack, meshgrid, moveaxis, ravel, roll, rot90,
+    row_stack, split_with_sizes, swapaxes, swapdims, tensor_split, tile, trace, tril_indices, triu_indices,
+    vstack,
+)
 from .products import (  # noqa: F401,E402
     addbmm, addmm, addmv, addr, baddbmm, chain_matmul, cross, dot, inner, kron, mv, tensordot, vdot,
 )
