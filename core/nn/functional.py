@@ -411,6 +411,12 @@ from .functional_pool import (  # noqa: E402,F401
 )
 from . import functional_pool as _functional_pool  # noqa: E402
 __all__ += _functional_pool.__all__
+from .functional_spatial import (  # noqa: E402,F401
+    affine_grid, channel_shuffle, fold, grid_sample, interpolate, native_channel_shuffle, pixel_shuffle,
+    pixel_unshuffle, unfold, upsample, upsample_bilinear, upsample_nearest,
+)
+from . import functional_spatial as _functional_spatial  # noqa: E402
+__all__ += _functional_spatial.__all__
 from .functional_loss import (  # noqa: E402,F401
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss,
     nll_loss, smooth_l1_loss, huber_loss,

@@ -11,13 +11,18 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 
-from .. import ops
+import numpy as np
+
+from .. import creation, ops
 from ..autograd import no_grad
 from ..creation import eye
+from ..random import numpy_generator_for
 
-__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_",
-           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_"]
+__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_", "dirac_",
+           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_",
+           "orthogonal_", "sparse_"]
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -41,11 +46,11 @@ def calculate_gain(nonlinearity, param=None):
         elif isinstance(param, (int, float)) and not isinstance(param, bool):
             negative_slope = param
         else:
-            raise ValueError(f"calculate_gain: negative_slope {param} is not a valid number")
+            raise ValueError(f"negative_slope {param} not a valid number")
         return math.sqrt(2.0 / (1 + negative_slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
 
 
 def _calculate_fan_in_and_fan_out(tensor):
@@ -66,6 +71,12 @@ def _fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
+def _draw(tensor, kind, generator):
+    """Standard uniform or normal samples shaped like ``tensor``, from ``generator`` (or the global stream)."""
+    draw = creation.rand if kind == "uniform" else creation.randn
+    return draw(*tensor.shape, generator=generator, dtype=tensor.dtype, device=tensor.device)
+
+
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with samples from U(a, b).
 
@@ -73,13 +84,17 @@ def uniform_(tensor, a=0.0, b=1.0, generator=None):
         >>> nn.init.uniform_(webgrad.empty(3, 5), -0.1, 0.1)
     """
     with no_grad():
-        return tensor.uniform_(a, b)
+        if generator is None:
+            return tensor.uniform_(a, b)
+        return tensor.copy_(_draw(tensor, "uniform", generator) * (b - a) + a)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill with samples from N(mean, std²)."""
     with no_grad():
-        return tensor.normal_(mean, std)
+        if generator is None:
+            return tensor.normal_(mean, std)
+        return tensor.copy_(_draw(tensor, "normal", generator) * std + mean)
 
 
 def constant_(tensor, val):
@@ -114,13 +129,13 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
     """
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
     """Glorot normal: N(0, std²) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
@@ -130,34 +145,108 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
         >>> nn.init.kaiming_uniform_(webgrad.empty(3, 5), mode="fan_in", nonlinearity="relu")
     """
     if 0 in tensor.shape:
-        return tensor  # PyTorch warns and does nothing for zero-element tensors
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+        return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """He normal: N(0, std²) with std = gain / sqrt(fan)."""
     if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
-    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)))
+    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)), generator)
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Fill with N(mean, std²) samples redrawn until each lies in [a, b].
+    """Fill with N(mean, std²) truncated to [a, b], by the inverse CDF (as PyTorch).
+
+    Uniform samples between the CDF values of a and b are mapped back through
+    sqrt(2) * erfinv(2u - 1), then clamped to [a, b] against rounding.
 
     Example:
         >>> nn.init.trunc_normal_(webgrad.empty(3, 5), std=0.02)
     """
     if not a < b:
         raise ValueError(f"trunc_normal_: expected a < b, got a={a}, b={b}")
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values "
+                      "may be incorrect.", stacklevel=2)
+
+    def cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    low, high = cdf((a - mean) / std), cdf((b - mean) / std)
     with no_grad():
-        values = ops.randn_like(tensor) * std + mean
-        for _ in range(1000):  # each round keeps most samples; 1000 rounds is never reached in practice
-            outside = (values < a) | (values > b)
-            if not outside.any().item():
-                break
-            values = ops.where(outside, ops.randn_like(tensor) * std + mean, values)
-        else:
-            values = ops.clamp(values, a, b)
-        return tensor.copy_(values)
+        u = _draw(tensor, "uniform", generator) * (2 * high - 2 * low) + (2 * low - 1)
+        values = ops.erfinv(u) * (std * math.sqrt(2.0)) + mean
+        return tensor.copy_(ops.clamp(values, a, b))
+
+
+def dirac_(tensor, groups=1):
+    """Fill a 3-, 4- or 5-D (conv) weight with the Dirac delta: each output channel passes its input channel.
+
+    Example:
+        >>> nn.init.dirac_(webgrad.empty(4, 4, 3, 3))
+    """
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tuple(tensor.shape)
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    out_per_group = sizes[0] // groups
+    values = np.zeros(sizes)
+    centre = tuple(s // 2 for s in sizes[2:])
+    for g in range(groups):
+        for d in range(min(out_per_group, sizes[1])):
+            values[(g * out_per_group + d, d) + centre] = 1
+    with no_grad():
+        return tensor.copy_(creation.tensor(values, dtype=tensor.dtype, device=tensor.device))
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """Fill with a (semi-)orthogonal matrix (the trailing dims flattened), times ``gain``.
+
+    The Q of a Gaussian matrix's QR decomposition, signs fixed by R's diagonal, as
+    PyTorch; the decomposition runs on the host.
+
+    Example:
+        >>> q = nn.init.orthogonal_(webgrad.empty(3, 5))
+        >>> q @ q.T   # about the identity
+    """
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = numpy_generator_for(generator).standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    with no_grad():
+        return tensor.copy_(creation.tensor(q.reshape(tuple(tensor.shape)) * gain, dtype=tensor.dtype,
+                                            device=tensor.device))
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """Fill a 2-D tensor with N(0, std²) values, then zero ``ceil(sparsity * rows)`` random rows of each column.
+
+    Example:
+        >>> nn.init.sparse_(webgrad.empty(10, 4), sparsity=0.3)
+    """
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    zeros = int(math.ceil(sparsity * rows))
+    rng = numpy_generator_for(generator)
+    values = rng.standard_normal((rows, cols)) * std
+    for col in range(cols):
+        values[rng.permutation(rows)[:zeros], col] = 0
+    with no_grad():
+        return tensor.copy_(creation.tensor(values, dtype=tensor.dtype, device=tensor.device))
