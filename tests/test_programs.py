@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pathlib
 import runpy
 import sys
@@ -51,6 +52,8 @@ def run_program(name: str, lib: str, device: str, extra_args=()) -> dict:
     argv = [str(path), *extra_args] + ([] if device == "webgpu" else ["--no-accel"])
     old_argv, sys.argv = sys.argv, argv
     out = io.StringIO()
+    # The webgpu runs use WebGPU even on a software adapter (torch.accelerator would prefer the cpu there).
+    os.environ["WEBGRAD_ACCELERATOR_ALLOW_SOFTWARE"] = "1" if device == "webgpu" else "0"
     try:
         with contextlib.redirect_stdout(out):
             if lib == "torch":
@@ -60,6 +63,7 @@ def run_program(name: str, lib: str, device: str, extra_args=()) -> dict:
                 result = runpy.run_path(str(path), run_name="__main__")
     finally:
         sys.argv = old_argv
+        os.environ.pop("WEBGRAD_ACCELERATOR_ALLOW_SOFTWARE", None)
     result["stdout"] = out.getvalue()
     return result
 
