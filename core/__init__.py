@@ -61,6 +61,10 @@ from .ops import (  # noqa: F401
     row_stack, split_with_sizes, swapaxes, swapdims, tensor_split, tile, trace, tril_indices, triu_indices,
     vstack,
 )
+from .ops import (  # noqa: F401
+    aminmax, bincount, count_nonzero, cummax, cummin, histc, kthvalue, logcumsumexp, median, mode, nanmean,
+    nanmedian, nanquantile, nansum, quantile, std_mean, var_mean,
+)
 from .ops.index_ops import index_add, take  # noqa: F401  (torch's; webgrad.ops.take/index_add are the row primitives)
 from .ops import (  # noqa: F401
     addbmm, addmm, addmv, addr, baddbmm, chain_matmul, cross, dot, inner, kron, mv, tensordot, vdot,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_CATEGORY_RANK = {"bool": 0, "int": 1, "float": 2}
+_CATEGORY_RANK = {"bool": 0, "int": 1, "float": 2, "complex": 3}
 
 
 class DType:
@@ -38,6 +38,10 @@ class DType:
     @property
     def is_floating_point(self) -> bool:
         return self.category == "float"
+
+    @property
+    def is_complex(self) -> bool:
+        return self.category == "complex"
 
     def __repr__(self) -> str:
         return f"webgrad.{self.name}"
@@ -74,14 +78,18 @@ bfloat16 = DType("bfloat16", np.float32, "float", "BF16", itemsize=2, rounding=_
 int32 = DType("int32", np.int32, "int", "I32")
 int64 = DType("int64", np.int64, "int", "I64")
 bool_ = DType("bool", np.bool_, "bool", "BOOL")
+# Complex numbers live on the cpu only (numpy complex arrays); see webgrad.fft's docstring.
+complex64 = DType("complex64", np.complex64, "complex", "C64")
+complex128 = DType("complex128", np.complex128, "complex", "C128")
 
-ALL = (float32, float64, float16, bfloat16, int32, int64, bool_)
+ALL = (float32, float64, float16, bfloat16, int32, int64, bool_, complex64, complex128)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["half"] = float16
+_BY_NAME.update(cfloat=complex64, cdouble=complex128)
 # bfloat16 shares float32's storage; a float32 numpy array is float32.
 _BY_NUMPY = {d.np: d for d in ALL if d is not bfloat16}
 # Widest first within a category, so promotion is "pick the larger itemsize".
-_DEFAULT_FOR_CATEGORY = {"bool": bool_, "int": int64, "float": float32}
+_DEFAULT_FOR_CATEGORY = {"bool": bool_, "int": int64, "float": float32, "complex": complex64}
 
 _default_float = [float32]
 
@@ -96,6 +104,7 @@ def set_default_dtype(dtype: DType) -> None:
         raise TypeError(f"set_default_dtype: only float32 or float64 allowed, got {dtype}")
     _default_float[0] = dtype
     _DEFAULT_FOR_CATEGORY["float"] = dtype
+    _DEFAULT_FOR_CATEGORY["complex"] = complex128 if dtype is float64 else complex64
 
 
 def from_name(name: str) -> DType:
@@ -114,6 +123,8 @@ def from_numpy(np_dtype) -> DType:
         return int64
     if np_dtype.kind == "f":
         return float32
+    if np_dtype.kind == "c":
+        return complex128
     raise TypeError(f"unsupported numpy dtype {np_dtype}; webgrad supports "
                     f"{', '.join(d.name for d in ALL)}")
 
@@ -140,6 +151,8 @@ def scalar_category(value) -> str:
         return "int"
     if isinstance(value, (float, np.floating)):
         return "float"
+    if isinstance(value, (complex, np.complexfloating)):
+        return "complex"
     raise TypeError(f"expected a Tensor or a Python number, got {type(value).__name__}")
 
 
@@ -152,6 +165,8 @@ def _promote_same_priority(dtypes) -> DType | None:
             best = d
         elif d.category == best.category == "float" and d.itemsize == best.itemsize and d is not best:
             best = float32  # float16 with bfloat16: neither holds the other (torch gives float32)
+    if best is complex64 and any(d is float64 for d in dtypes):
+        best = complex128  # complex64 with float64: torch keeps float64's precision
     return best
 
 

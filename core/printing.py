@@ -64,6 +64,19 @@ class _Formatter:
         return (self.max_width - len(text)) * " " + text
 
 
+class _ComplexFormatter:
+    """Complex elements as torch prints them: real and imaginary parts each with their own
+    formatter, joined as ``1.+2.j`` / ``1.-2.j``."""
+
+    def __init__(self, array: np.ndarray):
+        self.real, self.imag = _Formatter(array.real), _Formatter(array.imag)
+        self.max_width = self.real.max_width + self.imag.max_width + 1
+
+    def format(self, value) -> str:
+        imag = (self.imag.format(value.imag) + "j").lstrip()
+        return self.real.format(value.real) + (imag if imag[0] in "+-" else "+" + imag)
+
+
 def _summarized(array: np.ndarray) -> np.ndarray:
     """Only the elements that will be shown, so the width ignores the hidden ones."""
     if array.ndim == 0:
@@ -122,7 +135,8 @@ def tensor_repr(t) -> str:
     suffixes = []
     if t.device != "cpu":
         suffixes.append(f"device='{t.device}'")
-    has_default_dtype = t.dtype in (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool_)
+    has_default_dtype = t.dtype in (dtypes.get_default_dtype(), dtypes.int64, dtypes.bool_) or t.dtype is (
+        dtypes.complex128 if dtypes.get_default_dtype() is dtypes.float64 else dtypes.complex64)
     if array.size == 0:
         body = "[]"
         if t.ndim != 1:
@@ -133,7 +147,8 @@ def tensor_repr(t) -> str:
         if not has_default_dtype:
             suffixes.append(f"dtype={t.dtype!r}")
         summarize = array.size > THRESHOLD
-        formatter = _Formatter(_summarized(array) if summarize else array)
+        make = _ComplexFormatter if array.dtype.kind == "c" else _Formatter
+        formatter = make(_summarized(array) if summarize else array)
         body = _body(array, indent, summarize, formatter)
     if t._node is not None:
         suffixes.append(f"grad_fn=<{t._node.name()}>")

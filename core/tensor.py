@@ -639,6 +639,25 @@ class Tensor:
     def kron(self, other): return ops.kron(self, other)
     def cross(self, other, dim=None): return ops.cross(self, other, dim)
 
+    # -- statistics (core/ops/statistics.py) -------------------------------------------------
+    def median(self, dim=None, keepdim=False): return ops.median(self, dim, keepdim)
+    def nanmedian(self, dim=None, keepdim=False): return ops.nanmedian(self, dim, keepdim)
+    def quantile(self, q, dim=None, keepdim=False, *, interpolation="linear"):
+        return ops.quantile(self, q, dim, keepdim, interpolation=interpolation)
+    def nanquantile(self, q, dim=None, keepdim=False, *, interpolation="linear"):
+        return ops.nanquantile(self, q, dim, keepdim, interpolation=interpolation)
+    def kthvalue(self, k, dim=-1, keepdim=False): return ops.kthvalue(self, k, dim, keepdim)
+    def mode(self, dim=-1, keepdim=False): return ops.mode(self, dim, keepdim)
+    def nansum(self, dim=None, keepdim=False, *, dtype=None): return ops.nansum(self, dim, keepdim, dtype=dtype)
+    def nanmean(self, dim=None, keepdim=False, *, dtype=None): return ops.nanmean(self, dim, keepdim, dtype=dtype)
+    def cummax(self, dim): return ops.cummax(self, dim)
+    def cummin(self, dim): return ops.cummin(self, dim)
+    def logcumsumexp(self, dim): return ops.logcumsumexp(self, dim)
+    def count_nonzero(self, dim=None): return ops.count_nonzero(self, dim)
+    def aminmax(self, *, dim=None, keepdim=False): return ops.aminmax(self, dim=dim, keepdim=keepdim)
+    def bincount(self, weights=None, minlength=0): return ops.bincount(self, weights, minlength)
+    def histc(self, bins=100, min=0, max=0): return ops.histc(self, bins, min, max)
+
     # -- shape (core/ops/shape_ops.py) -------------------------------------------------------
     def roll(self, shifts, dims=None): return ops.roll(self, shifts, dims)
     def tile(self, dims): return ops.tile(self, dims)

@@ -99,13 +99,13 @@ ARGMIN = defop("argmin", kind="reduce", wgsl=Kernel("reduce.wgsl", "argmin", "re
 
 
 def _sum(x, dims, keepdim):
-    if x.dtype.category != "float":  # bool and int sums accumulate in int64, like PyTorch
+    if x.dtype.category not in ("float", "complex"):  # bool and int sums accumulate in int64, like PyTorch
         x = cast(x, dtypes.int64)
     return apply(SUM, x, dims=dims, keepdim=keepdim)
 
 
 def _prod(x, dims, keepdim):
-    if x.dtype.category != "float":
+    if x.dtype.category not in ("float", "complex"):
         x = cast(x, dtypes.int64)
     return apply(PROD, x, dims=dims, keepdim=keepdim)
 
@@ -122,7 +122,8 @@ def prod(x, dim=None, keepdim=False):
 
 
 def mean(x, dim=None, keepdim=False):
-    require_float("mean", x)
+    if not x.dtype.is_complex:
+        require_float("mean", x)
     dims = reduce_dims("mean", dim, x.ndim)
     count = 1
     for d in dims:
