@@ -331,7 +331,7 @@ def to_sparse(dense: Tensor, sparse_dim=None, *, layout=None, blocksize=None, de
     return SparseTensor(indices, values, dense.shape, True)
 
 
-def mm(sparse: SparseTensor, dense: Tensor) -> Tensor:
+def mm(sparse: SparseTensor, dense: Tensor, reduce: str | None = None) -> Tensor:
     """``sparse @ dense`` for a 2-D sparse (n, m) and a dense (m, p) matrix: a dense (n, p) result
     (``torch.sparse.mm``); gradients reach ``dense`` and the sparse values.
 
@@ -340,6 +340,8 @@ def mm(sparse: SparseTensor, dense: Tensor) -> Tensor:
     """
     if not isinstance(sparse, SparseTensor):
         raise TypeError(f"sparse.mm: the first argument must be a sparse COO tensor, got {type(sparse).__name__}")
+    if reduce not in (None, "sum"):
+        raise _unsupported(f"sparse.mm(reduce={reduce!r}) (only the sum)")
     if isinstance(dense, SparseTensor):
         raise _unsupported("sparse.mm of two sparse tensors")
     if sparse.sparse_dim() != 2 or sparse.dense_dim() or dense.ndim != 2:
