@@ -238,3 +238,11 @@ def test_distributed_answers_for_one_process():
     assert dist.is_available() is False and dist.is_initialized() is False
     with pytest.raises(ValueError, match="process group"):
         dist.get_rank()
+
+
+def test_dataloader_over_a_huge_lazy_sampler():
+    dataset = webgrad.utils.data.TensorDataset(webgrad.arange(10.0))
+    sampler = RandomSampler(dataset, replacement=True, num_samples=int(1e10))
+    loader = webgrad.utils.data.DataLoader(dataset, batch_size=4, sampler=sampler)
+    (batch,) = next(iter(loader))
+    assert len(loader) == 25 * 10 ** 8 and tuple(batch.shape) == (4,) and set(batch.tolist()) <= set(range(10))
