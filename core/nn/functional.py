@@ -200,6 +200,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         >>> x = webgrad.randn(8, 3)
         >>> F.batch_norm(x, None, None, training=True).mean(0)   # about 0
     """
+    if input.numel() == 0 and input.ndim < 2:
+        return input * 1.0  # PyTorch: an empty input gives an empty result whatever its rank
     if input.ndim < 2:
         raise OpError(f"batch_norm: expected input of at least 2 dims (N, C, ...), got {describe(input)}")
     channels = input.shape[1]

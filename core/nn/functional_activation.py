@@ -98,8 +98,8 @@ def prelu(input, weight):
             raise OpError(f"prelu: weight {describe(weight)} must have 1 element or one per channel "
                           f"({channels}) of input {describe(input)}")
         weight = weight.reshape((channels,) + (1,) * (input.ndim - 2))
-    elif weight.ndim > 0 and input.ndim > 0:
-        weight = weight.reshape(())
+    else:
+        weight = weight.reshape(())  # one slope: the result keeps the input's shape
     return ops.where(input > 0, input, weight * input)
 
 

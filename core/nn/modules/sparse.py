@@ -88,7 +88,8 @@ class EmbeddingBag(Module):
             padding_idx = padding_idx % num_embeddings
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
-        self.mode, self.sparse, self.include_last_offset, self.padding_idx = mode, sparse, include_last_offset, padding_idx
+        self.mode, self.sparse = mode, sparse
+        self.include_last_offset, self.padding_idx = include_last_offset, padding_idx
         if _weight is None:
             self.weight = Parameter(creation.empty(num_embeddings, embedding_dim, dtype=dtype, device=device))
             self.reset_parameters()
