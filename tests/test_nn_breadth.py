@@ -562,3 +562,14 @@ def test_kaiming_scale_matches_torch_formula():
     assert abs(w.std() - math.sqrt(2.0 / 400)) < 0.002
     with pytest.warns(UserWarning, match="zero-element"):
         nn.init.kaiming_uniform_(webgrad.empty(0, 3))
+
+
+def test_lazy_linear_infers_in_features_and_becomes_linear():
+    torch = need_module("torch")
+    ours, theirs = nn.LazyLinear(4), torch.nn.LazyLinear(4)
+    assert repr(ours) == repr(theirs) and list(ours.state_dict()) == list(theirs.state_dict())
+    out = ours(webgrad.ones(2, 3))
+    assert tuple(out.shape) == (2, 4) and type(ours) is nn.Linear and ours.in_features == 3
+    assert [tuple(p.shape) for p in ours.parameters()] == [(4, 3), (4,)]
+    bound = 1 / math.sqrt(3)
+    assert np.abs(ours.bias.detach().numpy()).max() <= bound

@@ -1,4 +1,4 @@
-"""Identity, Linear, Flatten and Unflatten."""
+"""Identity, Linear, LazyLinear, Flatten and Unflatten."""
 from __future__ import annotations
 
 import math
@@ -58,6 +58,40 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class LazyLinear(Linear):
+    """A Linear whose ``in_features`` is read from the first input; it then becomes a plain ``Linear``.
+
+    Until that first call the weight is an empty (out_features, 0) placeholder, so an
+    optimizer should be built after one forward pass (PyTorch advises the same).
+
+    Example:
+        >>> layer = nn.LazyLinear(4)
+        >>> layer(webgrad.ones(2, 3)).shape, layer
+        (webgrad.Size([2, 4]), Linear(in_features=3, out_features=4, bias=True))
+    """
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        super().__init__(0, out_features, bias, device, dtype)
+
+    def reset_parameters(self) -> None:
+        if self.in_features:
+            super().reset_parameters()
+
+    def forward(self, input):
+        if input.ndim == 0:
+            raise ValueError("LazyLinear: the input needs a last dimension to infer in_features from")
+        self.in_features = input.shape[-1]
+        weight = self.weight
+        self.weight = Parameter(creation.empty(self.out_features, self.in_features, dtype=weight.dtype,
+                                               device=weight.device), requires_grad=weight.requires_grad)
+        if self.bias is not None:
+            self.bias = Parameter(creation.empty(self.out_features, dtype=self.bias.dtype, device=self.bias.device),
+                                  requires_grad=self.bias.requires_grad)
+        self.__class__ = Linear  # as PyTorch's cls_to_become: from now on an ordinary Linear
+        self.reset_parameters()
+        return self.forward(input)
 
 
 class NonDynamicallyQuantizableLinear(Linear):
