@@ -35,6 +35,8 @@ def _infer_dtype(data, array: np.ndarray):
         return dtypes.int64
     if array.dtype.kind == "b":
         return dtypes.bool_
+    if array.dtype.kind == "c":  # Python complex numbers: the default complex dtype, as in torch
+        return dtypes.complex128 if dtypes.get_default_dtype() is dtypes.float64 else dtypes.complex64
     if array.size == 0:
         return dtypes.get_default_dtype()
     raise TypeError(f"tensor: could not infer a dtype from {type(data).__name__} "

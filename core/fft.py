@@ -23,8 +23,8 @@ from .ops import cat, pad
 from .ops.registry import OpError
 from .tensor import Tensor
 
-__all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
-           "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+__all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2",
+           "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
 _SWAPPED = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
@@ -214,6 +214,24 @@ def irfftn(input, s=None, dim=None, norm=None):  # noqa: A002
     for d, k in zip(dims[:-1], sizes[:-1]):
         out = _c2c("fft_irfftn", out, k, d, norm, True)
     return irfft(out, sizes[-1], dims[-1], norm)
+
+
+def hfftn(input, s=None, dim=None, norm=None):  # noqa: A002
+    """The N-D ``hfft``: a real signal from the half spectrum of a Hermitian-symmetric one."""
+    return irfftn(conj(_as_complex(input)), s, dim, _SWAPPED[_norm("fft_hfftn", norm)])
+
+
+def ihfftn(input, s=None, dim=None, norm=None):  # noqa: A002
+    """The inverse of ``hfftn``."""
+    return conj(rfftn(input, s, dim, _SWAPPED[_norm("fft_ihfftn", norm)]))
+
+
+def hfft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002
+    return hfftn(input, s, dim, norm)
+
+
+def ihfft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002
+    return ihfftn(input, s, dim, norm)
 
 
 def rfft2(input, s=None, dim=(-2, -1), norm=None):  # noqa: A002

@@ -34,6 +34,7 @@ def _inputs(name):
         "chain": [g((4,)), g((4, 3)), g((3, 5)), g((5,))],
         "lstsq": [g((6, 3)), g((6, 2))],
         "tensor4": [g((4, 6, 8, 3))],
+        "scalar": [g(())],
     }[name.split(":")[0]]
 
 
@@ -63,6 +64,10 @@ CASES = [
     ("tall:pinv", lambda L, a: L.pinv(a)),
     ("spd:pinv_hermitian", lambda L, a: L.pinv(a, hermitian=True)),
     ("lstsq:lstsq", lambda L, a, b: L.lstsq(a, b).solution),
+    ("lstsq:lstsq_gels", lambda L, a, b: tuple(L.lstsq(a, b, driver="gels"))),
+    ("lstsq:lstsq_gelsd", lambda L, a, b: tuple(L.lstsq(a, b, driver="gelsd"))),
+    ("wide:pinv_rank_deficient", lambda L, a: L.pinv(a[:, :2] @ a[:, :2].mT)),
+    ("scalar:vander_0d", lambda L, a: L.vander(a, N=3)),
     ("square:matrix_power_3", lambda L, a: L.matrix_power(a, 3)),
     ("square:matrix_power_-2", lambda L, a: L.matrix_power(a, -2)),
     ("square:matrix_power_0", lambda L, a: L.matrix_power(a, 0)),
@@ -89,7 +94,7 @@ CASES = [
 ]
 
 # Not differentiable (or piecewise constant) in the inputs we draw.
-NO_GRAD = {"vector_norm_0", "matrix_power_0", "qr_complete", "qr_r"}  # the qr ones raise, as in torch
+NO_GRAD = {"vector_norm_0", "matrix_power_0", "qr_complete", "qr_r", "lstsq_gelsd"}  # the qr ones raise, as in torch
 
 
 def _svd_invariant(usv):
@@ -206,10 +211,13 @@ def test_torch_level_spellings(torch_ref):
         assert_close(out, ref, 1e-8, 1e-9)
 
 
-def test_gradient_of_a_zero_vector_norm_is_zero():
+@pytest.mark.parametrize("ord", [2, 1, 0.5, -0.5, 3.5, INF])
+def test_norm_of_a_zero_vector_and_its_gradient(ord, torch_ref):
     x = webgrad.zeros(3, dtype=webgrad.float64, requires_grad=True)
-    webgrad.linalg.vector_norm(x).backward()
-    assert_close(x.grad, np.zeros(3))
+    norm = webgrad.linalg.vector_norm(x, ord)
+    norm.backward()
+    assert_close(norm, torch_ref(lambda torch: torch.linalg.vector_norm(torch.zeros(3, dtype=torch.float64), ord)))
+    assert_close(x.grad, np.zeros(3))  # torch's subgradient
 
 
 def test_double_backward_of_inv():

@@ -81,7 +81,12 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         return (x != 0).to(x.dtype).sum(dims, keepdim)
     if ord == 1:
         return x.abs().sum(dims, keepdim)
-    total = x.abs() ** ord if ord != 2 else x * x
+    if ord == 2:
+        total = x * x
+    else:  # |0| ** ord is 0 (inf for ord < 0) with no gradient: torch's subgradient at zero
+        size = x.abs()
+        zero = size == 0
+        total = where(zero, 0.0 if ord > 0 else _INF, where(zero, 1.0, size) ** ord)
     total = total.sum(dims, keepdim)
     # The root's slope is infinite at 0: torch's gradient of a zero vector's norm is 0.
     nonzero = total != 0
@@ -289,12 +294,26 @@ def _tolerance(A, s_max, atol, rtol):  # noqa: N803
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False):  # noqa: N803
-    """The Moore-Penrose pseudo-inverse: singular values at or below max(atol, rtol * s_max) count as 0."""
+    """The Moore-Penrose pseudo-inverse: singular values at or below max(atol, rtol * s_max) count as 0.
+    Its gradient is the pseudo-inverse's own (as torch's), not the SVD's: defined at repeated
+    singular values too."""
     require_matrix("linalg.pinv", A)
+    return _d.PseudoInverse.apply(A, lambda a: _pinv_values(a, atol, rtol, hermitian))
+
+
+def _s_max(s):
+    if s.shape[-1] == 0:
+        return zeros(*s.shape[:-1], 1, dtype=s.dtype, device=s.device)
+    return s.amax(-1, keepdim=True)
+
+
+def _pinv_values(A, atol, rtol, hermitian):  # noqa: N803
+    if A.numel() == 0:
+        return zeros(*A.shape[:-2], A.shape[-1], A.shape[-2], dtype=A.dtype, device=A.device)
     if hermitian:
         w, q = eigh(A)
         magnitude = w.abs()
-        cutoff = _tolerance(A, magnitude.amax(-1, keepdim=True), atol, rtol)
+        cutoff = _tolerance(A, _s_max(magnitude), atol, rtol)
         keep = magnitude > cutoff
         w_inv = where(keep, 1.0 / where(keep, w, 1.0), 0.0)
         return (q * w_inv.unsqueeze(-2)) @ q.mT
@@ -306,28 +325,42 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):  # noqa: N803
 
 
 def lstsq(A, B, rcond=None, *, driver=None):  # noqa: N803
-    """The least-squares solution of ``A @ X = B`` (via the pseudo-inverse). As torch's cpu
-    default driver ('gelsy'), ``residuals`` and ``singular_values`` are empty and ``rank`` is
-    given."""
+    """The least-squares solution of ``A @ X = B`` (via the pseudo-inverse), with torch's cpu
+    outputs per ``driver``: 'gelsy' (the default) gives ``rank``; 'gels' the ``residuals``
+    (when m > n); 'gelsd' and 'gelss' residuals, rank and ``singular_values``. What a driver
+    does not compute is an empty tensor."""
     require_matrix("linalg.lstsq", A)
+    driver = "gelsy" if driver is None else driver
+    if driver not in ("gels", "gelsy", "gelsd", "gelss"):
+        raise OpError(f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss), "
+                      f"got {driver!r}")
     vector = B.ndim == A.ndim - 1
     b = B.unsqueeze(-1) if vector else B
     if b.shape[-2] != A.shape[-2]:
         raise OpError(f"linalg.lstsq: input.size(-2) should match other.size(-2) "
                       f"(A shape {tuple(A.shape)}, B shape {tuple(B.shape)})")
     solution = pinv(A, rtol=rcond) @ b
+    empty = zeros(0, dtype=A.dtype, device=A.device)
+    m, n = A.shape[-2], A.shape[-1]
+    residuals = empty
+    if driver != "gelsy" and m > n and bool((matrix_rank(A.detach()) == n).all()):
+        residuals = ((A @ solution - b) ** 2).sum(-2)
+    rank = zeros(0, dtype=dtypes.int64, device=A.device) if driver == "gels" else matrix_rank(A.detach(), rtol=rcond)
+    singular_values = svdvals(A.detach()) if driver in ("gelsd", "gelss") else empty
     if vector:
         solution = solution.squeeze(-1)
-    empty = zeros(0, dtype=A.dtype, device=A.device)
-    return LstsqResult(solution, empty, matrix_rank(A.detach(), rtol=rcond), empty)
+        residuals = residuals.squeeze(-1) if residuals.ndim else residuals
+    return LstsqResult(solution, residuals, rank, singular_values)
 
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):  # noqa: N803
     """The number of singular values above max(atol, rtol * s_max), as int64."""
     require_matrix("linalg.matrix_rank", A)
+    if A.numel() == 0:
+        return zeros(*A.shape[:-2], dtype=dtypes.int64, device=A.device)
     s = eigvalsh(A).abs() if hermitian else svdvals(A)
     s = s.detach()
-    cutoff = _tolerance(A, s.amax(-1, keepdim=True), atol, rtol)
+    cutoff = _tolerance(A, _s_max(s), atol, rtol)
     return (s > cutoff).sum(-1)
 
 
@@ -427,7 +460,7 @@ def tensorsolve(A, B, dims=None):  # noqa: N803
 def vander(x, *, N=None):  # noqa: N803
     """Columns x^0, x^1, ..., x^(N-1) of each vector of ``x`` (..., n): shape (..., n, N)."""
     if x.ndim == 0:
-        raise OpError("linalg.vander: x must have at least one dimension")
+        x = x.reshape(1)
     N = x.shape[-1] if N is None else N  # noqa: N806
     if N < 1:
         raise OpError(f"linalg.vander: N must be greater than 1, got {N}")

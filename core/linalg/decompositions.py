@@ -303,6 +303,29 @@ def eigh_tuple(a, uplo):
     return Eigh.apply(a, uplo)
 
 
+class PseudoInverse(Function):
+    """pinv, with the derivative of the pseudo-inverse itself (Golub and Pereyra):
+    dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P, so
+    gA = -P^T G P^T + (I - A P) G^T P P^T + P^T P G^T (I - P A)."""
+
+    @staticmethod
+    def forward(ctx, a, compute):
+        p = compute(a)
+        ctx.save_for_backward(a, p)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        a, p = ctx.saved_tensors
+        gt = g.mT
+        first = -(p.mT @ g @ p.mT)
+        x = gt @ p @ p.mT
+        second = x - a @ (p @ x)
+        y = p.mT @ p @ gt
+        third = y - (y @ p) @ a
+        return first + second + third, None
+
+
 QRResult = namedtuple("QRResult", ["Q", "R"])
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])

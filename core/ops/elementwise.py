@@ -152,7 +152,7 @@ def trunc(x): return x.clone() if x.dtype.category != "float" else apply(TRUNC, 
 
 
 def neg(x): return apply(NEG, _check_numeric("neg", x))
-def abs(x): return apply(ABS, x)  # noqa: A001  (torch.abs)
+def abs(x): return x.abs() if x.dtype.is_complex else apply(ABS, x)  # noqa: A001  (torch.abs; complex: core/complex_ops.py)
 def exp(x): return apply(EXP, _floatify(x))
 def log(x): return apply(LOG, _floatify(x))
 def log1p(x): return apply(LOG1P, _floatify(x))
