@@ -1,10 +1,10 @@
 """Continuous distributions: Normal, Uniform, Laplace, Exponential, Gamma, Beta, Dirichlet.
 
-Normal, Uniform, Laplace and Exponential have ``rsample`` (reparameterized: gradients
-reach the parameters). Gamma, Beta and Dirichlet draw on the host from webgrad's
-generator with numpy's samplers and have no ``rsample`` here (PyTorch's implicit
-reparameterization gradients are not implemented); their ``log_prob``, ``entropy``
-and KL divergences are differentiable.
+Every one has ``rsample`` (reparameterized: gradients reach the parameters). Gamma,
+Beta and Dirichlet draw standard gamma variates on the host from webgrad's generator
+(numpy's sampler) and get their gradient w.r.t. the concentration by implicit
+reparameterization (``gamma_grad.py``), as PyTorch; Beta and Dirichlet are normalized
+gammas, so their per-sample gradients differ from PyTorch's (the expectations agree).
 """
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import math
 
 import numpy as np
 
-from .. import creation, ops
-from ..tensor import Size
+from .. import autograd, creation, ops
+from ..tensor import Size, Tensor
 from . import constraints
+from .gamma_grad import standard_gamma_grad
 from .distribution import (
     Distribution, ExponentialFamily, broadcast_all, eps, host, host_draw, nan_like, tiny,
 )
@@ -22,6 +23,18 @@ from .distribution import (
 
 def _draw_shape(distribution, sample_shape) -> tuple:
     return tuple(distribution._extended_shape(sample_shape))
+
+
+def _standard_gamma(concentration: Tensor) -> Tensor:
+    """Gamma(concentration, 1) samples of concentration's shape; differentiable w.r.t. it (implicit
+    reparameterization) when gradients are on."""
+    a = host(concentration)
+    x = host_draw(lambda rng, s: np.maximum(rng.standard_gamma(a, size=s), tiny(concentration.dtype)),
+                  a.shape, concentration)
+    if not (autograd.is_grad_enabled() and concentration.requires_grad):
+        return x
+    grad = creation.tensor(standard_gamma_grad(a, x.numpy()), dtype=x.dtype, device=x.device)
+    return x + (concentration - concentration.detach()) * grad  # the value of x, the gradient dx/da
 
 
 class Normal(ExponentialFamily):
@@ -247,11 +260,13 @@ class Gamma(ExponentialFamily):
     @property
     def variance(self): return self.concentration / self.rate.pow(2)
 
-    def sample(self, sample_shape=Size()):
+    has_rsample = True
+
+    def rsample(self, sample_shape=Size()):
         shape = _draw_shape(self, sample_shape)
-        concentration = host(self.concentration)
-        standard = host_draw(lambda rng, s: rng.standard_gamma(concentration, size=s), shape, self.rate)
-        return (standard / self.rate.detach()).clamp(tiny(self.rate.dtype), None)
+        value = _standard_gamma(self.concentration.expand(*shape)) / self.rate
+        floor = value.detach().clamp(tiny(value.dtype), None)
+        return value + (floor - value.detach())  # never below the smallest normal number, as PyTorch
 
     def log_prob(self, value):
         if self._validate_args:
@@ -297,10 +312,11 @@ class Dirichlet(ExponentialFamily):
         total = c.sum(-1, True)
         return c * (total - c) / (total.pow(2) * (total + 1))
 
-    def sample(self, sample_shape=Size()):
-        shape = _draw_shape(self, sample_shape)
-        concentration = host(self.concentration)
-        return host_draw(lambda rng, s: _dirichlet(rng, concentration, s), shape, self.concentration)
+    has_rsample = True
+
+    def rsample(self, sample_shape=Size()):
+        gammas = _standard_gamma(self.concentration.expand(*_draw_shape(self, sample_shape)))
+        return gammas / gammas.sum(-1, True)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -313,11 +329,6 @@ class Dirichlet(ExponentialFamily):
         k = c.shape[-1]
         total = c.sum(-1)
         return c.lgamma().sum(-1) - total.lgamma() - (k - total) * total.digamma() - ((c - 1.0) * c.digamma()).sum(-1)
-
-
-def _dirichlet(rng, concentration, shape):
-    gammas = rng.standard_gamma(np.broadcast_to(concentration, shape))
-    return gammas / gammas.sum(-1, keepdims=True)
 
 
 class Beta(ExponentialFamily):
@@ -341,10 +352,13 @@ class Beta(ExponentialFamily):
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
 
-    def sample(self, sample_shape=Size()):
+    has_rsample = True
+
+    def rsample(self, sample_shape=Size()):
         shape = _draw_shape(self, sample_shape)
-        a, b = host(self.concentration1), host(self.concentration0)
-        return host_draw(lambda rng, s: rng.beta(a, b, size=s), shape, self.concentration1)
+        x = _standard_gamma(self.concentration1.expand(*shape))
+        y = _standard_gamma(self.concentration0.expand(*shape))
+        return x / (x + y)
 
     def log_prob(self, value):
         if self._validate_args:
