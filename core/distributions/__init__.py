@@ -2,8 +2,9 @@
 
 Parameters are Tensors (or numbers); samples come from webgrad's generator, so
 ``webgrad.manual_seed`` reproduces them. ``rsample`` (reparameterized, differentiable)
-exists for Normal, MultivariateNormal, Uniform, Exponential, Laplace and Independent
-of those; Gamma, Beta, Dirichlet and Poisson sample without gradients.
+exists for every continuous distribution here (Gamma, Beta and Dirichlet by implicit
+reparameterization, see ``gamma_grad.py``); the discrete ones and Poisson have only
+``sample``, as in PyTorch.
 
 Example (REINFORCE):
     >>> from webgrad.distributions import Categorical
