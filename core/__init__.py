@@ -17,6 +17,7 @@ from .dtypes import (  # noqa: F401
 )
 from .dtypes import float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401
 from .dtypes import float16 as half  # noqa: F401
+from .dtypes import int8, int16, int16 as short, uint8  # noqa: F401
 from .dtypes import complex64, complex128, complex64 as cfloat, complex128 as cdouble  # noqa: F401
 from .tensor import Size, Tensor  # noqa: F401
 from .device_api import device  # noqa: F401
@@ -47,6 +48,9 @@ from .ops import (  # noqa: F401
 )
 from .ops import acos as arccos, acosh as arccosh, asin as arcsin, asinh as arcsinh  # noqa: F401
 from .ops import atan as arctan, atan2 as arctan2, atanh as arctanh, trunc as fix  # noqa: F401
+from .ops import (  # noqa: F401
+    bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
+)
 from .ops import (  # noqa: F401
     argsort, bucketize, cumprod, cumsum, einsum, ger, outer, searchsorted, sort, topk, tril, triu, unique,
 )

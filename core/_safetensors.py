@@ -40,11 +40,11 @@ FILE_DTYPES: dict[str, tuple[np.dtype, dtypes.DType]] = {
     "BF16": (np.dtype("<u2"), dtypes.bfloat16),  # the top 16 bits of a float32
     "I64": (np.dtype("<i8"), dtypes.int64),
     "I32": (np.dtype("<i4"), dtypes.int32),
-    "I16": (np.dtype("<i2"), dtypes.int64),
-    "I8": (np.dtype("i1"), dtypes.int64),
+    "I16": (np.dtype("<i2"), dtypes.int16),
+    "I8": (np.dtype("i1"), dtypes.int8),
     "U32": (np.dtype("<u4"), dtypes.int64),
     "U16": (np.dtype("<u2"), dtypes.int64),
-    "U8": (np.dtype("u1"), dtypes.int64),
+    "U8": (np.dtype("u1"), dtypes.uint8),
     "BOOL": (np.dtype("?"), dtypes.bool_),
 }
 # numpy dtype -> file dtype, for numpy arrays saved as themselves.

@@ -78,11 +78,16 @@ bfloat16 = DType("bfloat16", np.float32, "float", "BF16", itemsize=2, rounding=_
 int32 = DType("int32", np.int32, "int", "I32")
 int64 = DType("int64", np.int64, "int", "I64")
 bool_ = DType("bool", np.bool_, "bool", "BOOL")
+# The small integers: numpy's on the cpu (so arithmetic wraps around, as in PyTorch); on WebGPU
+# each element is an i32 narrowed after every op (backend/webgpu/elementwise.py).
+uint8 = DType("uint8", np.uint8, "int", "U8")
+int8 = DType("int8", np.int8, "int", "I8")
+int16 = DType("int16", np.int16, "int", "I16")
 # Complex numbers live on the cpu only (numpy complex arrays); see webgrad.fft's docstring.
 complex64 = DType("complex64", np.complex64, "complex", "C64")
 complex128 = DType("complex128", np.complex128, "complex", "C128")
 
-ALL = (float32, float64, float16, bfloat16, int32, int64, bool_, complex64, complex128)
+ALL = (float32, float64, float16, bfloat16, int32, int64, bool_, complex64, complex128, uint8, int8, int16)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["half"] = float16
 _BY_NAME.update(cfloat=complex64, cdouble=complex128)
@@ -165,6 +170,8 @@ def _promote_same_priority(dtypes) -> DType | None:
             best = d
         elif d.category == best.category == "float" and d.itemsize == best.itemsize and d is not best:
             best = float32  # float16 with bfloat16: neither holds the other (torch gives float32)
+        elif d.category == best.category == "int" and d.itemsize == best.itemsize and d is not best:
+            best = int16  # uint8 with int8: neither holds the other (torch gives int16)
     if best is complex64 and any(d is float64 for d in dtypes):
         best = complex128  # complex64 with float64: torch keeps float64's precision
     return best

@@ -319,7 +319,7 @@ def load(f, map_location=None, weights_only=None, *, max_tensors: int | None = N
         The structure that was saved (tuples stay tuples, numpy arrays stay
         arrays), or for a plain safetensors file a dict of name -> Tensor in
         the order of the file's header. F16/BF16 load as float16/bfloat16;
-        I8/U8/I16/U16/U32 as int64.
+        I8/U8/I16 as int8/uint8/int16; U16/U32 as int64.
 
     Example:
         >>> webgrad.save({"fc.weight": webgrad.ones(2, 3)}, "model.safetensors")

@@ -342,6 +342,15 @@ class Tensor:
     def bool(self) -> "Tensor":
         return self.type(dtypes.bool_)
 
+    def byte(self) -> "Tensor":
+        return self.type(dtypes.uint8)
+
+    def char(self) -> "Tensor":
+        return self.type(dtypes.int8)
+
+    def short(self) -> "Tensor":
+        return self.type(dtypes.int16)
+
     def cpu(self) -> "Tensor":
         return self.to("cpu")
 
@@ -419,10 +428,27 @@ class Tensor:
     def __neg__(self): return ops.neg(self)
     def __pos__(self): return self
     def __abs__(self): return ops.abs(self)
-    def __invert__(self): return ops.logical_not(self)
-    def __and__(self, other): return ops.logical_and(self, other)
-    def __or__(self, other): return ops.logical_or(self, other)
-    def __xor__(self, other): return ops.logical_xor(self, other)
+    # Bitwise on bool and integer tensors (on bools the same as logical), an error on floats.
+    def __invert__(self): return ops.bitwise_not(self)
+    def __and__(self, other): return ops.bitwise_and(self, other)
+    def __or__(self, other): return ops.bitwise_or(self, other)
+    def __xor__(self, other): return ops.bitwise_xor(self, other)
+    def __rand__(self, other): return ops.bitwise_and(other, self)
+    def __ror__(self, other): return ops.bitwise_or(other, self)
+    def __rxor__(self, other): return ops.bitwise_xor(other, self)
+    def __lshift__(self, other): return ops.bitwise_left_shift(self, other)
+    def __rshift__(self, other): return ops.bitwise_right_shift(self, other)
+    def __rlshift__(self, other): return ops.bitwise_left_shift(other, self)
+    def __rrshift__(self, other): return ops.bitwise_right_shift(other, self)
+    def __iand__(self, other): return ops.update_("bitwise_and_", self, ops.bitwise_and, other)
+    def __ior__(self, other): return ops.update_("bitwise_or_", self, ops.bitwise_or, other)
+    def __ixor__(self, other): return ops.update_("bitwise_xor_", self, ops.bitwise_xor, other)
+    def bitwise_and(self, other): return ops.bitwise_and(self, other)
+    def bitwise_or(self, other): return ops.bitwise_or(self, other)
+    def bitwise_xor(self, other): return ops.bitwise_xor(self, other)
+    def bitwise_not(self): return ops.bitwise_not(self)
+    def bitwise_left_shift(self, other): return ops.bitwise_left_shift(self, other)
+    def bitwise_right_shift(self, other): return ops.bitwise_right_shift(self, other)
     def __eq__(self, other): return ops.eq(self, other)  # type: ignore[override]
     def __ne__(self, other): return ops.ne(self, other)  # type: ignore[override]
     def __lt__(self, other): return ops.lt(self, other)
@@ -541,25 +567,29 @@ class Tensor:
     def where(self, condition, other): return ops.where(condition, self, other)
 
     # -- reductions -----------------------------------------------------------------
-    def sum(self, dim=None, keepdim=False, dtype=None): return ops.sum(self, dim, keepdim, dtype=dtype)
-    def mean(self, dim=None, keepdim=False): return ops.mean(self, dim, keepdim)
-    def prod(self, dim=None, keepdim=False): return ops.prod(self, dim, keepdim)
-    def max(self, dim=None, keepdim=False): return ops.max(self, dim, keepdim)
-    def min(self, dim=None, keepdim=False): return ops.min(self, dim, keepdim)
-    def amax(self, dim=None, keepdim=False): return ops.amax(self, dim, keepdim)
-    def amin(self, dim=None, keepdim=False): return ops.amin(self, dim, keepdim)
+    def sum(self, dim=None, keepdim=False, dtype=None, *, keepdims=None):
+        return ops.sum(self, dim, keepdim, dtype=dtype, keepdims=keepdims)
+    def mean(self, dim=None, keepdim=False, *, dtype=None, keepdims=None):
+        return ops.mean(self, dim, keepdim, dtype=dtype, keepdims=keepdims)
+    def prod(self, dim=None, keepdim=False, *, dtype=None, keepdims=None):
+        return ops.prod(self, dim, keepdim, dtype=dtype, keepdims=keepdims)
+    def max(self, dim=None, keepdim=False, *, keepdims=None): return ops.max(self, dim, keepdim, keepdims=keepdims)
+    def min(self, dim=None, keepdim=False, *, keepdims=None): return ops.min(self, dim, keepdim, keepdims=keepdims)
+    def amax(self, dim=None, keepdim=False, *, keepdims=None): return ops.amax(self, dim, keepdim, keepdims=keepdims)
+    def amin(self, dim=None, keepdim=False, *, keepdims=None): return ops.amin(self, dim, keepdim, keepdims=keepdims)
     def argmax(self, dim=None, keepdim=False): return ops.argmax(self, dim, keepdim)
     def argmin(self, dim=None, keepdim=False): return ops.argmin(self, dim, keepdim)
-    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        return ops.var(self, dim, unbiased, keepdim, correction=correction)
-    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        return ops.std(self, dim, unbiased, keepdim, correction=correction)
-    def logsumexp(self, dim, keepdim=False): return ops.logsumexp(self, dim, keepdim)
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, keepdims=None):
+        return ops.var(self, dim, unbiased, keepdim, correction=correction, keepdims=keepdims)
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, keepdims=None):
+        return ops.std(self, dim, unbiased, keepdim, correction=correction, keepdims=keepdims)
+    def logsumexp(self, dim, keepdim=False, *, keepdims=None):
+        return ops.logsumexp(self, dim, keepdim, keepdims=keepdims)
     def softmax(self, dim, dtype=None): return ops.softmax(self, dim, dtype=dtype)
     def log_softmax(self, dim, dtype=None): return ops.log_softmax(self, dim, dtype=dtype)
-    def all(self, dim=None, keepdim=False): return ops.all(self, dim, keepdim)
-    def any(self, dim=None, keepdim=False): return ops.any(self, dim, keepdim)
-    def norm(self, p=2, dim=None, keepdim=False): return ops.norm(self, p, dim, keepdim)
+    def all(self, dim=None, keepdim=False, *, keepdims=None): return ops.all(self, dim, keepdim, keepdims=keepdims)
+    def any(self, dim=None, keepdim=False, *, keepdims=None): return ops.any(self, dim, keepdim, keepdims=keepdims)
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None): return ops.norm(self, p, dim, keepdim, dtype=dtype)
 
     # -- linear algebra -------------------------------------------------------------
     def matmul(self, other): return ops.matmul(self, other)
@@ -774,7 +804,7 @@ def _new_like(t, name, args, dtype, device, requires_grad):
 
 
 _LEGACY_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "int32": "IntTensor",
-                 "bool": "BoolTensor"}
+                 "bool": "BoolTensor", "uint8": "ByteTensor", "int8": "CharTensor", "int16": "ShortTensor"}
 
 from . import ops  # noqa: E402  (ops imports Tensor; methods look ops up at call time)
 from .ops import registry as _registry  # noqa: E402  (the observers' host-read hook in _host)

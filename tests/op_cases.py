@@ -357,6 +357,51 @@ case("copysign", "special", lambda x, y: x.copysign(y), np.copysign, SPECIAL(9),
 case("copysign", "scalar", lambda x: x.copysign(-1.0), lambda x: np.copysign(x, -1.0), AWAY(5))
 case("copysign", "int", lambda x, y: webgrad.copysign(x, y), np.copysign, I(5), I(5), grad=False,
      dtype="float32")
+# ---- bitwise ops: bool and integer tensors --------------------------------------------------
+for op, fn, ref in [("bitwise_and", lambda x, y: x & y, np.bitwise_and),
+                    ("bitwise_or", lambda x, y: x | y, np.bitwise_or),
+                    ("bitwise_xor", lambda x, y: webgrad.bitwise_xor(x, y), np.bitwise_xor)]:
+    case(op, "int", fn, ref, I(3, 4, low=-20, high=20), I(4, low=-20, high=20), grad=False)
+    case(op, "bool", fn, ref, B(3, 4), B(3, 4), grad=False)
+    case(op, "int32_scalar", lambda x, fn=fn: fn(x, 6), lambda x, ref=ref: ref(x, np.int32(6)),
+         I(5, low=-20, high=20, dtype="int32"), grad=False)
+case("bitwise_and", "scalar_left", lambda x: 12 & x, lambda x: np.bitwise_and(12, x), I(5, low=-20, high=20),
+     grad=False)
+case("bitwise_not", "int", lambda x: ~x, np.invert, I(6, low=-20, high=20), grad=False)
+case("bitwise_not", "bool", lambda x: x.bitwise_not(), np.invert, B(6), grad=False)
+case("bitwise_left_shift", "int", lambda x, y: x << y, np.left_shift, I(6, low=-20, high=20), I(6, low=0, high=8),
+     grad=False)
+case("bitwise_left_shift", "scalar_left", lambda y: 3 << y, lambda y: np.left_shift(3, y), I(6, low=0, high=8),
+     grad=False)
+case("bitwise_right_shift", "int", lambda x, y: x >> y, np.right_shift, I(6, low=-99, high=99),
+     I(6, low=0, high=8), grad=False)
+case("bitwise_right_shift", "method", lambda x: x.bitwise_right_shift(2), lambda x: np.right_shift(x, 2),
+     I(6, low=-99, high=99, dtype="int32"), grad=False)
+# ---- uint8, int8, int16: wrap-around casts and arithmetic, torch's promotion ---------------------
+case("cast", "to_uint8_wraps", lambda x: x.byte(), lambda x: x.astype(np.uint8), I(8, low=-300, high=300), grad=False)
+case("cast", "to_int8_wraps", lambda x: x.char(), lambda x: x.astype(np.int8), I(8, low=-300, high=300), grad=False)
+case("cast", "to_int16_wraps", lambda x: x.short(), lambda x: x.astype(np.int16), I(8, low=-70000, high=70000),
+     grad=False)
+case("cast", "float_to_uint8", lambda x: x.to(webgrad.uint8), lambda x: x.astype(np.uint8), F(8, low=0, high=255),
+     grad=False)
+case("cast", "uint8_to_float", lambda x: x.float(), lambda x: x.astype(np.float32),
+     I(8, low=0, high=255, dtype="uint8"), grad=False)
+case("add", "uint8_wraps", lambda x, y: x + y, np.add, I(8, low=0, high=255, dtype="uint8"),
+     I(8, low=0, high=255, dtype="uint8"), grad=False)
+case("mul", "int8_wraps", lambda x, y: x * y, np.multiply, I(8, low=-128, high=127, dtype="int8"),
+     I(8, low=-128, high=127, dtype="int8"), grad=False)
+case("sub", "int16_wraps", lambda x, y: x - y, np.subtract, I(8, low=-32768, high=32767, dtype="int16"),
+     I(8, low=-32768, high=32767, dtype="int16"), grad=False)
+case("add", "uint8_int8", lambda x, y: x + y, np.add, I(8, low=0, high=255, dtype="uint8"),
+     I(8, low=-128, high=127, dtype="int8"), grad=False, dtype="int16")
+case("add", "uint8_pyint", lambda x: x + 7, lambda x: x + np.uint8(7), I(8, low=0, high=255, dtype="uint8"), grad=False)
+case("neg", "uint8_wraps", lambda x: -x, np.negative, I(8, low=0, high=255, dtype="uint8"), grad=False)
+case("bitwise_and", "uint8", lambda x, y: x & y, np.bitwise_and, I(8, low=0, high=255, dtype="uint8"),
+     I(8, low=0, high=255, dtype="uint8"), grad=False)
+case("bitwise_not", "uint8", lambda x: ~x, np.invert, I(8, low=0, high=255, dtype="uint8"), grad=False)
+case("bitwise_not", "int8", lambda x: ~x, np.invert, I(8, low=-128, high=127, dtype="int8"), grad=False)
+case("bitwise_left_shift", "int16_wraps", lambda x: x << 9, lambda x: np.left_shift(x, np.int16(9)),
+     I(8, low=-300, high=300, dtype="int16"), grad=False)
 TOLERANCES.update({"erfinv": (2e-5, 1e-6), "tan": (1e-5, 1e-5), "cosh": (1e-5, 1e-5), "sinh": (1e-5, 1e-5),
                    "erfc": (2e-5, 1e-6)})
 

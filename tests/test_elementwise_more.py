@@ -254,3 +254,46 @@ def test_new_primitives_export_to_onnx():
     session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {"x": x, "y": y})
     np.testing.assert_allclose(got, model(webgrad.tensor(x), webgrad.tensor(y)).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_bitwise_operators_match_torch(device, torch_ref):
+    a = np.array([5, -3, 12, 0, 7], dtype=np.int64)
+    b = np.array([3, 1, 6, 2, 0], dtype=np.int64)
+    x, y = webgrad.tensor(a, device=device), webgrad.tensor(b, device=device)
+    m = x > 0
+    ours = [x & y, x | y, x ^ y, ~x, x << y, x >> y, 6 & x, 6 | x, 6 ^ x, 1 << y, 100 >> y, ~m, m & (y > 1), m ^ True]
+    expected = torch_ref(lambda torch: tuple(r.numpy() for r in (lambda x, y, m: [
+        x & y, x | y, x ^ y, ~x, x << y, x >> y, 6 & x, 6 | x, 6 ^ x, 1 << y, 100 >> y, ~m, m & (y > 1), m ^ True])(
+        torch.tensor(a), torch.tensor(b), torch.tensor(a) > 0)))
+    for got, want in zip(ours, expected):
+        np.testing.assert_array_equal(got.numpy(), want)
+        assert got.dtype.name == str(want.dtype)
+    with pytest.raises(webgrad.OpError, match="bitwise_and"):
+        webgrad.tensor([1.0]) & webgrad.tensor([1.0])
+    with pytest.raises(webgrad.OpError, match="bitwise_not"):
+        ~webgrad.tensor([1.0])
+
+
+SMALL_INTS = ["uint8", "int8", "int16"]
+
+
+@pytest.mark.parametrize("name", SMALL_INTS)
+def test_small_integer_dtypes_match_torch(name, device, torch_ref):
+    values = np.array([-300, -129, -1, 0, 5, 127, 200, 70000], dtype=np.int64)
+    x = webgrad.tensor(values, device=device)
+    small = x.to(getattr(webgrad, name))
+    others = ["bool", "uint8", "int8", "int16", "int32", "int64", "float32"]
+    ours = [small.numpy(), (small + small).numpy(), (small * 3).numpy(), (small // 7).numpy(), small.sum().numpy(),
+            np.array([str((small + webgrad.ones(1, dtype=getattr(webgrad, o), device=device)).dtype.name)
+                      for o in others])]
+
+    def torch_side(torch):
+        t = torch.tensor(values).to(getattr(torch, name))
+        return (t.numpy(), (t + t).numpy(), (t * 3).numpy(), (t // 7).numpy(), t.sum().numpy(),
+                np.array([str((t + torch.ones(1, dtype=getattr(torch, o))).dtype).removeprefix("torch.")
+                          for o in others]))
+
+    for got, want in zip(ours, torch_ref(torch_side)):
+        np.testing.assert_array_equal(got, want)
+    assert webgrad.tensor([1]).byte().dtype is webgrad.uint8 and webgrad.tensor([1]).char().dtype is webgrad.int8
+    assert webgrad.tensor([1]).short().dtype is webgrad.short is webgrad.int16

@@ -164,6 +164,34 @@ EMITTERS.update({
 })
 
 
+def _bitwise(onnx_op, bool_op):
+    """Bools: the logical op; integers: ONNX's Bitwise* (opset 18)."""
+    def emit(low, node, *inputs):
+        if node.inputs[0].dtype is bool_:
+            return low.emit(bool_op, inputs)
+        if low.opset < 18:
+            raise ExportError(f"onnx.export: {onnx_op} of integers needs opset_version >= 18, got {low.opset}")
+        return low.emit(onnx_op, inputs)
+    return emit
+
+
+def _shift(left):
+    """x * 2**y, or floor(x / 2**y) (ONNX's BitShift takes unsigned integers only)."""
+    def emit(low, node, x, y):
+        power = low.emit("Pow", [low.scalar(2, node.inputs[0]), y])
+        if left:
+            return low.emit("Mul", [x, power])
+        return _floor_divide(low, node, x, power)
+    return emit
+
+
+EMITTERS.update({
+    E.BITWISE_AND: _bitwise("BitwiseAnd", "And"), E.BITWISE_OR: _bitwise("BitwiseOr", "Or"),
+    E.BITWISE_XOR: _bitwise("BitwiseXor", "Xor"), E.BITWISE_NOT: _bitwise("BitwiseNot", "Not"),
+    E.BITWISE_LEFT_SHIFT: _shift(True), E.BITWISE_RIGHT_SHIFT: _shift(False),
+})
+
+
 # -- reductions -------------------------------------------------------------------------
 def _reduce(onnx_op, axes_input_since):
     """ReduceSum takes its axes as an input from opset 13, the others from opset 18."""

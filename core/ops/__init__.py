@@ -10,6 +10,9 @@ from .elementwise import isfinite, isinf, isnan, nan_to_num  # noqa: F401
 from .elementwise import (  # noqa: F401
     acos, acosh, asin, asinh, atan, atan2, atanh, copysign, cosh, erfc, erfinv, expm1, fmod, sinh, tan, trunc,
 )
+from .elementwise import (  # noqa: F401
+    bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
+)
 from .pointwise import (  # noqa: F401
     addcdiv, addcmul, allclose, clamp_max, clamp_min, deg2rad, digamma, entr, equal, exp2, float_power, frac,
     hypot, isclose, isneginf, isposinf, isreal, lerp, lgamma, log2, log10, logaddexp, logaddexp2, logit,
@@ -49,6 +52,10 @@ from .shape_ops import (  # noqa: F401,E402  (Tensor.unfold is shape_ops.unfold)
     diag_embed, diagflat, diagonal, dstack, fliplr, flipud, hstack, meshgrid, moveaxis, ravel, roll, rot90,
     row_stack, split_with_sizes, swapaxes, swapdims, tensor_split, tile, trace, tril_indices, triu_indices,
     vstack,
+)
+from .statistics import (  # noqa: F401,E402
+    aminmax, bincount, count_nonzero, cummax, cummin, histc, kthvalue, logcumsumexp, median, mode, nanmean,
+    nanmedian, nanquantile, nansum, quantile, std_mean, var_mean,
 )
 from .products import (  # noqa: F401,E402
     addbmm, addmm, addmv, addr, baddbmm, chain_matmul, cross, dot, inner, kron, mv, tensordot, vdot,

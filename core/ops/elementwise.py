@@ -339,6 +339,53 @@ LOGICAL_XOR = defop("logical_xor", wgsl=E({"f32": "u32(wg_truthy(a) != wg_truthy
                     infer=compare_infer("logical_xor"), numpy=np.logical_xor)
 
 
+
+# -- bitwise ops (bool and integer tensors) -------------------------------------------
+def _bitwise_infer(op_name):
+    def infer(x, y, **attrs):
+        for t in (x, y):
+            if t.dtype.category == "float":
+                raise OpError(f"{op_name}: only integer and bool tensors are supported, got {describe(t)}")
+        return broadcast_shapes(op_name, x.shape, y.shape), x.dtype
+    return infer
+
+
+def _shift_right(x, y):
+    return np.right_shift(x, np.minimum(y, x.dtype.itemsize * 8 - 1).astype(x.dtype))
+
+
+def _shift_left(x, y):
+    return np.where(y >= x.dtype.itemsize * 8, x.dtype.type(0), np.left_shift(x, y))
+
+
+BITWISE_AND = defop("bitwise_and", wgsl=E("a & b"), infer=_bitwise_infer("bitwise_and"), numpy=np.bitwise_and)
+BITWISE_OR = defop("bitwise_or", wgsl=E("a | b"), infer=_bitwise_infer("bitwise_or"), numpy=np.bitwise_or)
+BITWISE_XOR = defop("bitwise_xor", wgsl=E("a ^ b"), infer=_bitwise_infer("bitwise_xor"), numpy=np.bitwise_xor)
+# Shift counts of the width or more: 0 for <<, the sign for >> (PyTorch's results; WGSL and C
+# would take the count modulo the width).
+BITWISE_LEFT_SHIFT = defop("bitwise_left_shift", wgsl=E("select(a << u32(b), 0, b >= 32 || b < 0)"),
+                           infer=_bitwise_infer("bitwise_left_shift"), numpy=_shift_left)
+BITWISE_RIGHT_SHIFT = defop("bitwise_right_shift", wgsl=E("a >> u32(clamp(b, 0, 31))"),
+                            infer=_bitwise_infer("bitwise_right_shift"), numpy=_shift_right)
+BITWISE_NOT = defop("bitwise_not", wgsl=E({"u32": "1u - a", "*": "~a"}), numpy=np.invert,
+                    infer=lambda x: (x.shape, x.dtype) if x.dtype.category != "float" else _no_float("bitwise_not", x))
+
+
+def _no_float(op_name, x):
+    raise OpError(f"{op_name}: only integer and bool tensors are supported, got {describe(x)}")
+
+
+def _bitwise(op, x, y):
+    return _binary(op, x, y)
+
+
+def bitwise_and(input, other): return _bitwise(BITWISE_AND, input, other)  # noqa: A002
+def bitwise_or(input, other): return _bitwise(BITWISE_OR, input, other)  # noqa: A002
+def bitwise_xor(input, other): return _bitwise(BITWISE_XOR, input, other)  # noqa: A002
+def bitwise_left_shift(input, other): return _bitwise(BITWISE_LEFT_SHIFT, input, other)  # noqa: A002
+def bitwise_right_shift(input, other): return _bitwise(BITWISE_RIGHT_SHIFT, input, other)  # noqa: A002
+def bitwise_not(input): return apply(BITWISE_NOT, input)  # noqa: A002
+
 def _scalar_tensor(value, dtype, device):
     return scalar_tensor(value, dtype, device)
 

@@ -1,6 +1,9 @@
 """Launching elementwise kernels (unary/binary/ternary.wgsl) over strided views."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from .array import contiguous_strides
@@ -29,8 +32,27 @@ _PLANS: dict = {}
 _MAX_PLANS = 4096
 
 
+# The small integer dtypes live in i32 elements; every result is wrapped into the dtype's
+# range (two's complement, as a cast or an overflow in PyTorch does).
+NARROW = {"uint8": "(({}) & 255)", "int8": "((({}) << 24u) >> 24u)", "int16": "((({}) << 16u) >> 16u)"}
+
+
+@dataclass(frozen=True)
+class Narrowed:
+    """An ``Elementwise`` record whose i32 result is wrapped by ``wrap`` (a NARROW entry)."""
+
+    inner: Any
+    wrap: str
+
+    def expression(self, in_kind: str, out_kind: str) -> str | None:
+        expr = self.inner.expression(in_kind, out_kind)
+        return None if expr is None else self.wrap.format(expr)
+
+
 def run(backend, op, record, arrays, attrs, shape, dtype):
     """The launcher of ``Elementwise`` records: a new array of ``dtype``."""
+    if dtype.name in NARROW:
+        record = Narrowed(record, NARROW[dtype.name])
     return launch(backend, op.name, record, arrays, shape, kind_of(dtype))
 
 

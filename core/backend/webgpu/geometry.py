@@ -30,7 +30,8 @@ ELEMENTS = {
     "u32": Element("u32", 4, np.uint32, "bool"),  # bool as 0/1
 }
 # The kind each webgrad dtype is stored as on the device; int64 values must fit in 32 bits.
-KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32"}
+# uint8, int8 and int16 are i32 too: elementwise kernels wrap each result into their range.
+KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32", "uint8": "i32", "int8": "i32", "int16": "i32"}
 
 
 def itemsize(kind: str) -> int:
