@@ -177,3 +177,16 @@ def test_printing_matches_torch():
 def test_errors_name_the_op(call, message):
     with pytest.raises(webgrad.OpError, match=message):
         call()
+
+
+def test_second_derivatives_match_torch(torch_ref):
+    """The transforms' gradients are written with the transforms, so they differentiate again."""
+    def hessian_vector(lib, make):
+        t = make(_signal(2, 8))
+        loss = (lib.fft.irfft(lib.fft.rfft(t) ** 2, 8) ** 2).sum() + lib.fft.fft(t).abs().sum()
+        (g,) = lib.autograd.grad(loss, [t], create_graph=True)
+        (g ** 2).sum().backward()
+        return t.grad
+    ours = hessian_vector(webgrad, lambda a: webgrad.tensor(a, requires_grad=True))
+    assert_close(ours, torch_ref(lambda torch: hessian_vector(torch, lambda a: torch.tensor(a, requires_grad=True))
+                                 .numpy()), 1e-8, 1e-9)

@@ -220,6 +220,16 @@ def test_norm_of_a_zero_vector_and_its_gradient(ord, torch_ref):
     assert_close(x.grad, np.zeros(3))  # torch's subgradient
 
 
+def test_gradient_of_det_at_a_singular_matrix_is_the_cofactor_matrix():
+    singular = np.array([[[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], [[2.0, 1.0, 0.0], [0.0, 1.0, 0.0],
+                                                                              [0.0, 0.0, 3.0]]])
+    a = webgrad.tensor(singular, requires_grad=True)
+    webgrad.linalg.det(a).sum().backward()
+    cofactors = np.array([[[4.0, 4.0, -4.0], [-2.0, -2.0, 2.0], [0.0, 0.0, 0.0]],
+                          [[3.0, 0.0, 0.0], [-3.0, 6.0, 0.0], [0.0, 0.0, 2.0]]])
+    assert_close(a.grad, cofactors, 1e-10, 1e-10)  # (torch gives 0 for the singular one)
+
+
 def test_double_backward_of_inv():
     a = webgrad.tensor(_inputs("square")[0][0], requires_grad=True)
 

@@ -153,7 +153,20 @@ class Det(Function):
     @staticmethod
     def backward(ctx, g):
         a, d = ctx.saved_tensors
+        if bool((d == 0).any()):
+            # A singular matrix has no inverse, but det's derivative is still its cofactor
+            # matrix (torch gives 0 there); from an SVD on the host, not differentiable again.
+            return g.unsqueeze(-1).unsqueeze(-1) * on_host(_cofactors, a.detach())
         return (g * d).unsqueeze(-1).unsqueeze(-1) * inv(a).mT
+
+
+def _cofactors(a):
+    """The cofactor matrix adj(A)^T = det(U) det(Vh) U diag(prod_{j != i} s_j) Vh."""
+    u, s, vh = np.linalg.svd(a)
+    n = s.shape[-1]
+    others = np.prod(np.where(np.eye(n, dtype=bool), 1.0, s[..., None, :]), axis=-1)
+    sign = np.linalg.det(u) * np.linalg.det(vh)
+    return sign[..., None, None] * (u * others[..., None, :]) @ vh
 
 
 class SlogDet(Function):
