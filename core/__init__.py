@@ -18,6 +18,9 @@ from .dtypes import (  # noqa: F401
 from .dtypes import float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401
 from .dtypes import float16 as half  # noqa: F401
 from .dtypes import int8, int16, int16 as short, uint8  # noqa: F401
+from .memory_format import (  # noqa: F401
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
+)
 from .dtypes import complex64, complex128, complex64 as cfloat, complex128 as cdouble  # noqa: F401
 from .tensor import Size, Tensor  # noqa: F401
 from .device_api import device  # noqa: F401
@@ -111,7 +114,8 @@ def __getattr__(name):
                 "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx", "graph",
                 "lite", "special", "distributions", "sparse", "distributed", "linalg", "fft"):
         return importlib.import_module(f"webgrad.{name}")
-    if name in ("det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "cholesky"):  # torch.linalg's
+    if name in ("det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "cholesky", "cholesky_solve",
+                "cholesky_inverse"):  # torch.linalg's
         return getattr(importlib.import_module("webgrad.linalg"), "torch_" + name)
     if name in ("real", "imag", "conj", "angle", "complex", "polar", "view_as_real", "view_as_complex",
                 "is_complex"):  # complex tensors (core/complex_ops.py)

@@ -14,6 +14,7 @@ import numpy as np
 from . import autograd, dtypes
 from .backend import get_backend, normalize_device
 from .device_api import _INTERNED as _DEVICES, as_device, parse_to_arguments
+from .memory_format import check as _check_memory_format, is_contiguous as _is_contiguous_in
 
 
 class Size(tuple):
@@ -359,11 +360,18 @@ class Tensor:
         raise RuntimeError("cuda(): webgrad has no CUDA backend (webgrad.cuda.is_available() is False); use "
                            ".to(webgrad.accelerator.current_accelerator()) for WebGPU, or stay on 'cpu'")
 
-    def clone(self) -> "Tensor":
+    def clone(self, *, memory_format=None) -> "Tensor":
+        """A copy; ``memory_format`` is accepted (memory is always row-major here, see webgrad.memory_format)."""
+        _check_memory_format("clone", memory_format)
         return ops.clone(self)
 
-    def contiguous(self) -> "Tensor":
+    def contiguous(self, memory_format=None) -> "Tensor":
+        """Row-major memory; ``memory_format`` is accepted (e.g. channels_last) without changing the layout."""
+        _check_memory_format("contiguous", memory_format)
         return ops.contiguous(self)
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return _is_contiguous_in(self.shape, get_backend(self.device).is_contiguous(self._data), memory_format)
 
     # -- in place ---------------------------------------------------------------
     def copy_(self, src) -> "Tensor":

@@ -227,3 +227,55 @@ def test_movement(device, torch_ref, case):
 def test_broadcast_shapes_and_nelement():
     assert webgrad.broadcast_shapes((2, 1), (3,), 1) == webgrad.Size([2, 3])
     assert webgrad.ones(2, 3).nelement() == 6
+
+
+def _with_nan(a, every=3):
+    a = a.copy()
+    a.reshape(-1)[::every] = np.nan
+    return a
+
+
+REDUCTIONS = [
+    ("median_all", lambda t, x: (t.median(x), x.median()), F(3, 4)),
+    ("median_dim", lambda t, x: t.median(x, 1, keepdim=True), F(3, 4)),
+    ("median_nan", lambda t, x: (x.median(0), x.median()), _with_nan(F(4, 3), 5)),
+    ("nanmedian", lambda t, x: (t.nanmedian(x, 1), x.nanmedian()), _with_nan(F(3, 5), 4)),
+    ("quantile", lambda t, x, q: (t.quantile(x, q, dim=1), x.quantile(0.3)), F(3, 5), np.array([0.0, 0.25, 0.9])),
+    ("quantile_modes", lambda t, x: tuple(t.quantile(x, 0.4, dim=0, keepdim=True, interpolation=m)
+                                          for m in ("linear", "lower", "higher", "midpoint", "nearest")), F(6, 2)),
+    ("nanquantile", lambda t, x: (t.nanquantile(x, 0.5, dim=1), x.nanquantile(0.7)), _with_nan(F(3, 4), 3)),
+    ("kthvalue", lambda t, x: (t.kthvalue(x, 2, 0), x.kthvalue(3, keepdim=True)), F(4, 5)),
+    ("mode", lambda t, x: (t.mode(x, 1), x.mode(0, True)), I(4, 6, high=3)),
+    ("mode_float", lambda t, x: t.mode(x.round(), 1), F(3, 6)),
+    ("nansum_nanmean", lambda t, x: (t.nansum(x), x.nansum(1), t.nanmean(x, 0), x.nanmean()), _with_nan(F(3, 4), 5)),
+    ("cummax", lambda t, x: (t.cummax(x, 1), x.cummin(0)), F(3, 5)),
+    ("cummax_ties_int", lambda t, x: (t.cummax(x, 0), x.cummin(0)), np.array([1, 3, 3, 2, 3, 0, 0])),
+    ("cummax_nan", lambda t, x: (t.cummax(x, 0), t.cummin(x, 0)), np.array([1.0, np.nan, 2.0, 5.0])),
+    ("logcumsumexp", lambda t, x: t.logcumsumexp(x, 1), F(2, 5, high=3)),
+    ("count_nonzero", lambda t, x: (t.count_nonzero(x), x.count_nonzero(1), t.count_nonzero(x, (0, 1))),
+     I(3, 4, high=2)),
+    ("aminmax", lambda t, x: (t.aminmax(x), x.aminmax(dim=1, keepdim=True)), F(3, 4)),
+    ("var_mean", lambda t, x: (t.var_mean(x, 1), t.std_mean(x, 0, keepdim=True), t.var_mean(x, True),
+                               t.std_mean(x, dim=1, correction=0)), F(3, 4)),
+    ("bincount", lambda t, x, w: (t.bincount(x), x.bincount(w, minlength=7)), I(8, high=5), F(8), NO_GRAD),
+    ("histc", lambda t, x: (t.histc(x, bins=4, min=-1, max=1), x.histc(5)), F(20)),
+    ("keepdims_spelling", lambda t, x: (t.sum(x, 1, keepdims=True), x.mean(0, keepdims=True),
+                                        t.amax(x, 1, keepdims=True), x.std(1, keepdims=True)),
+     F(3, 4)),
+    ("prod_dtype", lambda t, x: (t.prod(x, dtype=t.float32), x.prod(0, dtype=t.int32), x.sum(1, dtype=t.int32)),
+     I(3, 2, high=4, low=1)),
+    ("std_var_positional_unbiased", lambda t, x: (t.std(x, True), t.var(x, False), x.std(False),
+                                                  t.var(x, 1, correction=2)), F(3, 4)),
+    ("norm_p", lambda t, x: tuple(t.norm(x, p) for p in (float("inf"), float("-inf"), 0, 1, 3, "fro")), F(3, 4)),
+    ("norm_dim", lambda t, x: (t.norm(x, float("-inf"), 1), x.norm(0, dim=0), x.norm(p="fro", dim=1)), F(3, 4)),
+    ("norm_nuc", lambda t, x: (t.norm(x, "nuc"), x.norm("nuc", keepdim=True)), F(3, 4)),
+    ("logsumexp_empty", lambda t, x: (t.logsumexp(x, 1), x.logsumexp(0)), np.zeros((2, 0))),
+    ("empty_reductions", lambda t, x: (x.sum(1), x.prod(1), x.mean(1), x.sum(), x.prod(), x.nansum(1)),
+     np.zeros((2, 0))),
+]
+
+
+@pytest.mark.parametrize("case", REDUCTIONS, ids=[c[0] for c in REDUCTIONS])
+def test_reductions(device, torch_ref, case):
+    _, fn, *arrays = case
+    check(device, torch_ref, fn, *arrays)

@@ -5,6 +5,7 @@ gradient). Composed from them: mean, var, std, max/min with indices, logsumexp, 
 from __future__ import annotations
 
 import builtins
+import importlib
 from collections import namedtuple
 
 import numpy as np
@@ -110,18 +111,35 @@ def _prod(x, dims, keepdim):
     return apply(PROD, x, dims=dims, keepdim=keepdim)
 
 
-def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
+def _keep(keepdim, keepdims):
+    """PyTorch also takes numpy's spelling, ``keepdims=True``."""
+    return keepdim if keepdims is None else bool(keepdims)
+
+
+def sum(x, dim=None, keepdim=False, *, dtype=None, keepdims=None):  # noqa: A001
     """Sum over ``dim`` (an int, a tuple of ints, or None for all)."""
-    if dtype is not None:
+    keepdim = _keep(keepdim, keepdims)
+    if dtype is not None:  # the sum is done in that dtype (an int32 sum stays int32)
         x = cast(x, dtypes.to_dtype(dtype))
+        if x.dtype is not dtypes.bool_:
+            return apply(SUM, x, dims=reduce_dims("sum", dim, x.ndim), keepdim=keepdim)
     return _sum(x, reduce_dims("sum", dim, x.ndim), keepdim)
 
 
-def prod(x, dim=None, keepdim=False):
+def prod(x, dim=None, keepdim=False, *, dtype=None, keepdims=None):
+    """Product over ``dim`` (an int, or None for all); ints and bools multiply in int64 unless ``dtype``."""
+    keepdim = _keep(keepdim, keepdims)
+    if dtype is not None:  # the product is done in that dtype
+        x = cast(x, dtypes.to_dtype(dtype))
+        if x.dtype is not dtypes.bool_:
+            return apply(PROD, x, dims=normalize_dims("prod", dim, x.ndim), keepdim=keepdim)
     return _prod(x, normalize_dims("prod", dim, x.ndim), keepdim)
 
 
-def mean(x, dim=None, keepdim=False):
+def mean(x, dim=None, keepdim=False, *, dtype=None, keepdims=None):
+    keepdim = _keep(keepdim, keepdims)
+    if dtype is not None:
+        x = cast(x, dtypes.to_dtype(dtype))
     if not x.dtype.is_complex:
         require_float("mean", x)
     dims = reduce_dims("mean", dim, x.ndim)
@@ -132,11 +150,13 @@ def mean(x, dim=None, keepdim=False):
     return total / count if count else total * float("nan")  # mean of nothing is nan
 
 
-def amax(x, dim=None, keepdim=False):
+def amax(x, dim=None, keepdim=False, *, keepdims=None):
+    keepdim = _keep(keepdim, keepdims)
     return apply(AMAX, x, dims=reduce_dims("amax", dim, x.ndim), keepdim=keepdim)
 
 
-def amin(x, dim=None, keepdim=False):
+def amin(x, dim=None, keepdim=False, *, keepdims=None):
+    keepdim = _keep(keepdim, keepdims)
     return apply(AMIN, x, dims=reduce_dims("amin", dim, x.ndim), keepdim=keepdim)
 
 
@@ -163,25 +183,29 @@ def _extreme(name, x, dim, keepdim, arg_fn):
     return ValuesIndices(values, indices)
 
 
-def max(x, dim=None, keepdim=False):  # noqa: A001
+def max(x, dim=None, keepdim=False, *, keepdims=None):  # noqa: A001
     """``max(x)`` is the largest element; ``max(x, dim)`` gives ``(values, indices)``.
     ``max(x, y)`` with a tensor ``y`` is ``maximum``."""
+    keepdim = _keep(keepdim, keepdims)
     if isinstance(dim, Tensor):
         return maximum(x, dim)
     return _extreme("max", x, dim, keepdim, argmax)
 
 
-def min(x, dim=None, keepdim=False):  # noqa: A001
+def min(x, dim=None, keepdim=False, *, keepdims=None):  # noqa: A001
+    keepdim = _keep(keepdim, keepdims)
     if isinstance(dim, Tensor):
         return minimum(x, dim)
     return _extreme("min", x, dim, keepdim, argmin)
 
 
-def all(x, dim=None, keepdim=False):  # noqa: A001
+def all(x, dim=None, keepdim=False, *, keepdims=None):  # noqa: A001
+    keepdim = _keep(keepdim, keepdims)
     return _all_any("all", AMIN, x, dim, keepdim, True)
 
 
-def any(x, dim=None, keepdim=False):  # noqa: A001
+def any(x, dim=None, keepdim=False, *, keepdims=None):  # noqa: A001
+    keepdim = _keep(keepdim, keepdims)
     return _all_any("any", AMAX, x, dim, keepdim, False)
 
 
@@ -194,8 +218,12 @@ def _all_any(name, extreme, x, dim, keepdim, empty_value):  # dim=() reduces not
     return apply(extreme, cast(x, dtypes.bool_), dims=dims, keepdim=keepdim)
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """Variance; ``correction=1`` (the default, or ``unbiased=True``) divides by N - 1."""
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None, keepdims=None):
+    """Variance; ``correction=1`` (the default, or ``unbiased=True``) divides by N - 1.
+    ``var(x, True)`` is the unbiased flag, as in PyTorch."""
+    keepdim = _keep(keepdim, keepdims)
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
     require_float("var", x)
     if correction is None:
         correction = 0 if unbiased is False else 1
@@ -207,14 +235,17 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _sum(centered * centered, dims, keepdim) / builtins.max(count - correction, 0)
 
 
-def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return sqrt(var(x, dim, unbiased, keepdim, correction=correction))
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None, keepdims=None):
+    return sqrt(var(x, dim, unbiased, keepdim, correction=correction, keepdims=keepdims))
 
 
-def logsumexp(x, dim, keepdim=False):
-    """log(sum(exp(x))) computed without overflow."""
+def logsumexp(x, dim, keepdim=False, *, keepdims=None):
+    """log(sum(exp(x))) computed without overflow; -inf over an empty dim."""
+    keepdim = _keep(keepdim, keepdims)
     require_float("logsumexp", x)
     dims = normalize_dims("logsumexp", dim, x.ndim)
+    if builtins.any(x.shape[d] == 0 for d in dims):
+        return full(_reduced_shape(x.shape, dims, keepdim), float("-inf"), dtype=x.dtype, device=x.device)
     peak = amax(x, dims, True).detach()
     peak = where(peak.abs() == float("inf"), 0.0, peak)
     out = log(_sum(exp(x - peak), dims, True)) + peak
@@ -330,12 +361,31 @@ def cross_entropy(x, labels, ignore_index=-100, smoothing=0.0):
     return apply(CROSS_ENTROPY, x, labels, ignore_index=int(ignore_index), smoothing=float(smoothing))
 
 
-def norm(x, p=2, dim=None, keepdim=False):
+def norm(x, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """The p-norm over ``dim`` (all elements when None): p a number (inf, -inf: the largest
+    and smallest |x|; 0: how many are nonzero), ``'fro'`` (the 2-norm) or ``'nuc'`` (the sum
+    of singular values of the matrices in the last two dims, or ``dim``)."""
+    if out is not None:
+        raise TypeError("norm: out= is not supported; use the returned tensor")
+    if dtype is not None:
+        x = cast(x, dtypes.to_dtype(dtype))
     require_float("norm", x)
+    if p == "nuc":
+        # webgrad.linalg (its SVD) is built on ops, so ops reaches it by name at call time, the way
+        # webgrad's own __getattr__ loads subpackages, not by an import that would close a circle.
+        linalg = importlib.import_module("webgrad.linalg")
+        return linalg.matrix_norm(x, "nuc", dim=(-2, -1) if dim is None else dim, keepdim=keepdim)
+    if isinstance(p, str) and p != "fro":
+        raise OpError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
     if p == 1:
         return sum(x.abs(), dim, keepdim)
     if p == float("inf"):
         return amax(x.abs(), dim, keepdim)
+    if p == float("-inf"):
+        return amin(x.abs(), dim, keepdim)
+    if p == 0:  # how many are nonzero, in x's dtype; a zero gradient (the where keeps x in the graph)
+        count = cast(sum(x != 0, dim, keepdim), x.dtype)
+        return where(full((), True, dtype=dtypes.bool_, device=x.device), count, sum(x, dim, keepdim))
     if p == 2 or p == "fro":
         total, root = _sum(x * x, reduce_dims("norm", dim, x.ndim), keepdim), sqrt
     else:
