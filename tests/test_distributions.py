@@ -108,7 +108,8 @@ KL_PAIRS = [("Normal", "Normal"), ("Uniform", "Uniform"), ("Laplace", "Laplace")
             ("Gamma", "Gamma"), ("Beta", "Beta"), ("Dirichlet", "Dirichlet"), ("Poisson", "Poisson"),
             ("Bernoulli-probs", "Bernoulli-logits"), ("Categorical-logits", "Categorical-probs"),
             ("OneHotCategorical", "OneHotCategorical"), ("MVN-cov", "MVN-tril"), ("MVN-tril", "MVN-precision"),
-            ("Independent-Normal", "Independent-Normal")]
+            ("Independent-Normal", "Independent-Normal"), ("Uniform", "Normal"), ("Exponential", "Gamma"),
+            ("Exponential", "Normal"), ("Laplace", "Normal"), ("Gamma", "Normal")]
 SECOND = {  # q differs from p where the same builder would give KL 0
     "Normal": lambda lib, d: lib.distributions.Normal(T(lib, LOC * 0.5, d), T(lib, SCALE + 1, d)),
     "Uniform": lambda lib, d: lib.distributions.Uniform(T(lib, LOC - 1, d), T(lib, LOC + SCALE + 1, d)),
