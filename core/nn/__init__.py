@@ -21,6 +21,9 @@ from .modules import (  # noqa: F401
     AdaptiveAvgPool1d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
     AvgPool3d, LPPool1d, LPPool2d, LPPool3d, MaxPool1d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d,
 )
+from .modules import (  # noqa: F401
+    ChannelShuffle, Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d,
+)
 from .modules import Transformer, TransformerDecoder, TransformerDecoderLayer  # noqa: F401
 from .modules import (  # noqa: F401
     CELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, PReLU, RReLU, Softmax2d, Softmin, Softshrink, Softsign,

@@ -20,6 +20,9 @@ from .pooling import (  # noqa: F401
     AvgPool3d, LPPool1d, LPPool2d, LPPool3d, MaxPool1d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d,
 )
 from .sparse import Embedding  # noqa: F401
+from .upsampling import (  # noqa: F401
+    ChannelShuffle, Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d,
+)
 from .activation import (  # noqa: F401
     CELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, PReLU, RReLU, Softmax2d, Softmin, Softshrink, Softsign,
     Tanhshrink, Threshold,
