@@ -206,37 +206,39 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False) -> Tensor:
                   requires_grad=requires_grad)
 
 
+# The *_like functions take PyTorch's memory_format and ignore it: memory is always row-major
+# here (see webgrad.memory_format).
 def _like(fn, x, dtype, device, requires_grad, *args):
     return fn(*args, tuple(x.shape), dtype=dtype or x.dtype, device=device or x.device,
               requires_grad=requires_grad)
 
 
-def zeros_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+def zeros_like(x, dtype=None, device=None, requires_grad=False, *, memory_format=None) -> Tensor:
     return _like(zeros, x, dtype, device, requires_grad)
 
 
-def ones_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+def ones_like(x, dtype=None, device=None, requires_grad=False, *, memory_format=None) -> Tensor:
     return _like(ones, x, dtype, device, requires_grad)
 
 
-def empty_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+def empty_like(x, dtype=None, device=None, requires_grad=False, *, memory_format=None) -> Tensor:
     return _like(zeros, x, dtype, device, requires_grad)
 
 
-def full_like(x, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False, *, memory_format=None) -> Tensor:
     return full(tuple(x.shape), fill_value, dtype=dtype or x.dtype, device=device or x.device,
                 requires_grad=requires_grad)
 
 
-def rand_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+def rand_like(x, dtype=None, device=None, requires_grad=False, *, memory_format=None) -> Tensor:
     return _like(rand, x, dtype, device, requires_grad)
 
 
-def randn_like(x, dtype=None, device=None, requires_grad=False) -> Tensor:
+def randn_like(x, dtype=None, device=None, requires_grad=False, *, memory_format=None) -> Tensor:
     return _like(randn, x, dtype, device, requires_grad)
 
 
-def randint_like(x, low, high=None, dtype=None, device=None) -> Tensor:
+def randint_like(x, low, high=None, dtype=None, device=None, *, memory_format=None) -> Tensor:
     return randint(low, high, tuple(x.shape), dtype=dtype or x.dtype, device=device or x.device)
 
 

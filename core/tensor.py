@@ -370,7 +370,7 @@ class Tensor:
         _check_memory_format("contiguous", memory_format)
         return ops.contiguous(self)
 
-    def is_contiguous(self, memory_format=None) -> bool:
+    def is_contiguous(self, memory_format=None):  # -> bool (here `bool` names the method)
         return _is_contiguous_in(self.shape, get_backend(self.device).is_contiguous(self._data), memory_format)
 
     # -- in place ---------------------------------------------------------------
@@ -398,11 +398,24 @@ class Tensor:
     def clamp_(self, min=None, max=None) -> "Tensor":
         return ops.update_("clamp_", self, ops.clamp, min, max)
 
-    def uniform_(self, a=0.0, b=1.0) -> "Tensor":
-        return ops.copy_(self, ops.rand_like(self) * (b - a) + a)
+    # Random refills (core/ops/random_ops.py): webgrad's stream, or generator=.
+    def uniform_(self, *args, generator=None, **kwargs) -> "Tensor":
+        return ops.random_ops.uniform_(self, *args, generator=generator, **kwargs)
 
-    def normal_(self, mean=0.0, std=1.0) -> "Tensor":
-        return ops.copy_(self, ops.randn_like(self) * std + mean)
+    def normal_(self, mean=0.0, std=1.0, *, generator=None) -> "Tensor":
+        return ops.random_ops.normal_(self, mean, std, generator=generator)
+
+    def bernoulli_(self, p=0.5, *, generator=None): return ops.random_ops.bernoulli_(self, p, generator=generator)
+    def exponential_(self, lambd=1.0, *, generator=None):
+        return ops.random_ops.exponential_(self, lambd, generator=generator)
+    def geometric_(self, p, *, generator=None): return ops.random_ops.geometric_(self, p, generator=generator)
+    def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+        return ops.random_ops.cauchy_(self, median, sigma, generator=generator)
+    def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+        return ops.random_ops.log_normal_(self, mean, std, generator=generator)
+    def random_(self, *args, generator=None, **kwargs):
+        return ops.random_ops.random_(self, *args, generator=generator, **kwargs)
+    def bernoulli(self, p=None, *, generator=None): return ops.bernoulli(self, p, generator=generator)
 
     def masked_fill_(self, mask, value) -> "Tensor":
         return ops.update_("masked_fill_", self, ops.masked_fill, mask, value)

@@ -297,3 +297,23 @@ def test_small_integer_dtypes_match_torch(name, device, torch_ref):
         np.testing.assert_array_equal(got, want)
     assert webgrad.tensor([1]).byte().dtype is webgrad.uint8 and webgrad.tensor([1]).char().dtype is webgrad.int8
     assert webgrad.tensor([1]).short().dtype is webgrad.short is webgrad.int16
+
+
+LAYOUTS = [((2, 3, 4, 4), "channels_last"), ((2, 1, 4, 4), "channels_last"), ((2, 3, 1, 1), "channels_last"),
+           ((2, 3, 4), "channels_last"), ((2, 3, 2, 2, 2), "channels_last_3d"), ((2, 3, 4, 4), "contiguous_format")]
+
+
+@pytest.mark.parametrize("shape, layout", LAYOUTS, ids=[f"{s}-{f}" for s, f in LAYOUTS])
+def test_memory_formats_are_accepted_and_is_contiguous_matches_torch(shape, layout, device, torch_ref):
+    fmt = getattr(webgrad, layout)
+    x = webgrad.arange(int(np.prod(shape)), dtype=webgrad.float32, device=device).reshape(shape)
+    copies = [x.contiguous(memory_format=fmt), x.clone(memory_format=webgrad.preserve_format), x.to(memory_format=fmt),
+              webgrad.zeros_like(x, memory_format=fmt) + x, webgrad.empty_like(x, memory_format=fmt) * 0 + x]
+    for c in copies:  # row-major whatever was asked
+        np.testing.assert_array_equal(c.numpy(), x.numpy())
+        assert c.is_contiguous()
+    expected = torch_ref(lambda torch: np.array(torch.zeros(shape).is_contiguous(memory_format=getattr(torch, layout))))
+    assert x.is_contiguous(memory_format=fmt) == bool(expected)
+    assert not x.transpose(0, 1).is_contiguous() or shape[1] == 1
+    with pytest.raises(TypeError, match="memory_format"):
+        x.contiguous(memory_format="channels_last")
