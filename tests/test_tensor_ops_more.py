@@ -279,3 +279,76 @@ REDUCTIONS = [
 def test_reductions(device, torch_ref, case):
     _, fn, *arrays = case
     check(device, torch_ref, fn, *arrays)
+
+
+# -- random draws: moments of large samples, reproducibility, shapes and dtypes -------------
+N = 20000
+
+
+def _moments(t):
+    a = t.detach().numpy().astype(np.float64)
+    return a.mean(), a.std()
+
+
+@pytest.mark.parametrize("name, fill, mean, std", [
+    ("uniform_", lambda x, g: x.uniform_(-1, 3, generator=g), 1.0, 4 / 12 ** 0.5),
+    ("uniform_from_to", lambda x, g: x.uniform_(**{"from": 2, "to": 4}, generator=g), 3.0, 2 / 12 ** 0.5),
+    ("normal_", lambda x, g: x.normal_(2.0, 0.5, generator=g), 2.0, 0.5),
+    ("bernoulli_", lambda x, g: x.bernoulli_(0.25, generator=g), 0.25, (0.25 * 0.75) ** 0.5),
+    ("exponential_", lambda x, g: x.exponential_(2.0, generator=g), 0.5, 0.5),
+    ("geometric_", lambda x, g: x.geometric_(0.5, generator=g), 2.0, 2 ** 0.5),
+    ("log_normal_", lambda x, g: x.log_normal_(0.0, 0.25, generator=g), np.exp(0.25 ** 2 / 2),
+     ((np.exp(0.0625) - 1) * np.exp(0.0625)) ** 0.5),
+    ("random_", lambda x, g: x.random_(0, 10, generator=g), 4.5, (99 / 12) ** 0.5),
+])
+def test_inplace_random_fills_match_their_distribution_and_reproduce(device, name, fill, mean, std):
+    g = webgrad.Generator().manual_seed(5)
+    x = fill(webgrad.empty(N, device=device), g)
+    got_mean, got_std = _moments(x)
+    assert abs(got_mean - mean) < 4 * std / N ** 0.5 + 1e-3, (name, got_mean, mean)
+    assert abs(got_std - std) < 0.05 * std, (name, got_std, std)
+    again = fill(webgrad.empty(N, device=device), g.manual_seed(5))
+    np.testing.assert_array_equal(again.numpy(), x.numpy())
+    webgrad.manual_seed(3)
+    a = fill(webgrad.empty(8, device=device), None)
+    webgrad.manual_seed(3)
+    np.testing.assert_array_equal(fill(webgrad.empty(8, device=device), None).numpy(), a.numpy())
+
+
+def test_cauchy_median_and_quartiles(device):
+    x = webgrad.empty(N, device=device).cauchy_(1.0, 2.0, generator=webgrad.Generator().manual_seed(1)).numpy()
+    q1, q2, q3 = np.quantile(x, [0.25, 0.5, 0.75])  # a Cauchy's quartiles are median -+ sigma
+    assert abs(q2 - 1.0) < 0.1 and abs(q1 + 1.0) < 0.15 and abs(q3 - 3.0) < 0.15
+
+
+def test_random_int_and_bounds(device):
+    x = webgrad.zeros(N, dtype=webgrad.int64, device=device).random_(3, 7)
+    assert x.dtype is webgrad.int64 and set(np.unique(x.numpy())) == {3, 4, 5, 6}
+    y = webgrad.zeros(1000, device=device).random_(5)
+    assert set(np.unique(y.numpy())) <= set(range(5))
+
+
+def test_bernoulli_normal_poisson(device):
+    webgrad.manual_seed(0)
+    p = webgrad.tensor(np.linspace(0, 1, 5).repeat(4000), dtype=webgrad.float32, device=device)
+    draws = webgrad.bernoulli(p)
+    assert draws.dtype is p.dtype and set(np.unique(draws.numpy())) <= {0.0, 1.0}
+    np.testing.assert_allclose(draws.numpy().reshape(5, -1).mean(1), np.linspace(0, 1, 5), atol=0.03)
+    assert abs(webgrad.ones(N, device=device).bernoulli(0.3).numpy().mean() - 0.3) < 0.02
+    mean = webgrad.zeros(N, 2, device=device, requires_grad=True)
+    std = webgrad.tensor([1.0, 3.0], device=device, requires_grad=True)
+    out = webgrad.normal(mean, std)
+    assert tuple(out.shape) == (N, 2)
+    np.testing.assert_allclose(out.detach().numpy().std(0), [1.0, 3.0], rtol=0.05)
+    out.sum().backward()  # d/dmean = 1, d/dstd = the standard draws (reparameterized, as torch)
+    np.testing.assert_allclose(mean.grad.numpy(), 1.0)
+    np.testing.assert_allclose(std.grad.numpy(), (out.detach().numpy() / [1.0, 3.0]).sum(0), rtol=1e-4)
+    assert tuple(webgrad.normal(1.0, webgrad.ones(3, device=device)).shape) == (3,)
+    assert tuple(webgrad.normal(webgrad.ones(2, 3, device=device)).shape) == (2, 3)
+    fixed = webgrad.normal(5.0, 2.0, (N,), generator=webgrad.Generator().manual_seed(2))
+    np.testing.assert_allclose(_moments(fixed), (5.0, 2.0), rtol=0.05)
+    rates = webgrad.tensor([0.5, 4.0], device=device).repeat(N // 2)
+    counts = webgrad.poisson(rates, webgrad.Generator().manual_seed(4)).numpy().reshape(-1, 2)
+    np.testing.assert_allclose(counts.mean(0), [0.5, 4.0], rtol=0.05)
+    with pytest.raises(webgrad.OpError, match="std >= 0"):
+        webgrad.normal(webgrad.zeros(2), webgrad.tensor([1.0, -1.0]))
