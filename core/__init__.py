@@ -51,6 +51,7 @@ from .ops import (  # noqa: F401
 )
 from .ops import acos as arccos, acosh as arccosh, asin as arcsin, asinh as arcsinh  # noqa: F401
 from .ops import atan as arctan, atan2 as arctan2, atanh as arctanh, trunc as fix  # noqa: F401
+from .ops import i0  # noqa: F401
 from .ops import (  # noqa: F401
     bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
 )

@@ -59,6 +59,8 @@ CASES = [
     ("tall:svd_product", lambda L, a: _svd_invariant(L.svd(a, full_matrices=False))),
     ("wide:svd_full", lambda L, a: _svd_invariant(L.svd(a))),
     ("spd:eigvalsh", lambda L, a: L.eigvalsh(a)),
+    ("square:eig", lambda L, a: (L.eig(a).eigenvalues, L.eig(a).eigenvectors.abs())),  # phases are LAPACK's
+    ("square:eigvals", lambda L, a: L.eigvals(a)),
     ("spd:eigh", lambda L, a: _eigh_invariant(L.eigh(a))),
     ("spd:eigh_upper", lambda L, a: _eigh_invariant(L.eigh(a, UPLO="U"))),
     ("tall:pinv", lambda L, a: L.pinv(a)),
@@ -93,8 +95,10 @@ CASES = [
     for o in ("fro", "nuc", 1, -1, 2, -2, INF, -INF)
 ]
 
-# Not differentiable (or piecewise constant) in the inputs we draw.
-NO_GRAD = {"vector_norm_0", "matrix_power_0", "qr_complete", "qr_r", "lstsq_gelsd"}  # the qr ones raise, as in torch
+# Not differentiable here (vector_norm_0, matrix_power_0: constant; the qr ones raise, as in torch;
+# lstsq_gelsd: its singular values; eig: no gradients in webgrad).
+NO_GRAD = {"vector_norm_0", "matrix_power_0", "qr_complete", "qr_r", "lstsq_gelsd", "eig", "eigvals"}
+COMPLEX = {"eig", "eigvals"}  # complex results: cpu tensors whatever the input's device
 
 
 def _svd_invariant(usv):
@@ -126,7 +130,7 @@ def test_matches_torch_in_float64(name, fn, torch_ref):
         o.numpy() for o in _flat(fn(torch.linalg, *[torch.tensor(a) for a in arrays]))))
     assert len(outputs) == len(expected)
     for out, ref in zip(outputs, expected):
-        dtype = "int64" if ref.dtype.kind == "i" else "float64"
+        dtype = {"i": "int64", "c": "complex128"}.get(ref.dtype.kind, "float64")
         assert_close(out, ref, 1e-8, 1e-9, dtype=dtype, msg=name)
 
 
@@ -137,8 +141,8 @@ def test_float32_on_every_device(name, fn, device):
     outputs = _flat(fn(webgrad.linalg, *[webgrad.tensor(a, dtype=webgrad.float32, device=device) for a in arrays]))
     expected = _flat(fn(webgrad.linalg, *[webgrad.tensor(a) for a in arrays]))
     for out, ref in zip(outputs, expected):
-        assert out.device == device
-        want = webgrad.float32 if ref.dtype is webgrad.float64 else ref.dtype
+        assert out.device == ("cpu" if name.split(":")[1] in COMPLEX else device)
+        want = {webgrad.float64: webgrad.float32, webgrad.complex128: webgrad.complex64}.get(ref.dtype, ref.dtype)
         assert_close(out, ref.numpy().astype(want.np), 2e-4, 2e-4, dtype=want, msg=name)
 
 
@@ -218,6 +222,23 @@ def test_norm_of_a_zero_vector_and_its_gradient(ord, torch_ref):
     norm.backward()
     assert_close(norm, torch_ref(lambda torch: torch.linalg.vector_norm(torch.zeros(3, dtype=torch.float64), ord)))
     assert_close(x.grad, np.zeros(3))  # torch's subgradient
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_and_inverse_match_torch(upper, torch_ref):
+    spd, rhs = _inputs("spd")[0], _inputs("square2")[1]
+
+    def run(lib, make):
+        factor = make(np.linalg.cholesky(spd).swapaxes(-1, -2) if upper else np.linalg.cholesky(spd))
+        b = make(rhs[:, :, :2])
+        outs = (lib.cholesky_solve(b, factor, upper=upper), lib.cholesky_inverse(factor[0], upper=upper))
+        (outs[0].sum() + (outs[1] ** 2).sum()).backward()
+        return outs + (factor.grad, b.grad)
+    ours = run(webgrad, lambda a: webgrad.tensor(a, requires_grad=True))
+    expected = torch_ref(lambda torch: tuple(t.detach().numpy() for t in run(torch, lambda a: torch.tensor(
+        a, requires_grad=True))))
+    for out, ref in zip(ours, expected):
+        assert_close(out, ref, 1e-8, 1e-9)
 
 
 def test_gradient_of_det_at_a_singular_matrix_is_the_cofactor_matrix():

@@ -26,14 +26,14 @@ from ..ops.registry import OpError
 from ..tensor import Tensor
 from . import decompositions as _d
 from .decompositions import (
-    EighResult, QRResult, SlogdetResult, SVDResult, diag_embed, require_matrix,
+    EigResult, EighResult, QRResult, SlogdetResult, SVDResult, require_matrix,
 )
 
 __all__ = [
     "vector_norm", "matrix_norm", "norm", "inv", "inv_ex", "solve", "solve_ex", "det", "slogdet", "cholesky",
     "cholesky_ex", "qr", "svd", "svdvals", "eigh", "eigvalsh", "pinv", "lstsq", "matrix_power", "matrix_rank",
     "multi_dot", "cross", "vecdot", "solve_triangular", "cond", "tensorinv", "tensorsolve", "vander", "diagonal",
-    "matmul", "diag_embed",
+    "matmul", "eig", "eigvals", "cholesky_solve", "cholesky_inverse",
 ]
 
 InvExResult = namedtuple("InvExResult", ["inverse", "info"])
@@ -281,6 +281,32 @@ def eigvalsh(A, UPLO="L"):  # noqa: N803
     return _d.eigh_tuple(A, UPLO)[0]
 
 
+def eig(A):  # noqa: N803
+    """``(eigenvalues, eigenvectors)`` of a general square matrix, complex (cpu tensors), as
+    LAPACK's geev gives them (unit-norm eigenvectors). No gradients here: the results do not
+    require grad (use ``eigh`` where A is symmetric)."""
+    require_matrix("linalg.eig", A, square=True)
+    return EigResult(*_d.Eig.apply(A))
+
+
+def eigvals(A):  # noqa: N803
+    """The complex eigenvalues of a general square matrix."""
+    return eig(A).eigenvalues
+
+
+def cholesky_solve(B, L, upper=False):  # noqa: N803
+    """``torch.cholesky_solve``: X with ``A @ X = B`` given A's Cholesky factor ``L`` (or U)."""
+    lower = L.mT if upper else L
+    # Through A = L L^T (not two triangular solves): every entry of L gets a gradient, as in torch.
+    return solve(lower @ lower.mT, B)
+
+
+def cholesky_inverse(L, upper=False):  # noqa: N803
+    """``torch.cholesky_inverse``: the inverse of A from its Cholesky factor ``L`` (or U)."""
+    lower = L.mT if upper else L
+    return inv(lower @ lower.mT)
+
+
 def _tolerance(A, s_max, atol, rtol):  # noqa: N803
     """torch's cutoff max(atol, rtol * s_max); rtol defaults to eps * max(m, n), or to 0 when a
     positive atol is given."""
@@ -487,6 +513,8 @@ torch_logdet = logdet
 torch_slogdet = slogdet
 torch_inverse = inv
 torch_matrix_power = matrix_power
+torch_cholesky_solve = cholesky_solve
+torch_cholesky_inverse = cholesky_inverse
 
 
 def torch_pinverse(input, rcond=1e-15):  # noqa: A002

@@ -39,8 +39,11 @@ def on_host(fn, *tensors):
     for array in (results,) if single else results:
         array = np.asarray(array)
         dtype = tensors[0].dtype if array.dtype.kind == "f" else _int_dtype(array)
-        data = allocate(get_backend(device), "from_numpy", array.astype(dtype.np, copy=False), dtype)
-        out.append(Tensor._make(data, array.shape, dtype, device))
+        where = device
+        if array.dtype.kind == "c":  # complex results are cpu tensors (core/complex_ops.py)
+            dtype, where = (dtypes.complex128 if tensors[0].dtype is dtypes.float64 else dtypes.complex64), "cpu"
+        data = allocate(get_backend(where), "from_numpy", array.astype(dtype.np, copy=False), dtype)
+        out.append(Tensor._make(data, array.shape, dtype, where))
     return out[0] if single else tuple(out)
 
 
@@ -339,7 +342,21 @@ class PseudoInverse(Function):
         return first + second + third, None
 
 
+class Eig(Function):
+    """The eigen-decomposition of a general square matrix: complex eigenvalues and vectors."""
+
+    @staticmethod
+    def forward(ctx, a):
+        return on_host(lambda x: tuple(np.asarray(v, dtype=np.complex128) for v in np.linalg.eig(x)), a)
+
+    @staticmethod
+    def backward(ctx, gw, gv):
+        raise RuntimeError("linalg.eig: gradients are not implemented in webgrad; for symmetric matrices "
+                           "use linalg.eigh, whose gradients are")
+
+
 QRResult = namedtuple("QRResult", ["Q", "R"])
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
