@@ -23,6 +23,16 @@ RNG = np.random.default_rng(2022)
 KINKS = np.array([-4.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0, 7.0, -20.0, 20.0, 0.25, -0.25])
 
 
+@pytest.fixture(autouse=True)
+def _fresh_draws():
+    """Draws made inside a test depend on that test alone, not on which tests ran before it."""
+    global RNG
+    tables = RNG
+    RNG = np.random.default_rng(7)
+    yield
+    RNG = tables
+
+
 def R(*shape, low=-2.0, high=2.0):
     return RNG.uniform(low, high, size=shape)
 

@@ -6,10 +6,11 @@ and its gradients at the kinks (``clamp_min(z, 0)`` passes the gradient at z = 0
 the multi-margin losses' ``z > 0`` test does not).
 
 ``ctc_loss`` runs the standard forward (alpha) recursion in log space, one step of
-Tensor ops per time step; autograd differentiates it. Its gradient with respect to
-``log_probs`` is the true one; PyTorch's differs by ``exp(log_probs)``, a term that
-vanishes once it flows back through a ``log_softmax``, so the gradients with respect
-to the logits agree.
+Tensor ops per time step; autograd differentiates it. PyTorch's gradient with respect
+to ``log_probs`` is not the plain derivative: it adds ``exp(log_probs)`` (it assumes
+the input came from ``log_softmax``, through which that term cancels). ctc_loss adds
+the same term with a value-neutral ``mass - mass.detach()``, so the gradients agree
+with PyTorch's both for ``log_probs`` and for the logits before a ``log_softmax``.
 """
 from __future__ import annotations
 
@@ -368,6 +369,12 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     empty = creation.tensor([0.0 if n == 0 else -_NEG for n in tg_lens], dtype=log_probs.dtype, device=device)
     nll = ops.where(started, nll, empty)
     impossible = nll > -_NEG / 2
+    # PyTorch's gradient with respect to log_probs is exp(log_probs) - posterior (it assumes they
+    # come from log_softmax, through which the exp term cancels); add that term, value unchanged.
+    running = creation.tensor([[t < n for n in in_lens] for t in range(steps)], dtype=dtypes.bool_,
+                              device=device).reshape(steps, batch, 1)
+    mass = ops.where(running, ops.exp(log_probs), 0.0).sum((0, 2))
+    nll = nll + (mass - mass.detach())
     if zero_infinity:
         nll = ops.where(impossible, 0.0, nll)
     else:
