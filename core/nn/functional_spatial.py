@@ -118,7 +118,7 @@ def _antialias_matrix(in_size, out_size, scale, align_corners, cubic):
     inverse = 1.0 / step if step >= 1.0 else 1.0
     matrix = np.zeros((out_size, in_size))
     for i in range(out_size):
-        center = step * (i + 0.5 - (0.5 if align_corners else 0.0)) + (0.5 if align_corners else 0.0)
+        center = step * (i + 0.5)
         low = max(int(center - support + 0.5), 0)
         high = min(int(center + support + 0.5), in_size)
         x = (np.arange(low, high) - center + 0.5) * inverse
@@ -196,7 +196,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if not input.dtype.is_floating_point:
             raise OpError(f"interpolate: mode {mode!r} needs a floating input, got {describe(input)}")
         cubic = mode == "bicubic"
-        if antialias and o < n:
+        if antialias:
             matrix = _antialias_matrix(n, o, s, align_corners, cubic)
         else:
             matrix = _linear_matrix(n, o, s, align_corners, cubic)
