@@ -18,19 +18,24 @@ from .test_in_pyodide import INSTALL_PYTEST
 
 FILES = ["test_nn_modules.py", "test_nn_functional.py", "test_autograd.py", "test_autograd_function.py",
          "test_optim.py", "test_optim_more.py", "test_data.py", "test_serialize.py", "test_tensor.py",
-         "test_rnn.py", "test_transformer.py"]
+         "test_rnn.py", "test_transformer.py", "test_opinfo.py"]
 
 # Passing tests per file and device, at least: what passed in a real run (the test prints
 # its report), so tests that start skipping in the page (a torch call left unrecorded) fail.
 # Known differences of Pyodide, deselected in the page only (each is a finding for core/); none now.
 DESELECT: list[str] = []
 
+# test_opinfo.py: one test per recorded OpInfo entry and config (cpu: float64 and float32, webgpu:
+# float32) plus its three status tests; the recording is replayed there (tests/data/opinfo).
+OPINFO_CPU, OPINFO_WEBGPU = 968, 492
 _COMMON = {"test_nn_modules.py": 17, "test_autograd.py": 69, "test_autograd_function.py": 13, "test_optim.py": 118,
            "test_optim_more.py": 33, "test_data.py": 33, "test_serialize.py": 45, "test_tensor.py": 53,
            "test_rnn.py": 3, "test_transformer.py": 7}
 FLOORS = {
-    "cpu": {**_COMMON, "test_nn_functional.py": 269},  # float32 and float64
-    "webgpu": {**_COMMON, "test_nn_functional.py": 147},  # float32 only (WGSL has no f64)
+    "cpu": {**_COMMON, "test_nn_functional.py": 269,  # float32 and float64
+            "test_opinfo.py": OPINFO_CPU},
+    "webgpu": {**_COMMON, "test_nn_functional.py": 147,  # float32 only (WGSL has no f64)
+               "test_opinfo.py": OPINFO_WEBGPU},
 }
 
 RUN_FILE = """
@@ -76,7 +81,8 @@ def core_runtime(browser, server_url):
     runtime = Runtime(context.new_page())
     runtime.boot(server_url + "?device=webgpu")
     assert runtime.ok(INSTALL_PYTEST)["result"]
-    files = project_files("tests/*.py", "tests/data/torch_reference/*.npz", "demos/*.py", "demos/data/*.py",
+    files = project_files("tests/*.py", "tests/data/torch_reference/*.npz",
+                          "tests/data/opinfo/*", "demos/*.py", "demos/data/*.py",
                           "demos/data/*.npz")
     runtime.ok(install_files_code(files))
     yield runtime
