@@ -1,8 +1,8 @@
 """webgrad.special: PyTorch's ``torch.special`` functions.
 
 Each is a webgrad op or a short composition of ops, so it runs on every device and
-has gradients. Not provided (yet): the Bessel functions (i0, i0e, i1, i1e, bessel_*),
-the orthogonal polynomials and airy_ai.
+has gradients. Not provided (yet): erfcx, the Bessel functions other than i0, i0e, i1
+and i1e (bessel_j0, modified_bessel_k0, ...), the orthogonal polynomials and airy_ai.
 
 Example:
     >>> import webgrad
@@ -35,6 +35,10 @@ sinc = ops.sinc
 entr = ops.entr
 zeta = ops.zeta
 logsumexp = ops.logsumexp
+i0 = ops.i0
+i0e = ops.i0e
+i1 = ops.i1
+i1e = ops.i1e
 
 _SQRT_HALF = math.sqrt(0.5)
 
@@ -75,6 +79,7 @@ def log_ndtr(input):  # noqa: A002
     return ops.where(tail, asymptotic, central)
 
 
-__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln", "log1p", "log_ndtr",
+__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln", "i0", "i0e", "i1", "i1e",
+           "log1p", "log_ndtr",
            "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round",
            "sinc", "softmax", "xlog1py", "xlogy", "zeta"]

@@ -555,6 +555,7 @@ class Tensor:
     def digamma(self): return ops.digamma(self)
     def polygamma(self, n): return ops.polygamma(n, self)
     def mvlgamma(self, p): return ops.mvlgamma(self, p)
+    def i0(self): return ops.i0(self)
     def trunc(self): return ops.trunc(self)
     fix = trunc
     def frac(self): return ops.frac(self)
@@ -658,7 +659,7 @@ class Tensor:
     def scatter_add(self, dim, index, src): return ops.scatter_add(self, dim, index, src)
     def index_select(self, dim, index): return ops.index_select(self, dim, index)
     def index_put(self, indices, values, accumulate=False): return ops.index_put(self, indices, values, accumulate)
-    def nonzero(self): return ops.nonzero(self)
+    def nonzero(self, *, as_tuple=False): return ops.nonzero(self, as_tuple)
     def narrow(self, dim, start, length): return ops.narrow(self, dim, start, length)
 
     # -- scans, sorting, triangles ----------------------------------------------------------

@@ -52,6 +52,7 @@ X = _uniform(-2, 2, 3, 4)
 Y = _uniform(-2, 2, 3, 4)
 P = _uniform(0.3, 3, 3, 4)
 Q = _uniform(0.05, 0.95, 3, 4)
+BESSEL_X = np.array([-25.0, -3.0, -0.5, 0.0, 0.7, 4.0, 12.0, 19.5, 22.0, 30.0], dtype=np.float32)  # both branches
 GAMMA_X = np.array([-3.7, -1.2, -0.4, 0.1, 0.5, 1.0, 1.5, 2.0, 3.3, 7.9, 12.5, 40.0], dtype=np.float32)
 
 COMPOSITES = {
@@ -101,6 +102,10 @@ COMPOSITES = {
     "zeta": (lambda x, q: webgrad.special.zeta(x, q), lambda t, x, q: t.special.zeta(x, q), [P + 1.2, P]),
     "erfinv_special": (lambda x: webgrad.special.erfinv(x), lambda t, x: t.special.erfinv(x), [Q * 2 - 1]),
     "expit": (lambda x: webgrad.special.expit(x), lambda t, x: t.special.expit(x), [X]),
+    "i0": (lambda x: webgrad.i0(x), lambda t, x: t.i0(x), [BESSEL_X]),
+    "i0e": (lambda x: webgrad.special.i0e(x), lambda t, x: t.special.i0e(x), [BESSEL_X]),
+    "i1": (lambda x: webgrad.special.i1(x), lambda t, x: t.special.i1(x), [BESSEL_X]),
+    "i1e": (lambda x: webgrad.special.i1e(x), lambda t, x: t.special.i1e(x), [BESSEL_X]),
     "round_decimals": (lambda x: webgrad.round(x, decimals=2), lambda t, x: t.round(x, decimals=2), [X]),
     "special_round": (lambda x: webgrad.special.round(x), lambda t, x: t.special.round(x), [X * 3]),
     "div_trunc": (lambda x, y: x.div(y, rounding_mode="trunc"), lambda t, x, y: t.div(x, y, rounding_mode="trunc"),
@@ -108,7 +113,7 @@ COMPOSITES = {
     "div_floor": (lambda x, y: webgrad.div(x, y, rounding_mode="floor"),
                   lambda t, x, y: t.div(x, y, rounding_mode="floor"), [X * 3, P]),
 }
-LOOSE = {"lgamma": (1e-5, 2e-5), "digamma": (1e-5, 2e-5), "polygamma1": (5e-5, 1e-5), "polygamma2": (5e-5, 1e-5),
+LOOSE = {"i0": (5e-5, 1e-5), "i1": (5e-5, 1e-5), "i0e": (5e-5, 1e-6), "i1e": (5e-5, 1e-6), "lgamma": (1e-5, 2e-5), "digamma": (1e-5, 2e-5), "polygamma1": (5e-5, 1e-5), "polygamma2": (5e-5, 1e-5),
          "mvlgamma": (1e-5, 2e-5), "zeta": (5e-5, 1e-5), "ndtri": (5e-5, 1e-5), "log_ndtr": (2e-5, 1e-5)}
 # torch: zero gradients for the roundings (compared below), no derivative for zeta, NaN/inf ones at the edges.
 NO_GRAD = {"div_trunc", "div_floor", "special_round", "zeta", "entr_edges", "logaddexp_infinities"}

@@ -18,6 +18,7 @@ from .pointwise import (  # noqa: F401
     hypot, isclose, isneginf, isposinf, isreal, lerp, lgamma, log2, log10, logaddexp, logaddexp2, logit,
     mvlgamma, polygamma, positive, rad2deg, sinc, square, xlog1py, xlogy, zeta,
 )
+from .pointwise import i0, i0e, i1, i1e  # noqa: F401
 from .reduce import (  # noqa: F401
     all, amax, amin, any, argmax, argmin, cross_entropy, log_softmax, logsumexp, max, mean, min, norm,
     prod, softmax, std, sum, var,

@@ -359,3 +359,59 @@ def mvlgamma(input, p):  # noqa: A002
 
 def builtin_abs(value):
     return value if value >= 0 else -value
+
+
+# -- modified Bessel functions of the first kind, orders 0 and 1 -----------------------------
+_BESSEL_SWITCH = 20.0  # |x| below: the power series; above: the asymptotic series
+_SERIES_TERMS = 48
+_ASYMPTOTIC_TERMS = 24
+
+
+def _bessel_series(t, order):
+    """sum_k t^k / (k! (k + order)!) with t = x^2 / 4, term by term (term_k = term_(k-1) t / (k (k + order))):
+    Horner's rule would be shorter, but its backward pass multiplies t^47, which overflows float32."""
+    term = t * 0 + 1 / math.factorial(order)
+    total = term
+    for k in range(1, _SERIES_TERMS):
+        term = term * t * (1 / (k * (k + order)))
+        total = total + term
+    return total
+
+
+def _bessel_asymptotic(z, order):
+    """exp(-z) I_order(z) for large z: (2 pi z)^-1/2 sum_k (-1)^k a_k / z^k, with
+    a_k = prod_j (4 order^2 - (2j - 1)^2) / (k! 8^k)."""
+    coefficients, a = [], 1.0
+    for k in range(_ASYMPTOTIC_TERMS):
+        coefficients.append((-1) ** k * a)
+        a *= (4 * order * order - (2 * k + 1) ** 2) / ((k + 1) * 8)
+    inverse = 1 / z
+    total = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        total = total * inverse + c
+    return total * ew.rsqrt(z * (2 * math.pi))
+
+
+def _bessel(input, order, scaled, name):  # noqa: A002
+    x = _float(input, name)
+    magnitude = ew.abs(x)
+    large = ew.gt(magnitude, _BESSEL_SWITCH)
+    small_x = ew.where(large, 0.0, x)  # each branch sees values it is accurate (and finite) for
+    series = _bessel_series(small_x * small_x * 0.25, order)
+    if order == 1:
+        series = series * small_x * 0.5
+    if scaled:
+        series = series * ew.exp(-ew.abs(small_x))
+    z = ew.where(large, magnitude, _BESSEL_SWITCH + 1)
+    asymptotic = _bessel_asymptotic(z, order)
+    if order == 1:
+        asymptotic = ew.where(ew.lt(x, 0), -asymptotic, asymptotic)  # I_1 is odd
+    if not scaled:
+        asymptotic = asymptotic * ew.exp(z)
+    return ew.where(ew.isnan(x), x, ew.where(large, asymptotic, series))
+
+
+def i0(input): return _bessel(input, 0, False, "i0")  # noqa: A002
+def i0e(input): return _bessel(input, 0, True, "i0e")  # noqa: A002
+def i1(input): return _bessel(input, 1, False, "i1")  # noqa: A002
+def i1e(input): return _bessel(input, 1, True, "i1e")  # noqa: A002
