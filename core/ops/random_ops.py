@@ -44,7 +44,10 @@ def bernoulli(input, p=None, *, generator=None):  # noqa: A002  (torch's names)
     if isinstance(probs, Tensor) and probs.dtype.category != "float":
         raise OpError(f"bernoulli: expected float probabilities, got {describe(probs)}")
     u = _uniform(tuple(input.shape), _float_dtype(input), input.device, generator)
-    return cast(u < probs, input.dtype)
+    draws = cast(u < probs, input.dtype)
+    if input.requires_grad:  # PyTorch keeps the draw in the graph with a zero gradient
+        draws = where(tensor(True, device=input.device), draws, input)
+    return draws
 
 
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
