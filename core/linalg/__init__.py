@@ -70,13 +70,11 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     _require_float("linalg.vector_norm", x)
     if dtype is not None:
         x = x.to(dtypes.to_dtype(dtype))
-    dims = _dims(dim, x.ndim) if x.ndim else None
-    if x.ndim == 0:
-        dims = None
+    dims = None if x.ndim == 0 else _dims(dim, x.ndim)
     if ord == _INF:
-        return x.abs().amax(dims, keepdim) if dims is None or dims else x.abs()
+        return x.abs().amax(dims, keepdim)
     if ord == -_INF:
-        return x.abs().amin(dims, keepdim) if dims is None or dims else x.abs()
+        return x.abs().amin(dims, keepdim)
     if ord == 0:
         return (x != 0).to(x.dtype).sum(dims, keepdim)
     if ord == 1:
