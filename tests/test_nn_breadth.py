@@ -504,6 +504,7 @@ GRADCHECKS = [
     ("gaussian_nll", lambda x, v: WF.gaussian_nll_loss(x, webgrad.zeros(3, 2, dtype=webgrad.float64), v.abs() + 0.1),
      (3, 2), (3, 2)),
     ("glu_prelu", lambda x, w: WF.prelu(WF.glu(x, 1), w), (2, 4, 3), (2,)),
+    ("bilinear", lambda a, b, w: WF.bilinear(a, b, w), (2, 3), (2, 4), (2, 3, 4)),
 ]
 
 
@@ -583,3 +584,14 @@ def test_lazy_linear_infers_in_features_and_becomes_linear():
     assert [tuple(p.shape) for p in ours.parameters()] == [(4, 3), (4,)]
     bound = 1 / math.sqrt(3)
     assert np.abs(ours.bias.detach().numpy()).max() <= bound
+
+
+def test_bilinear_matches_torch(device, torch_ref):
+    check(device, torch_ref, lambda t, F, a, b, w, c: F.bilinear(a, b, w, c), R(2, 5, 3), R(2, 5, 4), R(6, 3, 4), R(6))
+
+
+def test_bilinear_module_matches_torch_module():
+    torch = need_module("torch")
+    ours, theirs = nn.Bilinear(3, 4, 5), torch.nn.Bilinear(3, 4, 5)
+    assert repr(ours) == repr(theirs) and list(ours.state_dict()) == list(theirs.state_dict())
+    assert np.abs(ours.weight.detach().numpy()).max() <= 1 / math.sqrt(3)

@@ -31,7 +31,7 @@ from .modules import (  # noqa: F401
     CosineEmbeddingLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, KLDivLoss, MarginRankingLoss,
     MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss,
     TripletMarginLoss, TripletMarginWithDistanceLoss, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d,
-    InstanceNorm3d, LocalResponseNorm, RMSNorm, EmbeddingBag, LazyLinear,
+    InstanceNorm3d, LocalResponseNorm, RMSNorm, EmbeddingBag, LazyLinear, Bilinear,
 )
 from .modules import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from . import functional, init, parallel, utils  # noqa: F401,E402

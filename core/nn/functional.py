@@ -31,6 +31,7 @@ __all__ = [
     "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "hardtanh", "softplus", "logsigmoid",
     "mish", "softmax", "log_softmax", "sigmoid", "tanh", "dropout", "linear", "batch_norm",
     "layer_norm", "normalize", "embedding", "scaled_dot_product_attention", "one_hot", "pad", "embedding_bag",
+    "bilinear",
 ]
 
 
@@ -183,6 +184,26 @@ def linear(input, weight, bias=None):
         raise OpError(f"linear: input {describe(input)} does not match weight {describe(weight)}: "
                       f"the input's last dimension must be in_features = {weight.shape[-1]}")
     out = ops.matmul(input, weight.mT if weight.ndim == 2 else weight)
+    return out if bias is None else out + bias
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y_k = x1 · weight[k] · x2 + bias_k over the last dims, weight of shape (out, in1, in2).
+
+    Example:
+        >>> F.bilinear(webgrad.ones(2, 3), webgrad.ones(2, 4), webgrad.ones(5, 3, 4)).shape
+        webgrad.Size([2, 5])
+    """
+    if weight.ndim != 3 or input1.shape[-1:] != weight.shape[1:2] or input2.shape[-1:] != weight.shape[2:3] \
+            or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise OpError(f"bilinear: inputs {describe(input1, input2)} do not fit weight {describe(weight)} "
+                      f"(expected (..., in1), (..., in2) and (out, in1, in2))")
+    out_features, in1, in2 = weight.shape
+    batch = tuple(input1.shape[:-1])
+    rows = math.prod(batch)
+    pairs = input1.reshape(rows, in1, 1) * input2.reshape(rows, 1, in2)   # every x1_i x2_j
+    out = ops.matmul(pairs.reshape(rows, in1 * in2), weight.reshape(out_features, in1 * in2).mT)
+    out = out.reshape(batch + (out_features,))
     return out if bias is None else out + bias
 
 

@@ -29,7 +29,7 @@ from .activation import (  # noqa: F401
 )
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from .sparse import EmbeddingBag  # noqa: F401
-from .linear import LazyLinear  # noqa: F401
+from .linear import Bilinear, LazyLinear  # noqa: F401
 from .dropout import AlphaDropout, Dropout3d, FeatureAlphaDropout  # noqa: F401
 from .loss import (  # noqa: F401
     CosineEmbeddingLoss, CTCLoss, GaussianNLLLoss, HingeEmbeddingLoss, KLDivLoss, MarginRankingLoss,

@@ -1,4 +1,4 @@
-"""Identity, Linear, LazyLinear, Flatten and Unflatten."""
+"""Identity, Linear, Bilinear, LazyLinear, Flatten and Unflatten."""
 from __future__ import annotations
 
 import math
@@ -58,6 +58,40 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Bilinear(Module):
+    """y = x1ᵀ A x2 + b with weight A of shape (out_features, in1_features, in2_features).
+
+    Initialised like PyTorch: weight and bias U(-1/sqrt(in1), 1/sqrt(in1)).
+
+    Example:
+        >>> nn.Bilinear(3, 4, 5)(webgrad.ones(2, 3), webgrad.ones(2, 4)).shape
+        webgrad.Size([2, 5])
+    """
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = Parameter(creation.empty(out_features, in1_features, in2_features, dtype=dtype, device=device))
+        if bias:
+            self.bias = Parameter(creation.empty(out_features, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.weight.shape[1]) if self.weight.shape[1] else 0.0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
 class LazyLinear(Linear):
