@@ -117,7 +117,7 @@ def __getattr__(name):
                 "lite", "special", "distributions", "sparse", "distributed", "linalg", "fft"):
         return importlib.import_module(f"webgrad.{name}")
     if name in ("det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "cholesky", "cholesky_solve",
-                "cholesky_inverse"):  # torch.linalg's
+                "cholesky_inverse", "svd", "qr"):  # torch.linalg's
         return getattr(importlib.import_module("webgrad.linalg"), "torch_" + name)
     if name in ("real", "imag", "conj", "angle", "complex", "polar", "view_as_real", "view_as_complex",
                 "is_complex"):  # complex tensors (core/complex_ops.py)

@@ -635,6 +635,8 @@ class Tensor:
     def pinverse(self, rcond=1e-15): return _linalg().torch_pinverse(self, rcond)
     def matrix_power(self, n): return _linalg().matrix_power(self, n)
     def cholesky(self, upper=False): return _linalg().cholesky(self, upper=upper)
+    def svd(self, some=True, compute_uv=True): return _linalg().torch_svd(self, some, compute_uv)
+    def qr(self, some=True): return _linalg().torch_qr(self, some)
 
     # -- shape ------------------------------------------------------------------------
     def reshape(self, *shape): return ops.reshape(self, *shape)

@@ -215,6 +215,27 @@ def test_torch_level_spellings(torch_ref):
         assert_close(out, ref, 1e-8, 1e-9)
 
 
+@pytest.mark.parametrize("some, compute_uv", [(True, True), (False, True), (True, False)])
+def test_torch_svd_and_qr(some, compute_uv, torch_ref):
+    a = _inputs("tall")[0]
+    u, s, v = webgrad.svd(webgrad.tensor(a), some=some, compute_uv=compute_uv)
+    q, r = webgrad.tensor(a).qr(some=some)
+    expected = torch_ref(lambda torch: tuple(t.numpy() for t in (*torch.svd(torch.tensor(a), some=some,
+                                                                             compute_uv=compute_uv),
+                                                                  *torch.tensor(a).qr(some=some))))
+    k = s.shape[-1]
+    eu, es, ev, eq, er = expected
+    assert (tuple(u.shape), tuple(v.shape)) == (eu.shape, ev.shape)
+    assert_close(s, es, 1e-10, 1e-10)
+    assert_close(q, eq, 1e-10, 1e-10)
+    assert_close(r, er, 1e-10, 1e-10)
+    if compute_uv:  # singular vectors up to sign: compare U diag(S) V^T
+        assert_close((u[..., :k] * s.unsqueeze(-2)) @ v[..., :k].mT, a, 1e-10, 1e-10)
+    else:
+        assert_close(u, eu)
+        assert_close(v, ev)
+
+
 @pytest.mark.parametrize("ord", [2, 1, 0.5, -0.5, 3.5, INF])
 def test_norm_of_a_zero_vector_and_its_gradient(ord, torch_ref):
     x = webgrad.zeros(3, dtype=webgrad.float64, requires_grad=True)

@@ -520,6 +520,26 @@ def torch_pinverse(input, rcond=1e-15):  # noqa: A002
     return pinv(input, rtol=rcond)
 
 
+def torch_svd(input, some=True, compute_uv=True):  # noqa: A002
+    """``torch.svd`` (the older spelling): ``(U, S, V)`` with V, not Vh; without ``compute_uv``
+    U and V are zeros of shapes (m, m) and (n, n), as in torch."""
+    if not compute_uv:
+        m, n = input.shape[-2], input.shape[-1]
+        zeros_u = zeros(*input.shape[:-2], m, m, dtype=input.dtype, device=input.device)
+        zeros_v = zeros(*input.shape[:-2], n, n, dtype=input.dtype, device=input.device)
+        return TorchSVDResult(zeros_u, svdvals(input), zeros_v)
+    u, s, vh = svd(input, full_matrices=not some)
+    return TorchSVDResult(u, s, vh.mT)
+
+
+def torch_qr(input, some=True):  # noqa: A002
+    """``torch.qr`` (the older spelling): ``linalg.qr`` with mode 'reduced' or, some=False, 'complete'."""
+    return qr(input, "reduced" if some else "complete")
+
+
+TorchSVDResult = namedtuple("TorchSVDResult", ["U", "S", "V"])
+
+
 def torch_cholesky(input, upper=False):  # noqa: A002
     """``torch.cholesky`` (deprecated in torch in favour of ``linalg.cholesky``)."""
     return cholesky(input, upper=upper)
