@@ -352,3 +352,18 @@ def test_bernoulli_normal_poisson(device):
     np.testing.assert_allclose(counts.mean(0), [0.5, 4.0], rtol=0.05)
     with pytest.raises(webgrad.OpError, match="std >= 0"):
         webgrad.normal(webgrad.zeros(2), webgrad.tensor([1.0, -1.0]))
+
+
+EMPTY = [
+    ("max_min_over_a_full_dim", lambda t, x: (t.max(x, 0), x.min(0), x.argmax(0), x.amax(0)), np.zeros((2, 0))),
+    ("var_std_norm", lambda t, x: (x.var(), x.var(1), x.std(0), t.norm(x), x.norm(dim=1), t.var_mean(x, 0)),
+     np.zeros((2, 0))),
+    ("scans", lambda t, x: (x.cumsum(1), x.cumprod(1), x.logcumsumexp(1), x.cummax(1)), np.zeros((2, 0))),
+    ("counts", lambda t, x: (t.count_nonzero(x), x.all(), x.any(1), t.nansum(x), t.nanmean(x)), np.zeros((2, 0))),
+]
+
+
+@pytest.mark.parametrize("case", EMPTY, ids=[c[0] for c in EMPTY])
+def test_empty_tensors(device, torch_ref, case):
+    _, fn, *arrays = case
+    check(device, torch_ref, fn, *arrays)

@@ -66,7 +66,7 @@ def _prod_vjp(g, x, *, out, dims, keepdim):
 
 def _arg_infer(name):
     def infer(x, *, dim, keepdim):
-        if x.numel() == 0:
+        if x.numel() == 0 and (dim is None or x.shape[dim] == 0):  # over a non-empty dim: an empty result
             raise OpError(f"{name}: cannot reduce an empty tensor of shape {tuple(x.shape)}")
         if dim is None:
             return ((1,) * x.ndim if keepdim else ()), dtypes.int64
