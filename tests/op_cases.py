@@ -396,6 +396,8 @@ case("add", "uint8_int8", lambda x, y: x + y, np.add, I(8, low=0, high=255, dtyp
      I(8, low=-128, high=127, dtype="int8"), grad=False, dtype="int16")
 case("add", "uint8_pyint", lambda x: x + 7, lambda x: x + np.uint8(7), I(8, low=0, high=255, dtype="uint8"), grad=False)
 case("neg", "uint8_wraps", lambda x: -x, np.negative, I(8, low=0, high=255, dtype="uint8"), grad=False)
+case("sub", "uint8_pyint_wraps", lambda x: x - 300, lambda x: (x.astype(np.int64) - 300).astype(np.uint8),
+     I(8, low=0, high=255, dtype="uint8"), grad=False)
 case("bitwise_and", "uint8", lambda x, y: x & y, np.bitwise_and, I(8, low=0, high=255, dtype="uint8"),
      I(8, low=0, high=255, dtype="uint8"), grad=False)
 case("bitwise_not", "uint8", lambda x: ~x, np.invert, I(8, low=0, high=255, dtype="uint8"), grad=False)

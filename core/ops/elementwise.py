@@ -387,6 +387,10 @@ def bitwise_right_shift(input, other): return _bitwise(BITWISE_RIGHT_SHIFT, inpu
 def bitwise_not(input): return apply(BITWISE_NOT, input)  # noqa: A002
 
 def _scalar_tensor(value, dtype, device):
+    if dtype.category == "int" and dtype.itemsize < 4 and not isinstance(value, bool):
+        info = np.iinfo(dtype.np)
+        if not info.min <= value <= info.max:  # uint8 tensor - 3: -3 wraps to 253, as in PyTorch
+            value = int(np.array(int(value), dtype=np.int64).astype(dtype.np))
     return scalar_tensor(value, dtype, device)
 
 
