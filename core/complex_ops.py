@@ -46,7 +46,8 @@ def run(op, kernel, inputs, **attrs):
     """Run ``kernel`` (numpy arrays -> numpy array) on the inputs' cpu data; record ``op`` for
     autograd when an input requires grad."""
     inputs = tuple(on_cpu(t) for t in inputs)
-    array = np.asarray(kernel(*[t._data for t in inputs], **attrs))
+    # _host, not _data: a host read is what makes webgrad.compile break the graph here.
+    array = np.asarray(kernel(*[t._host() for t in inputs], **attrs))
     dtype = dtypes.from_numpy(array.dtype)
     if array.dtype.kind == "c" and array.dtype != np.complex128:
         dtype = dtypes.complex64
