@@ -38,7 +38,7 @@ def _negative_part(x):
 
 
 def elu_core(x, alpha=1.0):
-    return ops.where(x > 0, x, alpha * (ops.exp(_negative_part(x)) - 1.0))
+    return ops.where(x > 0, x, alpha * ops.expm1(_negative_part(x)))
 
 
 def hardtanh_core(x, min_val=-1.0, max_val=1.0):
@@ -82,7 +82,7 @@ def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0 (it divides x)")
     return in_place("celu", input, inplace,
-                    lambda x: ops.where(x > 0, x, alpha * (ops.exp(_negative_part(x) * (1.0 / alpha)) - 1.0)))
+                    lambda x: ops.where(x > 0, x, alpha * ops.expm1(_negative_part(x) * (1.0 / alpha))))
 
 
 def prelu(input, weight):
