@@ -1,7 +1,7 @@
 """webgrad.special: PyTorch's ``torch.special`` functions.
 
 Each is a webgrad op or a short composition of ops, so it runs on every device and
-has gradients. Not provided (yet): erfcx, the Bessel functions other than i0, i0e, i1
+has gradients. Not provided (yet): the Bessel functions other than i0, i0e, i1
 and i1e (bessel_j0, modified_bessel_k0, ...), the orthogonal polynomials and airy_ai.
 
 Example:
@@ -65,6 +65,24 @@ def ndtri(input):  # noqa: A002
     return ops.erfinv(_floatify(input) * 2 - 1) * math.sqrt(2.0)
 
 
+def erfcx(input):  # noqa: A002
+    """The scaled complementary error function exp(x^2) erfc(x); for large x (where exp(x^2)
+    overflows) the asymptotic series 1/(x sqrt(pi)) (1 - 1/(2x^2) + 3/(4x^4) - ...)."""
+    x = _floatify(input)
+    cut = 25.0 if x.dtype.itemsize == 8 else 9.0
+    large = ops.gt(x, cut)
+    direct_x = ops.where(large, 0.0, x)
+    direct = ops.exp(direct_x * direct_x) * ops.erfc(direct_x)
+    z = ops.where(large, x, cut + 1)
+    inverse = 1 / (2 * z * z)
+    series, term = 1.0, 1.0
+    for k in range(1, 12):
+        term = term * -(2 * k - 1) * inverse
+        series = series + term
+    asymptotic = series / (z * math.sqrt(math.pi))
+    return ops.where(large, asymptotic, direct)
+
+
 def log_ndtr(input):  # noqa: A002
     """log(ndtr(x)); far in the lower tail (where ndtr underflows) the asymptotic series
     -x^2/2 - log(-x sqrt(2 pi)) + log(1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8)."""
@@ -79,7 +97,7 @@ def log_ndtr(input):  # noqa: A002
     return ops.where(tail, asymptotic, central)
 
 
-__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln", "i0", "i0e", "i1", "i1e",
+__all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1", "gammaln", "i0", "i0e", "i1", "i1e",
            "log1p", "log_ndtr",
            "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round",
            "sinc", "softmax", "xlog1py", "xlogy", "zeta"]

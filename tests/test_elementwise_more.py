@@ -102,6 +102,8 @@ COMPOSITES = {
     "zeta": (lambda x, q: webgrad.special.zeta(x, q), lambda t, x, q: t.special.zeta(x, q), [P + 1.2, P]),
     "erfinv_special": (lambda x: webgrad.special.erfinv(x), lambda t, x: t.special.erfinv(x), [Q * 2 - 1]),
     "expit": (lambda x: webgrad.special.expit(x), lambda t, x: t.special.expit(x), [X]),
+    "erfcx": (lambda x: webgrad.special.erfcx(x), lambda t, x: t.special.erfcx(x),
+              [np.array([-3.0, -0.5, 0.0, 1.0, 4.0, 8.5, 9.5, 30.0, 1e4], np.float32)]),
     "i0": (lambda x: webgrad.i0(x), lambda t, x: t.i0(x), [BESSEL_X]),
     "i0e": (lambda x: webgrad.special.i0e(x), lambda t, x: t.special.i0e(x), [BESSEL_X]),
     "i1": (lambda x: webgrad.special.i1(x), lambda t, x: t.special.i1(x), [BESSEL_X]),
@@ -113,7 +115,7 @@ COMPOSITES = {
     "div_floor": (lambda x, y: webgrad.div(x, y, rounding_mode="floor"),
                   lambda t, x, y: t.div(x, y, rounding_mode="floor"), [X * 3, P]),
 }
-LOOSE = {"i0": (5e-5, 1e-5), "i1": (5e-5, 1e-5), "i0e": (5e-5, 1e-6), "i1e": (5e-5, 1e-6),
+LOOSE = {"erfcx": (5e-5, 1e-6), "i0": (5e-5, 1e-5), "i1": (5e-5, 1e-5), "i0e": (5e-5, 1e-6), "i1e": (5e-5, 1e-6),
          "lgamma": (1e-5, 2e-5), "digamma": (1e-5, 2e-5), "polygamma1": (5e-5, 1e-5), "polygamma2": (5e-5, 1e-5),
          "mvlgamma": (1e-5, 2e-5), "zeta": (5e-5, 1e-5), "ndtri": (5e-5, 1e-5), "log_ndtr": (2e-5, 1e-5)}
 # torch: zero gradients for the roundings (compared below), no derivative for zeta, NaN/inf ones at the edges.
