@@ -73,6 +73,7 @@ from .ops import (  # noqa: F401
     aminmax, bincount, count_nonzero, cummax, cummin, histc, kthvalue, logcumsumexp, median, mode, nanmean,
     nanmedian, nanquantile, nansum, quantile, std_mean, var_mean,
 )
+from .ops import diff, put  # noqa: F401
 from .ops import bernoulli, normal, poisson  # noqa: F401
 from .ops.index_ops import index_add, take  # noqa: F401  (torch's; webgrad.ops.take/index_add are the row primitives)
 from .ops import (  # noqa: F401

@@ -743,6 +743,10 @@ class Tensor:
     def index_copy(self, dim, index, source): return ops.index_copy(self, dim, index, source)
     def index_fill(self, dim, index, value): return ops.index_fill(self, dim, index, value)
     def take(self, index): return ops.index_ops.take(self, index)
+    def put(self, index, source, accumulate=False): return ops.put(self, index, source, accumulate)
+    def put_(self, index, source, accumulate=False):
+        return ops.update_("put_", self, lambda t, s: ops.put(t, index, s, accumulate), source)
+    def diff(self, n=1, dim=-1, prepend=None, append=None): return ops.diff(self, n, dim, prepend, append)
     def take_along_dim(self, indices, dim=None): return ops.take_along_dim(self, indices, dim)
     def select(self, dim, index): return ops.select(self, dim, index)
     def select_scatter(self, src, dim, index): return ops.select_scatter(self, src, dim, index)

@@ -367,3 +367,17 @@ EMPTY = [
 def test_empty_tensors(device, torch_ref, case):
     _, fn, *arrays = case
     check(device, torch_ref, fn, *arrays)
+
+
+MORE = [
+    ("put", lambda t, x, i, s: (t.put(x, i, s), x.put(i, s, accumulate=True)), F(3, 4), np.array([0, -1, 5, 5]), F(4)),
+    ("put_", lambda t, x, i, s: x.clone().put_(i, s), F(2, 3), np.array([1, 4]), F(2)),
+    ("diff", lambda t, x, p: (t.diff(x), x.diff(2, 0), t.diff(x, dim=0, prepend=p), x.diff(0)), F(4, 3), F(1, 3)),
+    ("diff_bool", lambda t, x: t.diff(x), B(6)),
+]
+
+
+@pytest.mark.parametrize("case", MORE, ids=[c[0] for c in MORE])
+def test_more_ops(device, torch_ref, case):
+    _, fn, *arrays = case
+    check(device, torch_ref, fn, *arrays)

@@ -58,6 +58,8 @@ from .statistics import (  # noqa: F401,E402
     aminmax, bincount, count_nonzero, cummax, cummin, histc, kthvalue, logcumsumexp, median, mode, nanmean,
     nanmedian, nanquantile, nansum, quantile, std_mean, var_mean,
 )
+from .index_ops import put  # noqa: F401,E402
+from .shape_ops import diff  # noqa: F401,E402
 from .random_ops import bernoulli, normal, poisson  # noqa: F401,E402  (the in-place draws: random_ops.*_)
 from .products import (  # noqa: F401,E402
     addbmm, addmm, addmv, addr, baddbmm, chain_matmul, cross, dot, inner, kron, mv, tensordot, vdot,

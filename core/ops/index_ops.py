@@ -242,6 +242,14 @@ def take(input, index):  # noqa: A002
     return getitem(reshape(input, (-1,)), index)
 
 
+def put(input, index, source, accumulate=False):  # noqa: A002
+    """``input`` with the elements at flat (row-major) positions ``index`` set to (or, with
+    ``accumulate``, increased by) ``source``'s."""
+    index = reshape(_as_index("put", index, input.device), (-1,))
+    flat = index_put(reshape(input, (-1,)), (index,), reshape(source, (-1,)), accumulate)
+    return reshape(flat, tuple(input.shape))
+
+
 def take_along_dim(input, indices, dim=None):  # noqa: A002
     """``gather`` with broadcasting: picks ``input``'s values at ``indices`` along ``dim``
     (over the flattened input when dim is None)."""

@@ -152,6 +152,24 @@ def column_stack(tensors):
     return cat(columns, 1)
 
 
+def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
+    """The ``n``-th forward difference along ``dim`` (``prepend``/``append`` joined first)."""
+    d = normalize_dim("diff", dim, input.ndim)
+    if n == 0:  # PyTorch returns the input itself then, prepend and append ignored
+        return input
+    x = cat([t for t in (prepend, input, append) if t is not None], d) if prepend is not None or \
+        append is not None else input
+    for _ in range(n):
+        m = x.shape[d]
+        if m == 0:
+            break
+        if x.dtype is dtypes.bool_:
+            x = narrow(x, d, 1, m - 1) != narrow(x, d, 0, m - 1)
+        else:
+            x = narrow(x, d, 1, m - 1) - narrow(x, d, 0, m - 1)
+    return x
+
+
 def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
     """Split into ``n`` nearly equal parts (the first ``size % n`` one longer) or at the given indices."""
     d = normalize_dim("tensor_split", dim, input.ndim)
