@@ -78,7 +78,8 @@ def test_inplace_random_fill():
     ([True, False], "bool"), ([1, 2.5], "float32"), ([True, 2], "int64"), (np.array([1.0]), "float64"),
     (np.float64(1.0), "float64"), (np.array([1.0], dtype=np.float32), "float32"),
     (np.array([1], dtype=np.int32), "int32"),
-    (np.array([1], dtype=np.int16), "int64"), (np.array([True]), "bool"), ([], "float32"),
+    (np.array([1], dtype=np.int16), "int16"), (np.array([1], dtype=np.uint16), "int64"), (np.array([True]), "bool"),
+    ([], "float32"),
 ])
 def test_tensor_dtype_inference(data, dtype):
     assert webgrad.tensor(data).dtype is webgrad.dtypes.from_name(dtype)
