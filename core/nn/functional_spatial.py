@@ -409,8 +409,8 @@ def _reflect(coord, low2, high2):
     return ops.where(even, extra + low, span - extra + low)
 
 
-def _source_coordinate(coord, size, padding_mode, align_corners):
-    coord = _unnormalize(coord, size, align_corners)
+def _padded_coordinate(coord, size, padding_mode, align_corners):
+    """Pixel coordinate moved inside by 'border' (clamp) or 'reflection'; 'zeros' leaves it."""
     if padding_mode == "border":
         coord = coord.clamp(0, size - 1)
     elif padding_mode == "reflection":
@@ -425,8 +425,8 @@ def _source_coordinate(coord, size, padding_mode, align_corners):
 @composite("F.grid_sample")
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """Sample (N, C, H_in, W_in) at the points of ``grid`` (N, H, W, 2), x then y in [-1, 1];
-    also (N, C, D, H, W) with a (N, D', H', W', 3) grid. Modes 'bilinear' and 'nearest';
-    padding_mode 'zeros', 'border' or 'reflection'.
+    also (N, C, D, H, W) with a (N, D', H', W', 3) grid. Modes 'bilinear', 'nearest' and
+    'bicubic' (4-D only); padding_mode 'zeros', 'border' or 'reflection'.
 
     Example:
         >>> grid = F.affine_grid(webgrad.tensor([[[1., 0., 0.], [0., 1., 0.]]]), (1, 1, 3, 3), align_corners=True)
@@ -434,8 +434,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         >>> bool((F.grid_sample(image, grid, align_corners=True) - image).abs().max() < 1e-5)
         True
     """
-    if mode not in ("bilinear", "nearest"):
-        raise NotImplementedError(f"grid_sample: mode {mode!r} is not supported; use 'bilinear' or 'nearest'")
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"grid_sample: mode must be 'bilinear', 'nearest' or 'bicubic', got {mode!r}")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', got "
                          f"{padding_mode!r}")
@@ -445,14 +445,18 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         raise OpError(f"grid_sample: expected a 4-D input with a (N, H, W, 2) grid or a 5-D input with a "
                       f"(N, D, H, W, 3) grid of the same batch and dtype, got input {describe(input)} and grid "
                       f"{describe(grid)}")
+    if mode == "bicubic" and spatial != 2:
+        raise ValueError("grid_sample: bicubic interpolation only supports 4-D input")
     align_corners = bool(align_corners)
     n, c = input.shape[:2]
     in_sizes = tuple(input.shape[2:])  # (D,) H, W
     out_sizes = tuple(grid.shape[1:-1])
     flat_grid = grid.reshape(n, -1, spatial)
     # Source coordinate per input dim, outermost first (the grid lists x first).
-    coords = [_source_coordinate(flat_grid[..., spatial - 1 - axis], in_sizes[axis], padding_mode, align_corners)
+    coords = [_unnormalize(flat_grid[..., spatial - 1 - axis], in_sizes[axis], align_corners)
               for axis in range(spatial)]
+    if mode != "bicubic":  # bicubic pads each tap's position instead
+        coords = [_padded_coordinate(coord, size, padding_mode, align_corners) for coord, size in zip(coords, in_sizes)]
     flat_input = input.reshape(n, c, -1)
     points = flat_grid.shape[1]
 
@@ -470,6 +474,19 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
 
     if mode == "nearest":
         out = sample([coord.round() for coord in coords])
+        # The grid's gradient is zero (as PyTorch returns it), not missing: a select that never picks it.
+        keep = creation.ones(1, dtype=dtypes.bool_, device=input.device)
+        out = ops.where(keep, out, flat_grid[..., 0].unsqueeze(1))
+    elif mode == "bicubic":
+        lows = [coord.floor() for coord in coords]
+        weights = [_cubic_weights(coord - low) for coord, low in zip(coords, lows)]
+        out = None
+        for i in range(4):
+            for j in range(4):
+                taps = [_padded_coordinate(lows[0] + (i - 1), in_sizes[0], padding_mode, align_corners),
+                        _padded_coordinate(lows[1] + (j - 1), in_sizes[1], padding_mode, align_corners)]
+                term = sample(taps) * (weights[0][i] * weights[1][j]).unsqueeze(1)
+                out = term if out is None else out + term
     else:
         lows = [coord.floor() for coord in coords]
         fracs = [coord - low for coord, low in zip(coords, lows)]
