@@ -424,8 +424,9 @@ def _causal_mask(length, source, device=None):
 
 from .functional_conv import (  # noqa: E402,F401
     adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, max_pool2d,
-    conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
+    conv3d,
 )
+from .functional_conv_transpose import conv_transpose1d, conv_transpose2d, conv_transpose3d  # noqa: E402,F401
 __all__ += ["conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
 from .functional_pool import (  # noqa: E402,F401
     adaptive_avg_pool1d, adaptive_avg_pool3d, adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d,
