@@ -586,6 +586,31 @@ class Tensor:
     def isneginf(self): return ops.isneginf(self)
     def isreal(self): return ops.isreal(self)
     def unbind(self, dim=0): return ops.unbind(self, dim)
+
+    # In-place forms (differentiable, as in PyTorch).
+    def atan2_(self, other): return ops.update_("atan2_", self, ops.atan2, other)
+    arctan2_ = atan2_
+    def fmod_(self, other): return ops.update_("fmod_", self, ops.fmod, other)
+    def remainder_(self, other): return ops.update_("remainder_", self, ops.remainder, other)
+    def hypot_(self, other): return ops.update_("hypot_", self, ops.hypot, other)
+    def copysign_(self, other): return ops.update_("copysign_", self, ops.copysign, other)
+    def xlogy_(self, other): return ops.update_("xlogy_", self, ops.xlogy, other)
+    def logaddexp_(self, other): return ops.update_("logaddexp_", self, ops.logaddexp, other)
+    def clamp_min_(self, min): return ops.update_("clamp_min_", self, ops.clamp_min, min)
+    def clamp_max_(self, max): return ops.update_("clamp_max_", self, ops.clamp_max, max)
+    def lerp_(self, end, weight): return ops.update_("lerp_", self, lambda t: ops.lerp(t, end, weight))
+    def addcmul_(self, tensor1, tensor2, *, value=1):
+        return ops.update_("addcmul_", self, lambda t: ops.addcmul(t, tensor1, tensor2, value=value))
+    def addcdiv_(self, tensor1, tensor2, *, value=1):
+        return ops.update_("addcdiv_", self, lambda t: ops.addcdiv(t, tensor1, tensor2, value=value))
+    def logit_(self, eps=None): return ops.update_("logit_", self, lambda t: ops.logit(t, eps))
+    def floor_divide_(self, other): return ops.update_("floor_divide_", self, ops.floor_divide, other)
+    def bitwise_and_(self, other): return ops.update_("bitwise_and_", self, ops.bitwise_and, other)
+    def bitwise_or_(self, other): return ops.update_("bitwise_or_", self, ops.bitwise_or, other)
+    def bitwise_xor_(self, other): return ops.update_("bitwise_xor_", self, ops.bitwise_xor, other)
+    def bitwise_not_(self): return ops.update_("bitwise_not_", self, ops.bitwise_not)
+    def __ilshift__(self, other): return ops.update_("bitwise_left_shift_", self, ops.bitwise_left_shift, other)
+    def __irshift__(self, other): return ops.update_("bitwise_right_shift_", self, ops.bitwise_right_shift, other)
     def where(self, condition, other): return ops.where(condition, self, other)
 
     # -- reductions -----------------------------------------------------------------

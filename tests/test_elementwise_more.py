@@ -325,3 +325,41 @@ def test_memory_formats_are_accepted_and_is_contiguous_matches_torch(shape, layo
     assert not x.transpose(0, 1).is_contiguous() or shape[1] == 1
     with pytest.raises(TypeError, match="memory_format"):
         x.contiguous(memory_format="channels_last")
+
+
+def test_in_place_forms_match_torch(torch_ref):
+    x0 = np.array([1.0, -2.0, 3.0], np.float32)
+
+    def run(lib, x):
+        y = x * 1
+        y.lerp_(x * 0, 0.25)
+        y.addcmul_(x, x, value=2)
+        y.addcdiv_(x, x * x + 1, value=-1)
+        y.fmod_(2.5)
+        y.atan2_(x * 0 + 2)
+        y.clamp_min_(-0.5)
+        y.tan_()
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    x = webgrad.tensor(x0, requires_grad=True)
+    ours = run(webgrad, x)
+    expected = torch_ref(lambda torch: run(torch, torch.tensor(x0, requires_grad=True)))
+    for got, want in zip(ours, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    a = webgrad.tensor([5, 6])
+    a &= 3
+    a <<= 2
+    a |= 1
+    a ^= 2
+    a >>= 1
+    assert a.tolist() == torch_ref(lambda torch: _integer_in_place(torch.tensor([5, 6])).tolist())
+
+
+def _integer_in_place(b):
+    b &= 3
+    b <<= 2
+    b |= 1
+    b ^= 2
+    b >>= 1
+    return b.numpy()
