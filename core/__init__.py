@@ -52,6 +52,9 @@ from .ops import (  # noqa: F401
 from .ops import acos as arccos, acosh as arccosh, asin as arcsin, asinh as arcsinh  # noqa: F401
 from .ops import atan as arctan, atan2 as arctan2, atanh as arctanh, trunc as fix  # noqa: F401
 from .ops import i0  # noqa: F401
+# torch's alias names of the elementwise ops
+from .ops import abs as absolute, div as divide, mul as multiply, neg as negative, sub as subtract  # noqa: F401
+from .ops import ge as greater_equal, gt as greater, le as less_equal, lt as less, ne as not_equal  # noqa: F401
 from .ops import (  # noqa: F401
     bitwise_and, bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor,
 )

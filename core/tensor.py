@@ -586,6 +586,16 @@ class Tensor:
     def isneginf(self): return ops.isneginf(self)
     def isreal(self): return ops.isreal(self)
     def unbind(self, dim=0): return ops.unbind(self, dim)
+    def divide(self, other, *, rounding_mode=None): return ops.div(self, other, rounding_mode=rounding_mode)
+    def multiply(self, other): return ops.mul(self, other)
+    def subtract(self, other, *, alpha=1): return ops.sub(self, other, alpha=alpha)
+    def negative(self): return ops.neg(self)
+    def absolute(self): return ops.abs(self)
+    def greater(self, other): return ops.gt(self, other)
+    def greater_equal(self, other): return ops.ge(self, other)
+    def less(self, other): return ops.lt(self, other)
+    def less_equal(self, other): return ops.le(self, other)
+    def not_equal(self, other): return ops.ne(self, other)
 
     # In-place forms (differentiable, as in PyTorch).
     def atan2_(self, other): return ops.update_("atan2_", self, ops.atan2, other)

@@ -363,3 +363,14 @@ def _integer_in_place(b):
     b ^= 2
     b >>= 1
     return b.numpy()
+
+
+def test_alias_names():
+    x, y = webgrad.tensor([3.0, -1.0]), webgrad.tensor([2.0, 2.0])
+    assert webgrad.divide(x, y, rounding_mode="floor").tolist() == [1.0, -1.0]
+    assert x.divide(y, rounding_mode="floor").tolist() == [1.0, -1.0]
+    assert webgrad.multiply(x, y).tolist() == [6.0, -2.0] == x.multiply(y).tolist()
+    assert webgrad.subtract(x, y, alpha=2).tolist() == [-1.0, -5.0] == x.subtract(y, alpha=2).tolist()
+    assert webgrad.negative(x).tolist() == [-3.0, 1.0] and webgrad.absolute(x).tolist() == [3.0, 1.0]
+    assert x.greater(y).tolist() == [True, False] and webgrad.less_equal(x, y).tolist() == [False, True]
+    assert webgrad.not_equal(x, y).tolist() == [True, True] and x.greater_equal(y).tolist() == [True, False]
