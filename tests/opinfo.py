@@ -30,11 +30,11 @@ Gradients: where the entry supports autograd and an output is float, the scalar
 sum_k <w_k, out_k> (w_k seeded normal weights) is differentiated with respect to every tensor
 of the sample that requires grad, in webgrad and in torch, and the two compared.
 
-Recording. Natively the cases come live from op_db and torch; ``--update`` records them (inputs,
+Recording. ``--update`` takes the cases live from op_db and torch and records them (inputs,
 torch's outputs and gradients) in tests/data/opinfo/cases.npz (a JSON index and one buffer per
-dtype), which the test
-reads where torch is missing (Pyodide). Natively the test also checks the recording equals the
-live case, so a stale recording fails natively, not in the page.
+dtype); the test replays them everywhere. Natively torch reruns every recorded case
+(``torch_rerun``) and must give the recorded answers, so a stale recording fails natively, not
+in the page (Pyodide has no torch).
 
 Status. tests/data/opinfo/status.json lists the entries webgrad does not have ("missing": the
 test checks each still does not resolve, so the list can only shrink) and, per entry and config,
@@ -465,7 +465,7 @@ def mark_random(cases_by_dtype: dict) -> None:
                 case.grads = [None] * len(case.grads)
 
 
-def _live_case(op, key, dtype_name, index, sample) -> Case | None:
+def _live_case(op, key, dtype_name, index, sample, random_op=None) -> Case | None:
     import torch
 
     arrays: dict = {}
@@ -475,7 +475,8 @@ def _live_case(op, key, dtype_name, index, sample) -> Case | None:
                "kwargs": encode(dict(sample.kwargs), arrays, "i", memo)}
     except Unsupported:
         return None
-    random_op = _is_random(op, sample)
+    if random_op is None:
+        random_op = _is_random(op, sample)
     wrt = _grad_tensors(sample)
     try:
         out = op(sample.input, *sample.args, **sample.kwargs)
@@ -503,6 +504,8 @@ def _live_case(op, key, dtype_name, index, sample) -> Case | None:
                 name = f"g{len(arrays)}"
                 arrays[name] = g.detach().contiguous().numpy().copy()
                 grads.append(name)
+    if random_op:  # as mark_random leaves them
+        grads = [None] * len(wrt)
     return Case(key, dtype_name, index, enc, out_enc, grads, random_op, arrays)
 
 
@@ -743,13 +746,52 @@ def _collect_names(obj, names: set) -> None:
             _collect_names(v, names)
 
 
-def stale_reason(live: list[Case], recorded: list[Case]) -> str | None:
-    """Why a recording differs from the live cases (None when it matches)."""
+def torch_decode(enc, arrays: dict, memo: dict):
+    """The torch value of an encoded sample value (tensors that require grad as leaves)."""
+    import torch
+
+    if isinstance(enc, list):
+        return [torch_decode(e, arrays, memo) for e in enc]
+    if not isinstance(enc, dict):
+        return enc
+    if "tensor" in enc:
+        if enc["tensor"] not in memo:
+            value = torch.from_numpy(np.array(arrays[enc["tensor"]])).to(getattr(torch, enc["dtype"]))
+            memo[enc["tensor"]] = value.requires_grad_(enc["grad"])
+        return memo[enc["tensor"]]
+    if "dtype" in enc:
+        return getattr(torch, enc["dtype"])
+    if "device" in enc:
+        return torch.device(enc["device"])
+    if "tuple" in enc:
+        return tuple(torch_decode(e, arrays, memo) for e in enc["tuple"])
+    if "dict" in enc:
+        return {k: torch_decode(v, arrays, memo) for k, v in enc["dict"].items()}
+    return decode(enc, arrays, "cpu", [], {})
+
+
+def torch_rerun(op, case: Case) -> Case | None:
+    """torch's answers for a recorded case's own inputs: what the recording must hold. (Samples
+    are not regenerated: some of op_db's sample functions iterate over sets of strings, so their
+    order changes with Python's hash seed from one process to the next.)"""
+    memo: dict = {}
+    sample = argparse.Namespace(input=torch_decode(case.sample["input"], case.arrays, memo),
+                                args=torch_decode(case.sample["args"], case.arrays, memo),
+                                kwargs=torch_decode(case.sample["kwargs"], case.arrays, memo))
+    return _live_case(op, case.key, case.dtype, case.index, sample, random_op=case.random)
+
+
+def stale_reason(live: list, recorded: list[Case]) -> str | None:
+    """Why a recording differs from torch's answers now (None when it matches)."""
     if len(live) != len(recorded):
         return f"{len(recorded)} recorded samples, {len(live)} live"
     for a, b in zip(live, recorded):
-        if a.describe() != b.describe() or a.random != b.random or len(a.grads) != len(b.grads):
+        if a is None:
+            return f"sample {b.index}: torch now fails on it or its output is too large"
+        if a.describe() != b.describe() or len(a.grads) != len(b.grads):
             return f"sample {a.index}: live ({a.describe()}) != recorded ({b.describe()})"
+        if [g is None for g in a.grads] != [g is None for g in b.grads]:
+            return f"sample {a.index}: torch's gradients now exist for other inputs"
         left = _named_values(a)
         right = _named_values(b)
         for (x, y) in zip(left, right):
