@@ -22,12 +22,15 @@ FILES = ["test_nn_modules.py", "test_nn_functional.py", "test_autograd.py", "tes
 
 # Passing tests per file and device, at least: what passed in a real run (the test prints
 # its report), so tests that start skipping in the page (a torch call left unrecorded) fail.
-# Known differences of Pyodide, deselected in the page only (each is a finding for core/); none now.
-DESELECT: list[str] = []
+# Known differences of Pyodide, deselected in the page only (each is a finding for core/).
+# linalg.eigh: eigenvectors are unique up to sign, and Pyodide's LAPACK picks other signs than
+# the native numpy's for some OpInfo samples (eigenvalues agree); the test compares them as torch gives them.
+DESELECT: list[str] = [f"test_opinfo.py::test_entry[linalg.eigh-{config}]"
+                       for config in ("cpu-float64", "cpu-float32", "webgpu-float32")]
 
 # test_opinfo.py: one test per recorded OpInfo entry and config (cpu: float64 and float32, webgpu:
 # float32) plus its three status tests; the recording is replayed there (tests/data/opinfo).
-OPINFO_CPU, OPINFO_WEBGPU = 1004, 510
+OPINFO_CPU, OPINFO_WEBGPU = 1002, 509
 _COMMON = {"test_nn_modules.py": 17, "test_autograd.py": 69, "test_autograd_function.py": 13, "test_optim.py": 118,
            "test_optim_more.py": 33, "test_data.py": 33, "test_serialize.py": 45, "test_tensor.py": 53,
            "test_rnn.py": 3, "test_transformer.py": 7}
