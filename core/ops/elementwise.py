@@ -376,7 +376,16 @@ def _no_float(op_name, x):
 
 
 def _bitwise(op, x, y):
+    if op is not BITWISE_LEFT_SHIFT and op is not BITWISE_RIGHT_SHIFT and _is_bool(x) and _is_bool(y):
+        # On bools these are the logical ops: one primitive per meaning, so masks (x > 0) & (y < 0)
+        # keep lowering wherever logical_and does (ONNX, the web bundle).
+        logical = {BITWISE_AND: logical_and, BITWISE_OR: logical_or, BITWISE_XOR: logical_xor}[op]
+        return logical(x, y)
     return _binary(op, x, y)
+
+
+def _is_bool(x):
+    return isinstance(x, Tensor) and x.dtype is dtypes.bool_
 
 
 def bitwise_and(input, other): return _bitwise(BITWISE_AND, input, other)  # noqa: A002
@@ -384,7 +393,8 @@ def bitwise_or(input, other): return _bitwise(BITWISE_OR, input, other)  # noqa:
 def bitwise_xor(input, other): return _bitwise(BITWISE_XOR, input, other)  # noqa: A002
 def bitwise_left_shift(input, other): return _bitwise(BITWISE_LEFT_SHIFT, input, other)  # noqa: A002
 def bitwise_right_shift(input, other): return _bitwise(BITWISE_RIGHT_SHIFT, input, other)  # noqa: A002
-def bitwise_not(input): return apply(BITWISE_NOT, input)  # noqa: A002
+def bitwise_not(input):  # noqa: A002
+    return logical_not(input) if _is_bool(input) else apply(BITWISE_NOT, input)
 
 def _scalar_tensor(value, dtype, device):
     if dtype.category == "int" and dtype.itemsize < 4 and not isinstance(value, bool):
