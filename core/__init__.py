@@ -72,6 +72,7 @@ from .ops import (  # noqa: F401
     row_stack, split_with_sizes, swapaxes, swapdims, tensor_split, tile, trace, tril_indices, triu_indices,
     vstack,
 )
+from .ops import repeat_interleave  # noqa: F401
 from .ops import (  # noqa: F401
     aminmax, bincount, count_nonzero, cummax, cummin, histc, kthvalue, logcumsumexp, median, mode, nanmean,
     nanmedian, nanquantile, nansum, quantile, std_mean, var_mean,

@@ -750,6 +750,8 @@ class Tensor:
     # -- shape (core/ops/shape_ops.py) -------------------------------------------------------
     def roll(self, shifts, dims=None): return ops.roll(self, shifts, dims)
     def tile(self, dims): return ops.tile(self, dims)
+    def repeat_interleave(self, repeats=None, dim=None, *, output_size=None):
+        return ops.repeat_interleave(self, repeats, dim, output_size=output_size)
     def swapaxes(self, axis0, axis1): return ops.transpose(self, axis0, axis1)
     def swapdims(self, dim0, dim1): return ops.transpose(self, dim0, dim1)
     def moveaxis(self, source, destination): return ops.movedim(self, source, destination)

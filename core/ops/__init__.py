@@ -54,6 +54,7 @@ from .shape_ops import (  # noqa: F401,E402  (Tensor.unfold is shape_ops.unfold)
     row_stack, split_with_sizes, swapaxes, swapdims, tensor_split, tile, trace, tril_indices, triu_indices,
     vstack,
 )
+from .shape_ops import repeat_interleave  # noqa: F401,E402
 from .statistics import (  # noqa: F401,E402
     aminmax, bincount, count_nonzero, cummax, cummin, histc, kthvalue, logcumsumexp, median, mode, nanmean,
     nanmedian, nanquantile, nansum, quantile, std_mean, var_mean,

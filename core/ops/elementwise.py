@@ -384,10 +384,6 @@ def _bitwise(op, x, y):
     return _binary(op, x, y)
 
 
-def _is_bool(x):
-    return isinstance(x, Tensor) and x.dtype is dtypes.bool_
-
-
 def bitwise_and(input, other): return _bitwise(BITWISE_AND, input, other)  # noqa: A002
 def bitwise_or(input, other): return _bitwise(BITWISE_OR, input, other)  # noqa: A002
 def bitwise_xor(input, other): return _bitwise(BITWISE_XOR, input, other)  # noqa: A002

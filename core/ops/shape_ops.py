@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ._helpers import broadcast_shapes as _broadcast, describe, normalize_dim
-from .indexing import getitem, index_put
+from .indexing import getitem, index_put, index_select
 from .movement import cat, expand, flip, movedim, narrow, reshape, split, transpose
 from .registry import OpError
 from ..creation import arange, tensor, zeros
@@ -102,6 +102,48 @@ def tile(input, dims):  # noqa: A002
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
     return input.repeat(*dims)
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # noqa: A002
+    """Repeat each element (each slice along ``dim``) ``repeats`` times in place, as
+    ``torch.repeat_interleave``; with no ``dim``, over the flattened tensor. ``repeats`` is a
+    number or one count per slice (a tensor, read on the host like torch's sync). The one-
+    argument form ``repeat_interleave(counts)`` gives ``arange(len(counts))`` repeated.
+
+    Example:
+        >>> webgrad.repeat_interleave(webgrad.tensor([1, 2]), 2)
+        tensor([1, 1, 2, 2])
+    """
+    if repeats is None:  # torch.repeat_interleave(repeats): the indices each count repeats
+        counts = input
+        if counts.ndim > 1:
+            raise OpError(f"repeat_interleave: repeats must be 0-d or 1-d, got {describe(counts)}")
+        counts = counts.reshape(-1)
+        return repeat_interleave(arange(counts.shape[0], device=counts.device), counts, 0, output_size=output_size)
+    if dim is None:
+        input, dim = input.reshape(-1), 0
+    dim = normalize_dim("repeat_interleave", dim, input.ndim)
+    n = input.shape[dim] if input.ndim else 1
+    if isinstance(repeats, Tensor):
+        if repeats.dtype.category != "int" or repeats.ndim > 1:
+            raise OpError(f"repeat_interleave: repeats must be an integer tensor of 0 or 1 dims, got "
+                          f"{describe(repeats)}")
+        counts = np.asarray(repeats.tolist(), dtype=np.int64).reshape(-1)
+        if counts.size == 1:
+            counts = np.full(n, counts[0])
+    else:
+        counts = np.full(n, int(repeats), dtype=np.int64)
+    if counts.size != n:
+        raise OpError(f"repeat_interleave: repeats must have the same size as input along dim {dim} "
+                      f"({n}), got {counts.size}")
+    if (counts < 0).any():
+        raise OpError("repeat_interleave: repeats can not be negative")
+    if output_size is not None and int(counts.sum()) != output_size:
+        raise OpError(f"repeat_interleave: output_size={output_size} but the repeats sum to {int(counts.sum())}")
+    index = tensor(np.repeat(np.arange(n), counts), dtype=dtypes.int64, device=input.device)
+    if input.ndim == 0:
+        return index_select(input.reshape(1), 0, index)
+    return index_select(input, dim, index)
 
 
 def atleast_1d(*tensors):
