@@ -177,7 +177,9 @@ fn wg_tan(x: f32) -> f32 {
 // Through atan2 (the asin and acos builtins are off by 1e-4 on llvmpipe). Out of [-1, 1]
 // (or NaN) is NaN, as in numpy; WGSL leaves the builtins' result there open.
 fn wg_asin(x: f32) -> f32 {
-  return select(atan2(x, sqrt((1.0 - x) * (1.0 + x))), wg_nan(), wg_isnan(x) || abs(x) > 1.0);
+  // x itself at 0 keeps -0 (SwiftShader's atan2(-0, 1) is pi, not -0)
+  let r = select(atan2(x, sqrt((1.0 - x) * (1.0 + x))), x, x == 0.0);
+  return select(r, wg_nan(), wg_isnan(x) || abs(x) > 1.0);
 }
 
 fn wg_acos(x: f32) -> f32 {
@@ -189,7 +191,8 @@ fn wg_atan(x: f32) -> f32 {
 }
 
 fn wg_atan2(y: f32, x: f32) -> f32 {
-  return select(atan2(y, x), wg_nan(), wg_isnan(x) || wg_isnan(y));
+  let r = select(atan2(y, x), y, y == 0.0 && x > 0.0);  // atan2(-0, x > 0) is -0 (not pi on SwiftShader)
+  return select(r, wg_nan(), wg_isnan(x) || wg_isnan(y));
 }
 
 // exp(x) - 1 without cancellation near 0 (Kahan: the rounding of exp(x) cancels in u - 1 / log u).

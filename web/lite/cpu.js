@@ -78,6 +78,7 @@ const OPS = {
   neg: byKind(fneg, (a) => -a | 0),
   abs: byKind(Math.abs, (a) => Math.abs(a) | 0),
   exp: float(fexp),
+  expm1: float((a) => f(Math.expm1(a))),
   log: float(flog),
   log1p: float((a) => f(Math.log1p(a))),
   sqrt: float(fsqrt),

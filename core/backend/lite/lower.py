@@ -32,7 +32,7 @@ from .dims import Dim, contiguous_strides, dim, product
 DTYPES = {"float32": "float32", "int64": "int32", "int32": "int32", "bool": "bool"}
 # The elementwise ops the bundle's runtimes implement (the WGSL splices each op's own
 # expression; /lite.js's CPU path has a function per name in web/lite/cpu.js).
-ELEMENTWISE = {"add", "sub", "mul", "div", "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos",
+ELEMENTWISE = {"add", "sub", "mul", "div", "neg", "abs", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos",
                "tanh", "sigmoid", "erf", "relu", "reciprocal", "floor", "ceil", "round", "sign", "pow", "maximum",
                "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
                "where", "cast", "copy", "isnan"}
