@@ -191,7 +191,11 @@ fn wg_atan(x: f32) -> f32 {
 }
 
 fn wg_atan2(y: f32, x: f32) -> f32 {
-  let r = select(atan2(y, x), y, y == 0.0 && x > 0.0);  // atan2(-0, x > 0) is -0 (not pi on SwiftShader)
+  // y = +-0 by the sign bits (SwiftShader's atan2 gets signed zeros wrong): +-0 when x is +0 or
+  // positive, +-pi when x is -0 or negative.
+  let x_negative = (bitcast<u32>(x) >> 31u) == 1u;
+  let pi = select(3.14159265358979, -3.14159265358979, (bitcast<u32>(y) >> 31u) == 1u);
+  let r = select(atan2(y, x), select(y, pi, x_negative), y == 0.0);
   return select(r, wg_nan(), wg_isnan(x) || wg_isnan(y));
 }
 

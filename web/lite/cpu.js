@@ -93,7 +93,7 @@ const OPS = {
   floor: byKind(Math.floor, (a) => a),
   ceil: byKind(Math.ceil, (a) => a),
   round: byKind(roundHalfEven, (a) => a),
-  sign: byKind((a) => (a !== a ? a : Math.sign(a)), Math.sign),
+  sign: byKind((a) => (a !== a ? 0 : Math.sign(a)), Math.sign),  // sign(NaN) is 0, as torch
   pow: byKind(powFloat, powInt),
   maximum: byKind(fmax, Math.max),
   minimum: byKind(fmin, Math.min),
