@@ -140,7 +140,9 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):  # no
         raise OpError("repeat_interleave: repeats can not be negative")
     if output_size is not None and int(counts.sum()) != output_size:
         raise OpError(f"repeat_interleave: output_size={output_size} but the repeats sum to {int(counts.sum())}")
-    index = tensor(np.repeat(np.arange(n), counts), dtype=dtypes.int64, device=input.device)
+    # np.repeat wants its counts as intp (int32 on wasm32, in Pyodide)
+    positions = np.repeat(np.arange(n, dtype=np.int64), counts.astype(np.intp))
+    index = tensor(positions, dtype=dtypes.int64, device=input.device)
     if input.ndim == 0:
         return index_select(input.reshape(1), 0, index)
     return index_select(input, dim, index)
