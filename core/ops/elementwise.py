@@ -58,7 +58,7 @@ def _relu_numpy(x, out=None):
 
 # The gradient passes unless out <= 0: at NaN it passes, as in PyTorch's threshold_backward.
 RELU = _unary("relu", E({"f32": "wg_max(a, 0.0)", "i32": "max(a, 0)"}),
-              _relu_numpy, lambda g, x, *, out: where(out <= 0, 0.0, g), float_only=False)
+              _relu_numpy, lambda g, x, *, out: g * logical_not(out <= 0), float_only=False)  # NaN passes g, as torch
 RECIPROCAL = _unary("reciprocal", E("1.0 / a"), np.reciprocal, lambda g, x, *, out: -g * out * out)
 def _zero_vjp(g, *inputs, out):
     """Step functions (floor, sign, ...): the gradient is zero everywhere, as in PyTorch
