@@ -20,7 +20,9 @@ from .. import creation, ops
 from ..ops._helpers import describe
 from ..ops.registry import OpError, composite
 from ..ops.movement import slice_dims
-from .functional_conv import _check_positive, _pool_counts, _tuple, adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from .functional_conv import (
+    _adaptive_matrix, _check_positive, _pool_counts, _tuple, adaptive_avg_pool2d, avg_pool2d, max_pool2d,
+)
 
 __all__ = ["max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
            "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d",
@@ -255,15 +257,6 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
         webgrad.Size([1, 2, 2, 2, 2])
     """
     return _adaptive_max("adaptive_max_pool3d", input, output_size, return_indices, 3)
-
-
-def _adaptive_matrix(size, out, dtype, device):
-    """(out, size) averaging matrix: row i averages input[floor(i*size/out) : ceil((i+1)*size/out)]."""
-    matrix = np.zeros((out, size))
-    for i in range(out):
-        start, end = (i * size) // out, -(-((i + 1) * size) // out)
-        matrix[i, start:end] = 1.0 / (end - start)
-    return creation.tensor(matrix, dtype=dtype, device=device)
 
 
 def adaptive_avg_pool1d(input, output_size):
