@@ -12,6 +12,15 @@ from ..parameter import Parameter
 from .module import Module
 
 
+def _affine_parameters(module, shape, affine, bias, dtype, device) -> None:
+    """A norm layer's ``weight`` (and ``bias`` unless bias=False) of ``shape`` when ``affine``;
+    registered as None otherwise, as torch's layers do."""
+    def make():
+        return Parameter(creation.empty(*shape, dtype=dtype, device=device))
+    module.register_parameter("weight", make() if affine else None)
+    module.register_parameter("bias", make() if affine and bias else None)
+
+
 class _BatchNorm(Module):
     _allowed_dims: tuple = ()
 
@@ -20,15 +29,7 @@ class _BatchNorm(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(creation.empty(num_features, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(creation.empty(num_features, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_features,), affine, bias, dtype, device)
         if track_running_stats:
             self.register_buffer("running_mean", creation.zeros(num_features, dtype=dtype, device=device))
             self.register_buffer("running_var", creation.ones(num_features, dtype=dtype, device=device))
@@ -173,15 +174,7 @@ class GroupNorm(Module):
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(creation.empty(num_channels, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(creation.empty(num_channels, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_channels,), affine, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -262,15 +255,7 @@ class LayerNorm(Module):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(creation.empty(*self.normalized_shape, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(creation.empty(*self.normalized_shape, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
