@@ -95,7 +95,15 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._make(array, array.shape, dtype, "cpu")
 
 
-SCALARS = ScalarCache(lambda value, dtype, device: _make(np.array(value, dtype=dtype.np), dtype, device))
+def _cached_scalar(value, dtype, device) -> Tensor:
+    t = _make(np.array(value, dtype=dtype.np), dtype, device)
+    # A trace takes it as a constant: the cache may drop it mid-trace (it starts over when
+    # full), and nothing ever writes it, so there is nothing to guard.
+    t._cached_scalar = True
+    return t
+
+
+SCALARS = ScalarCache(_cached_scalar)
 
 
 def scalar_tensor(value, dtype, device) -> Tensor:

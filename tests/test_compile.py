@@ -380,6 +380,20 @@ def test_arguments_sharing_data_are_part_of_the_signature():
     assert fn.traces == 2
 
 
+def test_cached_scalars_dropped_mid_trace_are_constants(monkeypatch):
+    """The scalar cache starts over when full, so a cached 0-d constant made before the
+    trace can die during it; it is a constant of the graph, not a lost capture."""
+    from webgrad import creation
+
+    x = webgrad.ones(3)
+    _ = x * 0.5  # cached before the trace
+    monkeypatch.setattr(creation.SCALARS, "_limit", 0)  # every new number starts the cache over
+    fn = webgrad.compile(lambda x: x * 0.5 + x * 0.25 + x * 0.125)
+    for _ in range(3):
+        assert_close(fn(x), [0.875] * 3)
+    assert fn.traces == 1 and fn.replays == 2
+
+
 def test_errors_inside_a_traced_function_leave_no_tracer_behind():
     from webgrad.ops import registry
 

@@ -5,8 +5,8 @@ The ``Tracer`` is an observer on the op registry's stack (``ops.registry.observi
 vjps (which are ops too) and the optimizers' fused in-place updates. Tensors are
 matched to graph values by their backend data object (``detach()`` and ``.data``
 make new Tensor objects over the same data). Data that no op made is a graph input:
-an argument, a captured tensor (parameter, optimizer state, cached scalar), a
-constant made during the trace, or a random draw (the registry's ``allocated`` event
+an argument, a captured tensor (parameter, optimizer state), a constant (a cached
+scalar, or data made during the trace), or a random draw (the registry's ``allocated`` event
 says which, so replays draw anew). Module calls and optimizer steps reach it as
 ranges (``enter``/``exit``): the modules' train/eval flags guard the graph, and the
 in-place updates inside a step belong to that optimizer.
@@ -168,6 +168,8 @@ class Tracer(registry.Observer):
                 value = self.graph.new_value(t.shape, t.dtype, "arg", index=self.args[key])
             elif key in self.random:
                 value = self.graph.new_value(t.shape, t.dtype, "random", data=self.random[key])
+            elif t._cached_scalar:
+                value = self.graph.new_value(t.shape, t.dtype, "const", data=t._data)
             else:
                 value = self.graph.new_value(t.shape, t.dtype, "capture", data=t._data)
             self.by_data[key] = value
