@@ -152,7 +152,7 @@ def gather(x, dim, index):
     if x.ndim == 0:  # a 0-d tensor acts as one element along dim 0; the result has index's shape
         normalize_dim("gather", dim, 1)
         return apply(GATHER, x.reshape(1), index.reshape(-1), dim=0).reshape(tuple(index.shape))
-    if index.numel() == 0 and index.ndim != x.ndim:  # PyTorch accepts any empty index
+    if index.numel() == 0:  # PyTorch accepts any empty index, of any shape and integer dtype
         return zeros(tuple(index.shape), dtype=x.dtype, device=x.device) + x.sum() * 0
     return apply(GATHER, x, index, dim=normalize_dim("gather", dim, x.ndim))
 

@@ -9,11 +9,14 @@ arranged so that the value and the gradient are those of PyTorch.
 The gamma family (lgamma, digamma, polygamma, zeta) uses the recurrence to move
 the argument up by ``_SHIFT`` and then an asymptotic (Stirling / Euler-Maclaurin)
 series, accurate to float64 rounding for positive arguments; reflection covers
-lgamma and digamma below 1/2. ``polygamma(n >= 1)`` and ``zeta`` take positive
-arguments only (other points give NaN or inaccurate values, unlike PyTorch).
+lgamma and digamma below 1/2. ``polygamma(n >= 1)`` reflects too; ``zeta`` is
+accurate for other > 0 (for other < 0 with an integer input, PyTorch sums directly
+and is more accurate). On cpu, float32 inputs compute in float64 and round once
+(``_widened``): in float32 the series and reflections lose a few digits.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from .. import dtypes
@@ -258,6 +261,13 @@ def _lgamma_positive(x):
     return stirling - ew.where(small, ew.log(product), 0.0)
 
 
+def _widened(fn, *xs):
+    """``fn(*xs)``, in float64 for float32 cpu tensors (rounded once at the end)."""
+    if xs[0].dtype is dtypes.float32 and xs[0].device == "cpu":
+        return ew.cast(fn(*[ew.cast(x, dtypes.float64) for x in xs]), dtypes.float32)
+    return fn(*xs)
+
+
 def lgamma(input):  # noqa: A002
     """log |Gamma(x)|; inf at 0 and the negative integers.
 
@@ -265,7 +275,10 @@ def lgamma(input):  # noqa: A002
         >>> webgrad.lgamma(webgrad.tensor([0.5, 3.0]))
         tensor([0.5724, 0.6931])
     """
-    x = _float(input, "lgamma")
+    return _widened(_lgamma, _float(input, "lgamma"))
+
+
+def _lgamma(x):
     reflect = ew.lt(x, 0.5)
     positive_part = _lgamma_positive(ew.where(reflect, 1 - x, x))
     # Reflection: lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x), fed a safe x elsewhere.
@@ -290,7 +303,10 @@ def _digamma_positive(x):
 
 def digamma(input):  # noqa: A002
     """The logarithmic derivative of Gamma; -inf at 0, NaN at negative integers (PyTorch's values)."""
-    x = _float(input, "digamma")
+    return _widened(_digamma, _float(input, "digamma"))
+
+
+def _digamma(x):
     reflect = ew.lt(x, 0.5)
     positive_part = _digamma_positive(ew.where(reflect, 1 - x, x))
     reflected_x = ew.where(reflect, x, 0.25)
@@ -303,8 +319,13 @@ def digamma(input):  # noqa: A002
 
 def zeta(input, other):  # noqa: A002
     """The Hurwitz zeta function sum_k (other + k) ** -input (``torch.special.zeta``), for
-    input > 1 and other > 0: direct terms up to k = 7, then Euler-Maclaurin."""
-    s, q = _float_pair("zeta", input, other)
+    input > 1 and other > 0: direct terms up to k = 7, then Euler-Maclaurin. Elsewhere PyTorch's
+    values: inf at input = 1 and at other a non-positive integer, NaN for input < 1 and for
+    other < 0 with a non-integer input."""
+    return _widened(_zeta, *_float_pair("zeta", input, other))
+
+
+def _zeta(s, q):
     total = ew.pow(q, -s)
     for k in range(1, _SHIFT):
         total = total + ew.pow(q + k, -s)
@@ -319,7 +340,9 @@ def zeta(input, other):  # noqa: A002
         rising = rising * (s + 2 * j - 1) * (s + 2 * j)
         term_power = term_power / (z * z)
         factorial *= (2 * j + 1) * (2 * j + 2)
-    return total
+    total = ew.where(ew.logical_and(ew.lt(q, 0), ew.ne(s, ew.floor(s))), math.nan, total)
+    total = ew.where(_nonpositive_integer(q), math.inf, total)
+    return ew.where(ew.eq(s, 1), math.inf, ew.where(ew.lt(s, 1), math.nan, total))
 
 
 def polygamma(n, input):  # noqa: A002
@@ -328,7 +351,10 @@ def polygamma(n, input):  # noqa: A002
         raise OpError(f"polygamma: n must be a non-negative integer, got {n!r}")
     if n == 0:
         return digamma(input)
-    x = _float(input, "polygamma")
+    return _widened(functools.partial(_polygamma, n), _float(input, "polygamma"))
+
+
+def _polygamma(n, x):
     reflect = ew.lt(x, 0.5)
     scale = (-1) ** (n + 1) * math.factorial(n)
     positive_part = zeta(n + 1.0, ew.where(reflect, 1 - x, x)) * scale
