@@ -202,6 +202,25 @@ def test_flops_are_exact(case, device):
     assert prof.key_averages().total_average().flops >= expected
 
 
+def test_conv_passes_count_their_flops(device):
+    """The forward and both backward kernels each do the forward's multiply-adds."""
+    x = webgrad.randn(2, 4, 6, 6, device=device, requires_grad=True)
+    w = webgrad.randn(6, 2, 3, 3, device=device, requires_grad=True)
+    with profile() as prof:
+        F.conv2d(x, w, stride=2, groups=2).sum().backward()
+    expected = 2 * (2 * 6 * 2 * 2) * (2 * 3 * 3)  # out (2, 6, 2, 2), each from Cg*kh*kw = 18 terms
+    for name in ("conv2d", "conv2d_backward_input", "conv2d_backward_weight"):
+        assert [e.flops for e in by_name(prof, name)] == [expected], name
+
+
+def test_pooling_counts_one_flop_per_window_element(device):
+    x = webgrad.randn(2, 3, 7, 7, device=device, requires_grad=True)
+    with profile() as prof:
+        F.max_pool2d(x, 3, stride=2).sum().backward()  # 3x3 windows, out 3x3
+    for name in ("max_pool2d_select", "max_pool2d_backward"):
+        assert [e.flops for e in by_name(prof, name)] == [2 * 3 * 9 * 9], name
+
+
 def test_bytes_moved_count_inputs_and_output(device):
     a, b = webgrad.randn(4, 3, device=device), webgrad.randn(3, 5, device=device)
     with profile() as prof:

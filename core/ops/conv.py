@@ -20,6 +20,8 @@ WebGPU: one implicit-GEMM dispatch per pass (wgsl_kernels/conv.wgsl).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..backend.numpy.wasm_gemm import np_matmul  # numpy's matmul, or in Pyodide the wasm one
@@ -146,13 +148,26 @@ def _backward_weight_vjp(v, g, x, *, out, needs, kernel_hw, **geometry):
     return gg, gx
 
 
+# FLOPs (profiler): each pass multiplies and adds once per (output element, Cg*kh*kw term).
+def _forward_flops(shapes, out, **_):  # (x, w) -> (N, O, Ho, Wo)
+    return 2 * math.prod(out) * math.prod(shapes[1][1:])
+
+
+def _backward_input_flops(shapes, out, **_):  # (g, w) -> x's shape
+    return 2 * math.prod(shapes[0]) * math.prod(shapes[1][1:])
+
+
+def _backward_weight_flops(shapes, out, **_):  # (g, x) -> w's shape
+    return 2 * math.prod(shapes[0]) * math.prod(out[1:])
+
+
 CONV2D = defop("conv2d", kind="matmul", infer=_conv2d_infer, vjp=_conv2d_vjp, numpy=_conv2d_numpy,
-               wgsl=Kernel("conv.wgsl", "conv2d_forward", "conv.conv2d"))
+               flops=_forward_flops, wgsl=Kernel("conv.wgsl", "conv2d_forward", "conv.conv2d"))
 CONV2D_BACKWARD_INPUT = defop("conv2d_backward_input", infer=_backward_input_infer, vjp=_backward_input_vjp,
-                              kind="matmul", numpy=_backward_input_numpy,
+                              kind="matmul", numpy=_backward_input_numpy, flops=_backward_input_flops,
                               wgsl=Kernel("conv.wgsl", "conv2d_backward_input", "conv.conv2d"))
 CONV2D_BACKWARD_WEIGHT = defop("conv2d_backward_weight", infer=_backward_weight_infer, vjp=_backward_weight_vjp,
-                               kind="matmul", numpy=_backward_weight_numpy,
+                               kind="matmul", numpy=_backward_weight_numpy, flops=_backward_weight_flops,
                                wgsl=Kernel("conv.wgsl", "conv2d_backward_weight", "conv.conv2d"))
 
 

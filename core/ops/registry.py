@@ -33,7 +33,7 @@ class ignores them; outer observers hear of an event first, its end last):
   "optimizer" (an optimizer's ``step``; target the optimizer), "module" (an ``nn.Module``
   call; target the module), "backward" (one autograd node's vjp; target the node).
   ``begin``/``end`` (or ``call``) open and close one for every observer.
-- ``kernel_begin(op, inputs, device) -> token`` / ``kernel_end(token, out)``: a compiled
+- ``kernel_begin(op, inputs, device, attrs) -> token`` / ``kernel_end(token, out)``: a compiled
   replay calling a backend kernel directly (``replay_kernels``), with no ``apply`` around it.
 
 Declarations where things are defined, not name lists elsewhere: ``@input_check`` marks a
@@ -94,7 +94,7 @@ def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
     ``numpy=np.add``. Backends added later attach theirs with ``bind``.
     ``reads_inputs`` defaults to True, and to False for views. ``kind`` (one of ``KINDS``)
     defaults to what the kernels say: a view, an elementwise expression, a reduction...
-    ``flops(input_shapes, output_shape)`` counts a call's floating-point operations."""
+    ``flops(input_shapes, output_shape, **attrs)`` counts a call's floating-point operations."""
     if name in OPS:
         raise ValueError(f"op {name!r} declared twice")
     if wgsl is not None:  # the WebGPU kernel record (the backend binds ``impls`` by name)
@@ -172,7 +172,7 @@ class Observer:
     def exit(self, token, out) -> None:
         pass
 
-    def kernel_begin(self, op: Op, inputs, device: str) -> Any:
+    def kernel_begin(self, op: Op, inputs, device: str, attrs: dict) -> Any:
         return None
 
     def kernel_end(self, token, out) -> None:
@@ -374,7 +374,7 @@ def replay_kernels(backend, device: str):
 
     def reported(kernel):
         def run(op, inputs, *rest):
-            tokens = [(o, o.kernel_begin(op, inputs, device)) for o in OBSERVERS]
+            tokens = [(o, o.kernel_begin(op, inputs, device, rest[0])) for o in OBSERVERS]  # rest: attrs, ...
             out = None
             try:
                 out = kernel(op, inputs, *rest)

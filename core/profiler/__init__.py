@@ -241,7 +241,7 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
         return self.begin(op.name, "op", inputs, inputs[0].device)
 
     def op_end(self, token, op, inputs, attrs, out) -> None:
-        self.end(token, out, op.flops, inputs)
+        self.end(token, out, op.flops and functools.partial(op.flops, **attrs), inputs)
 
     def op_failed(self, token) -> None:
         """An op that raised never ends and is no parent: it leaves the stack (and the results)."""
@@ -262,16 +262,16 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
             event, keeps_out, flops, args = token
             self.end(event, out if keeps_out else None, flops, args)
 
-    def kernel_begin(self, op, inputs, device):
+    def kernel_begin(self, op, inputs, device, attrs):
         """A compiled replay calls a backend kernel directly (no ``apply``): an op event of its own."""
         arrays = [getattr(t, "_data", t) for t in inputs]
-        return self.begin(op.name, "op", arrays, device), op, arrays
+        return self.begin(op.name, "op", arrays, device), op, arrays, attrs
 
     def kernel_end(self, token, out) -> None:
-        event, op, arrays = token
+        event, op, arrays, attrs = token
         self.end(event, None, None, ())
         if op.flops is not None and out is not None and self.with_flops:  # (an epilogue counts its product)
-            event.flops = op.flops(_shapes(arrays), out.shape)
+            event.flops = op.flops(_shapes(arrays), out.shape, **attrs)
 
     # -- ranges --------------------------------------------------------------------
     def begin(self, name, kind, inputs, device_type="cpu"):
