@@ -63,6 +63,15 @@ def test_forward_and_both_gradients_match_torch(case, device):
     assert_close(W.grad, tw.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("block_elements", [1, 150])
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_numpy_passes_in_blocks_of_images(case, block_elements, monkeypatch):
+    """The numpy kernels go a few images at a time (one each, or blocks with a shorter last
+    one): the same results as torch."""
+    monkeypatch.setattr(conv, "BLOCK_ELEMENTS", block_elements)
+    test_forward_and_both_gradients_match_torch(case, "cpu")
+
+
 @pytest.mark.parametrize("layout", ["transposed", "sliced"])
 def test_strided_views_are_read_in_place(layout, device):
     torch = need_module("torch")

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blas import matmul_size
+from ..blas import blas_threads, matmul_size
 
 IN_PYODIDE = sys.platform == "emscripten"
 # Below this many multiply-adds numpy's own loop is as fast: the calls into JS and
@@ -167,8 +167,11 @@ def _operand(x: np.ndarray, batch: tuple, count: int):
 def np_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``np.matmul``, in wasm where that applies (Pyodide, float32, large enough): for
     numpy kernels that multiply matrices themselves (conv2d's im2col in ops/conv.py)."""
-    if x.ndim >= 2 and y.ndim >= 2 and wants(x, y, matmul_size(x, y)):
-        return matmul(x, y)
+    if x.ndim >= 2 and y.ndim >= 2:
+        size = matmul_size(x, y)
+        if wants(x, y, size):
+            return matmul(x, y)
+        blas_threads.choose(size)  # as the matmul op does (see blas.py)
     return numpy_matmul(x, y)
 
 
