@@ -96,10 +96,12 @@ def from_numpy(array: np.ndarray) -> Tensor:
 
 
 def _cached_scalar(value, dtype, device) -> Tensor:
-    t = _make(np.array(value, dtype=dtype.np), dtype, device)
-    # A trace takes it as a constant: the cache may drop it mid-trace (it starts over when
-    # full), and nothing ever writes it, so there is nothing to guard.
-    t._cached_scalar = True
+    array = np.array(value, dtype=dtype.np)
+    t = _make(array, dtype, device)
+    # A trace takes it as a constant, one per number (its stored bytes: -0.0 is not 0.0): the
+    # cache may drop it mid-trace (it starts over when full) and hand out another tensor for
+    # the same number, and nothing ever writes it, so there is nothing to guard.
+    t._cached_scalar = (dtype.name, str(device), array.tobytes())
     return t
 
 

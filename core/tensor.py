@@ -50,7 +50,7 @@ class Tensor:
     _retains_grad: bool
     _view_of: tuple[Tensor, str, Any] | None
     __array_priority__ = 1000  # numpy defers to our operators: ndarray + Tensor -> Tensor
-    _cached_scalar = False  # True on creation.SCALARS' 0-d constants (a trace takes them as constants)
+    _cached_scalar: tuple | None = None  # creation.SCALARS' 0-d constants: (dtype, device, bytes)
 
     @classmethod
     def _make(cls, data, shape, dtype, device, requires_grad=False):

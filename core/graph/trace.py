@@ -96,6 +96,7 @@ class Tracer(registry.Observer):
         self.owners: dict[int, list] = {}  # Value id -> weakrefs of Tensors seen holding it
         self.made_here: set[int] = set()  # ids of data the backend created during the trace
         self.random: dict[int, tuple] = {}  # id(data) -> (method, args)
+        self.scalars: dict[tuple, Value] = {}  # Tensor._cached_scalar -> its constant
         self.snapshots: dict[int, object] = {}  # Value id -> data copy before the first write
         self.read_before_write: set[int] = set()
         self.written: set[int] = set()
@@ -168,8 +169,11 @@ class Tracer(registry.Observer):
                 value = self.graph.new_value(t.shape, t.dtype, "arg", index=self.args[key])
             elif key in self.random:
                 value = self.graph.new_value(t.shape, t.dtype, "random", data=self.random[key])
-            elif t._cached_scalar:
-                value = self.graph.new_value(t.shape, t.dtype, "const", data=t._data)
+            elif t._cached_scalar is not None:  # one constant per number, whichever cached copy
+                value = self.scalars.get(t._cached_scalar)
+                if value is None:
+                    value = self.scalars[t._cached_scalar] = self.graph.new_value(t.shape, t.dtype, "const",
+                                                                                  data=t._data)
             else:
                 value = self.graph.new_value(t.shape, t.dtype, "capture", data=t._data)
             self.by_data[key] = value
