@@ -1,7 +1,7 @@
 """The conv2d primitives (core/ops/conv.py, wgsl_kernels/conv.wgsl): forward and both
 backward passes against torch on cpu and webgpu, over strides, asymmetric padding,
 dilation, groups, batch/channel 1 and strided views; float64 finite differences for
-first and second derivatives; one dispatch per pass on webgpu."""
+first and second derivatives; on webgpu both the product path and the direct kernel."""
 import numpy as np
 import pytest
 
@@ -150,24 +150,42 @@ def test_webgpu_gradients_equal_cpu_through_F_conv2d_and_conv1d():
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def _force_path(monkeypatch, path):
+    from webgrad.backend.webgpu import conv as gpu_conv
+
+    monkeypatch.setattr(gpu_conv, "GEMM_MIN_CHANNELS", 1 if path == "product" else 1 << 30)
+
+
 @requires_webgpu
-@pytest.mark.parametrize("pass_", ["forward", "backward_input", "backward_weight"])
-def test_one_dispatch_per_pass_on_webgpu(pass_):
+@pytest.mark.parametrize("path", ["product", "direct"])
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_webgpu_product_and_direct_paths_match_torch(case, path, monkeypatch):
+    """Each webgpu pass is a product over im2col columns where the geometry allows (backward
+    input: stride 1, padding within the kernel's reach) or conv.wgsl's direct kernel: both
+    agree with torch on every case."""
+    _force_path(monkeypatch, path)
+    test_forward_and_both_gradients_match_torch(case, "webgpu")
+
+
+@requires_webgpu
+@pytest.mark.parametrize("path, counts", [("direct", (1, 1, 1)), ("product", (4, 5, 5))])
+def test_dispatches_per_pass_on_webgpu(path, counts, monkeypatch):
+    """Direct: one dispatch a pass. Product: pad (fill, copy), columns, product; backward input
+    also flips the weights, backward weight also lays g out by group."""
     from webgrad.backend.webgpu import backend
 
+    _force_path(monkeypatch, path)
     x = webgrad.randn(4, 3, 12, 12, device="webgpu")
     w = webgrad.randn(8, 3, 3, 3, device="webgpu")
     geometry = dict(stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
     g = webgrad.randn(4, 8, 12, 12, device="webgpu")
     device = backend().device
-    before = device.dispatches
-    if pass_ == "forward":
-        conv.conv2d(x, w, **geometry)
-    elif pass_ == "backward_input":
-        conv.conv2d_backward_input(g, w, input_hw=(12, 12), **geometry)
-    else:
-        conv.conv2d_backward_weight(g, x, kernel_hw=(3, 3), **geometry)
-    assert device.dispatches - before == 1
+    for count, run in zip(counts, (lambda: conv.conv2d(x, w, **geometry),
+                                   lambda: conv.conv2d_backward_input(g, w, input_hw=(12, 12), **geometry),
+                                   lambda: conv.conv2d_backward_weight(g, x, kernel_hw=(3, 3), **geometry))):
+        before = device.dispatches
+        run()
+        assert device.dispatches - before == count
 
 
 def test_backward_primitives_refuse_a_gradient_of_the_wrong_size():
