@@ -4,14 +4,17 @@
   dropout, fc 9216->128->10, batch 64, Adadelta.
 - A ResNet-18-style basic block at 32x32 (conv 64->64 3x3, BatchNorm, ReLU, twice, plus
   the identity), batch 16, SGD with momentum.
+- The digits demo's CNN (demos/digits.py: conv 1->16, pool, conv 16->32, pool, linear;
+  8x8 images), batch 64, Adam: the browser bench's CNN row.
 - max_pool2d and avg_pool2d forward + backward on the MNIST network's pool input.
 - On webgpu: conv2d forward + backward GFLOP/s against a matmul of the same FLOPs.
 
 webgrad cpu (eager and compiled) and torch CPU run alternated, medians of the rounds.
 ``--threads 1`` gives both one thread (torch.set_num_threads, threadpoolctl for numpy's
-BLAS); the default leaves both at their own choice.
+BLAS); the default leaves both at their own choice. ``--models`` picks some of mnist,
+resnet, digits, pooling (on a CPU-emulated adapter the first two take minutes a step).
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/cnn_step.py [--threads 1] [--webgpu]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/cnn_step.py [--threads 1] [--webgpu] [--models digits]
 """
 from __future__ import annotations
 
@@ -89,6 +92,22 @@ def basic_block(lib):
             out = F.relu(self.bn2(self.conv2(out)) + x)
             return F.log_softmax(self.head(out.mean((2, 3))), dim=1)
     return Block()
+
+
+def digits_cnn(lib):
+    nn, F = lib.nn, lib.nn.functional
+
+    class DigitsCNN(nn.Module):  # demos/digits.py's, with log-probabilities out
+        def __init__(self, channels=16):
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv2d(1, channels, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Conv2d(channels, 2 * channels, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+            self.classifier = nn.Linear(2 * channels * 4, 10)
+
+        def forward(self, x):
+            return F.log_softmax(self.classifier(self.features(x).flatten(1)), dim=1)
+    return DigitsCNN()
 
 
 def data(shape, batch):
@@ -189,7 +208,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=None, help="threads for both (default: their own choice)")
     parser.add_argument("--webgpu", action="store_true", help="also webgrad on webgpu")
+    parser.add_argument("--models", default="mnist,resnet,digits,pooling", help="comma-separated")
     args = parser.parse_args()
+    models = args.models.split(",")
     if os.environ.get("OPENBLAS_CORETYPE"):
         print("note: OPENBLAS_CORETYPE is set; numpy's BLAS runs a slower kernel (see this file's docstring)")
     devices = ["cpu"] + (["webgpu"] if args.webgpu else [])
@@ -201,13 +222,20 @@ def main() -> None:
         limits = threadpool_limits(args.threads)
     print(f"threads: {args.threads or 'default'} (torch {torch.get_num_threads()})")
     with limits:
-        training_steps(f"MNIST CNN (pytorch/examples), batch {MNIST_BATCH}, Adadelta", mnist_net,
-                       lambda lib, model: lib.optim.Adadelta(model.parameters(), lr=1.0), (1, 28, 28),
-                       MNIST_BATCH, devices)
-        training_steps(f"ResNet-18 basic block 64ch at 32x32, batch {BLOCK_BATCH}, SGD momentum", basic_block,
-                       lambda lib, model: lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), (64, 32, 32),
-                       BLOCK_BATCH, devices)
-        pooling(devices)
+        if "mnist" in models:
+            training_steps(f"MNIST CNN (pytorch/examples), batch {MNIST_BATCH}, Adadelta", mnist_net,
+                           lambda lib, model: lib.optim.Adadelta(model.parameters(), lr=1.0), (1, 28, 28),
+                           MNIST_BATCH, devices)
+        if "resnet" in models:
+            training_steps(f"ResNet-18 basic block 64ch at 32x32, batch {BLOCK_BATCH}, SGD momentum", basic_block,
+                           lambda lib, model: lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                           (64, 32, 32), BLOCK_BATCH, devices)
+        if "digits" in models:
+            training_steps(f"digits CNN (demos/digits.py), batch {MNIST_BATCH}, Adam", digits_cnn,
+                           lambda lib, model: lib.optim.Adam(model.parameters(), lr=1e-2), (1, 8, 8),
+                           MNIST_BATCH, devices)
+        if "pooling" in models:
+            pooling(devices)
         if args.webgpu:
             conv_against_matmul()
 
