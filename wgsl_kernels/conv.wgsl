@@ -1,5 +1,8 @@
 // conv.wgsl: 2-D convolution (cross-correlation) forward and both backward passes,
-// each one implicit-GEMM dispatch: no im2col buffer, the window is indexed in place.
+// each one direct dispatch: no im2col buffer, the window is indexed in place. The
+// launcher (backend/webgpu/conv.py) runs most shapes as products on matmul.wgsl over
+// an im2col copy instead; this kernel takes the rest (few channels a group, strided
+// backward input, columns too large).
 //
 // Maths. x (N, C, H, W), w (O, Cg, kh, kw) with Cg = C / groups, Og = O / groups,
 // out (N, O, Ho, Wo); padding (top, left) of zeros (bottom/right only set Ho, Wo):

@@ -16,7 +16,8 @@ All three are bilinear, so each one's vjp is another of the three (see the
 vjp functions below): gradients of any order stay on these kernels.
 
 numpy: im2col through a strided window view and one batched matmul per pass.
-WebGPU: one implicit-GEMM dispatch per pass (wgsl_kernels/conv.wgsl).
+WebGPU: a product on matmul.wgsl over an im2col copy where the channels allow, else
+conv.wgsl's direct kernel (backend/webgpu/conv.py).
 """
 from __future__ import annotations
 
