@@ -504,13 +504,7 @@ def _live_case(op, key, dtype_name, index, sample, random_op=None) -> Case | Non
     grads: list = []
     flat = [o for o in _flat_outputs(out) if isinstance(o, torch.Tensor) and o.dtype.is_floating_point]
     if wrt and flat and not random_op and any(o.requires_grad for o in flat):
-        weights = _weights([o.detach().numpy() for o in flat], index)
-        total = sum((o * torch.tensor(w, dtype=o.dtype)).sum() for o, w in zip(flat, weights) if o.requires_grad)
-        try:
-            got = torch.autograd.grad(total, wrt, allow_unused=True)
-        except Exception:
-            got = [None] * len(wrt)
-        for g in got:
+        for g in _torch_grads(flat, wrt, index):
             if g is None:
                 grads.append(None)
             else:
@@ -522,6 +516,19 @@ def _live_case(op, key, dtype_name, index, sample, random_op=None) -> Case | Non
     elif dtype_name == "float32":
         _add_float64_answers(op, key, sample, index, out_enc, grads, arrays)
     return Case(key, dtype_name, index, enc, out_enc, grads, random_op, arrays)
+
+
+def _torch_grads(flat, wrt, index) -> list:
+    """torch's gradients of sum_k <w_k, out_k> (seeded weights) with respect to ``wrt``; None
+    for each where torch has none (or cannot)."""
+    import torch
+
+    weights = _weights([o.detach().numpy() for o in flat], index)
+    total = sum((o * torch.tensor(w, dtype=o.dtype)).sum() for o, w in zip(flat, weights) if o.requires_grad)
+    try:
+        return list(torch.autograd.grad(total, wrt, allow_unused=True))
+    except Exception:
+        return [None] * len(wrt)
 
 
 def _add_float64_answers(op, key, sample, index, out_enc, grads, arrays) -> None:
@@ -559,14 +566,8 @@ def _add_float64_answers(op, key, sample, index, out_enc, grads, arrays) -> None
     floats = [o for o in flat if o.dtype.is_floating_point]
     wrt = [memo[id(t)] for t in _grad_tensors(sample)]
     if any(g is not None for g in grads) and len(wrt) == len(grads) and any(o.requires_grad for o in floats):
-        weights = _weights([o.detach().numpy() for o in floats], index)
-        total = sum((o * torch.tensor(w, dtype=o.dtype)).sum() for o, w in zip(floats, weights) if o.requires_grad)
-        try:
-            wide_grads = torch.autograd.grad(total, wrt, allow_unused=True)
-        except Exception:
-            wide_grads = [None] * len(wrt)
-        answers += [(name, g, GRAD_TOLERANCES[("cpu", "float32")]) for name, g in zip(grads, wide_grads)
-                    if name is not None and g is not None]
+        answers += [(name, g, GRAD_TOLERANCES[("cpu", "float32")])
+                    for name, g in zip(grads, _torch_grads(floats, wrt, index)) if name is not None and g is not None]
     for name, wide, (rtol, atol) in answers:
         truth = wide.detach().numpy()
         if (truth.dtype == np.float64 and truth.shape == arrays[name].shape
