@@ -1,4 +1,4 @@
-"""webgrad in the browser vs TensorFlow.js 4.22, side by side in one headless Chromium.
+"""webgrad in the browser vs TensorFlow.js 4.22 and jax-js 0.1.25, side by side in one headless Chromium.
 
     python bench/browser_bench.py            # starts the site on a free port
     python bench/browser_bench.py --url http://127.0.0.1:8000/   # a running `make serve`
@@ -12,8 +12,12 @@ the digits CNN's (demos/digits.py) and the char transformer's (demos/char_lm.py)
 eagerly and through webgrad.compile, N x N matmuls and a 3x3 conv2d (results read
 back), milliseconds per step (after at least 0.5 s of warm-up, for every runner alike)
 for webgrad on WebGPU and on the cpu in Pyodide (with
-its wasm matmul, and with numpy's own), and TF.js on its WebGPU and wasm backends,
-with ratios against the TF.js backend of the same kind. The page is web/bench.html
+its wasm matmul, and with numpy's own), TF.js on its WebGPU and wasm backends, and
+jax-js (npm ``@jax-js/jax``, bundled into the site) on its WebGPU and wasm backends for
+the MLP step (one ``jit`` of ``valueAndGrad`` and an optax-style Adam written in the
+page), the matmuls and the conv2d, with ratios against the TF.js backend and the jax-js
+backend of the same kind (cpu and wasm runners all on one thread; jax-js's wasm on one
+worker). The page is web/bench.html
 (open it in a browser to run the same thing by hand). Compare ratios, not absolute
 times: here both WebGPU adapters are CPU emulations. ``--no-webgpu`` leaves the
 WebGPU runners out; ``--task NAME`` runs only the tasks whose name contains NAME.
@@ -40,9 +44,12 @@ REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("WEBGRAD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-PEERS = {"webgrad webgpu": "tfjs webgpu", "webgrad webgpu compiled": "tfjs webgpu",
-         "webgrad cpu (wasm matmul)": "tfjs wasm", "webgrad cpu compiled": "tfjs wasm",
-         "webgrad cpu (numpy matmul)": "tfjs wasm"}
+# Each webgrad runner and its peers, the backend of the same kind: TF.js's, then jax-js's.
+WEBGPU_PEERS = ("tfjs webgpu", "jax-js webgpu")
+CPU_PEERS = ("tfjs wasm", "jax-js wasm")
+PEERS = {"webgrad webgpu": WEBGPU_PEERS, "webgrad webgpu compiled": WEBGPU_PEERS,
+         "webgrad cpu (wasm matmul)": CPU_PEERS, "webgrad cpu compiled": CPU_PEERS,
+         "webgrad cpu (numpy matmul)": CPU_PEERS}
 
 
 def start_server():
@@ -238,20 +245,26 @@ def main() -> None:
                 row = page.evaluate("(i) => window.webgradBench.runTask(i)", index)
                 rows.append(row)
                 shown = f"{row['ms']:9.2f} ms" if row["ms"] is not None else f"   failed: {row.get('error')}"
-                print(f"  {row['task']:12s} {row['runner']:32s} {shown}", flush=True)
+                print(f"  {row['task']:16s} {row['runner']:28s} {shown}", flush=True)
             browser.close()
     finally:
         if process is not None:
             process.terminate()
             process.wait(10)
 
-    print("\nratios (time of webgrad / time of the TF.js backend of the same kind; < 1 means webgrad is faster):")
+    print("\nratios (time of webgrad / time of the peer's backend of the same kind, TF.js's and jax-js's;\n"
+          "< 1 means webgrad is faster; - where a runner has no time):")
     by_key = {(r["task"], r["runner"]): r["ms"] for r in rows}
     for task in dict.fromkeys(r["task"] for r in rows):
-        for ours, peer in PEERS.items():
-            mine, theirs = by_key.get((task, ours)), by_key.get((task, peer))
-            if mine and theirs:
-                print(f"  {task:12s} {ours:32s} / {peer:12s} = {mine / theirs:8.2f}")
+        for ours, peers in PEERS.items():
+            mine = by_key.get((task, ours))
+            if not mine:
+                continue
+            ratios = []
+            for peer in peers:
+                theirs = by_key.get((task, peer))
+                ratios.append(f"/ {peer:13s} = " + (f"{mine / theirs:6.2f}" if theirs else "     -"))
+            print(f"  {task:16s} {ours:28s} " + "   ".join(ratios))
 
 
 if __name__ == "__main__":

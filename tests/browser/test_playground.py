@@ -435,8 +435,9 @@ def test_wide_output_scrolls_instead_of_wrapping_and_the_editor_keeps_long_lines
 
 
 def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server_url):
-    """bench.html: one task picked from the menu, a progress line per run, webgrad ÷ TF.js ratios,
-    the site's header and styles, and the button usable again afterwards."""
+    """bench.html: one task picked from the menu, a progress line per run (webgrad's runners, TF.js's
+    and jax-js's backends), webgrad ÷ TF.js and webgrad ÷ jax-js ratios, the site's header and
+    styles, and the button usable again afterwards."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         p = context.new_page()
@@ -446,6 +447,8 @@ def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server
         p.wait_for_selector("body[data-ready=true]")
         assert p.locator("header.site nav a[aria-current=page]").inner_text() == "Bench"
         assert p.evaluate("() => getComputedStyle(document.body).marginTop") == "0px"  # the site's stylesheet
+        assert p.locator("#results thead th").all_inner_texts() == ["task", "runner", "ms", "÷ TF.js", "÷ jax-js",
+                                                                    "note"]
         p.select_option("#task-filter", "matmul 256")
         assert p.inner_text("#go") == "Run"
         p.click("#go")
@@ -453,14 +456,27 @@ def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server
         assert p.is_disabled("#go")
         p.wait_for_function("() => !document.getElementById('go').disabled", timeout=600_000)
         lines = p.locator("#log li").all_inner_texts()
-        assert len(lines) == 5 and lines[0].startswith("1/5 matmul 256 · webgrad webgpu: "), lines  # 5 runners
+        # 7 runners: webgrad webgpu, cpu (wasm matmul), cpu (numpy matmul), tfjs webgpu and wasm, jax-js webgpu and wasm
+        assert len(lines) == 7 and lines[0].startswith("1/7 matmul 256 · webgrad webgpu: "), lines
         assert all(line.endswith(" ms") or ": failed: " in line for line in lines), lines
         assert not [line for line in lines if " · webgrad" in line and ": failed: " in line], lines  # ours all ran
-        assert p.inner_text("#status").startswith("done: 5 runs in ")
-        ratios = p.evaluate("""() => Object.fromEntries([...document.querySelectorAll('#results tbody tr')]
-            .map((tr) => [tr.dataset.runner, tr.querySelector('.ratio').textContent]))""")
-        assert float(ratios["webgrad cpu (wasm matmul)"]) > 0, ratios  # against tfjs wasm
-        assert ratios["tfjs wasm"] == "" and ratios["tfjs webgpu"] == "", ratios
+        # jax-js ran on both backends (its bundle, /build/bench/jax.js, is part of the site's assets).
+        assert not [line for line in lines if " · jax-js" in line and ": failed: " in line], lines
+        assert p.inner_text("#status").startswith("done: 7 runs in ")
+        # The table as a person reads it: runner -> (ms, ÷ TF.js, ÷ jax-js).
+        table = {row[1]: row[2:5] for row in p.evaluate("""() => [...document.querySelectorAll('#results tbody tr')]
+            .map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent))""")}
+        assert float(table["jax-js wasm"][0]) > 0 and float(table["jax-js webgpu"][0]) > 0, table
+
+        def ratio_of(ours, peer):  # from the ms shown, which are rounded to 0.01
+            return pytest.approx(float(table[ours][0]) / float(table[peer][0]), rel=0.02, abs=0.01)
+
+        cpu = "webgrad cpu (wasm matmul)"
+        assert float(table[cpu][2]) == ratio_of(cpu, "jax-js wasm"), table
+        assert float(table[cpu][1]) > 0, table  # against tfjs wasm
+        assert float(table["webgrad webgpu"][2]) == ratio_of("webgrad webgpu", "jax-js webgpu"), table
+        for peer in ("tfjs wasm", "tfjs webgpu", "jax-js wasm", "jax-js webgpu"):
+            assert table[peer][1:] == ["", ""], table  # a peer's row has no ratios of its own
         SHOTS.mkdir(parents=True, exist_ok=True)
         p.screenshot(path=str(SHOTS / "bench-run-1280.png"), full_page=True)
         assert errors == []
