@@ -154,6 +154,7 @@ def _force_path(monkeypatch, path):
     from webgrad.backend.webgpu import conv as gpu_conv
 
     monkeypatch.setattr(gpu_conv, "GEMM_MIN_CHANNELS", 1 if path == "product" else 1 << 30)
+    monkeypatch.setattr(gpu_conv, "PRODUCT_MIN_MACS", 1)
 
 
 @requires_webgpu
@@ -168,13 +169,15 @@ def test_webgpu_product_and_direct_paths_match_torch(case, path, monkeypatch):
 
 
 @requires_webgpu
-@pytest.mark.parametrize("path, counts", [("direct", (1, 1, 1)), ("product", (4, 5, 5))])
+@pytest.mark.parametrize("path, counts", [("direct", (1, 1, 1)), ("product", (4, 5, 5)), ("default", (1, 1, 1))])
 def test_dispatches_per_pass_on_webgpu(path, counts, monkeypatch):
     """Direct: one dispatch a pass. Product: pad (fill, copy), columns, product; backward input
-    also flips the weights, backward weight also lays g out by group."""
+    also flips the weights, backward weight also lays g out by group. By default a pass this
+    small stays direct."""
     from webgrad.backend.webgpu import backend
 
-    _force_path(monkeypatch, path)
+    if path != "default":
+        _force_path(monkeypatch, path)
     x = webgrad.randn(4, 3, 12, 12, device="webgpu")
     w = webgrad.randn(8, 3, 3, 3, device="webgpu")
     geometry = dict(stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)

@@ -1,7 +1,7 @@
 """Launcher for conv2d forward, backward_input and backward_weight on WebGPU.
 
-Where the channels allow (at least ``GEMM_MIN_CHANNELS`` per group on the product's
-row side) each pass is a product on matmul.wgsl's register-blocked kernel over an
+Where the pass is large enough (``PRODUCT_MIN_MACS`` multiply-adds) and the channels allow
+(at least ``GEMM_MIN_CHANNELS`` per group on the product's row side) each pass is a product on matmul.wgsl's register-blocked kernel over an
 im2col copy (one strided-copy dispatch: the receptive fields as a (K, L) matrix):
 
     forward          out_g (Og, L)  = w_g (Og, K) @ cols_g(x) (K, L)       per image
@@ -11,7 +11,10 @@ im2col copy (one strided-copy dispatch: the receptive fields as a (K, L) matrix)
                      (stride 1; other strides take the direct kernel)
 
 On llvmpipe the direct kernel ran a 3x3 64->64 conv at 13% of a same-FLOP matmul's
-GFLOP/s (bench/cnn_step.py --webgpu). Columns past ``MAX_COLUMN_BYTES`` (or the device's
+GFLOP/s (bench/cnn_step.py --webgpu), the product ~80%. Small passes stay direct: the
+digits demo's CNN step (8x8 images, 16 and 32 channels) took 262 ms direct and 346 ms as
+products in Chromium on SwiftShader (bench/browser_bench.py), the copies and dispatches
+costing more than the product saves. Columns past ``MAX_COLUMN_BYTES`` (or the device's
 binding limit) and the other cases run conv.wgsl's direct kernel: one thread per output
 element (four channels each where they divide), operands read as strided 4-D views in
 place, one dispatch. Shapes whose per-thread loop would pass llvmpipe's silent
@@ -32,6 +35,7 @@ from .matmul import _product
 
 FILE = "conv.wgsl"
 GEMM_MIN_CHANNELS = 4  # fewer rows per group and the product's tiles are mostly idle
+PRODUCT_MIN_MACS = 1 << 25
 MAX_COLUMN_BYTES = 1 << 27
 WORKGROUP = 64
 LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT
@@ -82,7 +86,8 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
         x_shape, w_shape, out_hw = shape, b.shape, a.shape[2:]
     else:  # a = g, b = x
         x_shape, w_shape, out_hw = b.shape, shape, a.shape[2:]
-    if math.prod(shape) and math.prod(a.shape) and math.prod(b.shape):
+    macs = x_shape[0] * math.prod(w_shape) * math.prod(out_hw)  # N * O * Cg * kh * kw * Ho * Wo, each pass
+    if macs >= PRODUCT_MIN_MACS:
         gemm = _as_product(backend, entry, a, b, attrs, tuple(shape), dtype)
         if gemm is not None:
             return gemm
