@@ -228,8 +228,8 @@ def test_choose_blocking(monkeypatch):
     assert gpu_matmul.choose_blocking(Backend, 64, 64) is gpu_matmul.NARROW  # most of REGISTER's columns would idle
     assert gpu_matmul.choose_blocking(Backend, 10, 128) is gpu_matmul.REGISTER  # SMALL is for SwiftShader only
     Device.adapter_info = {"vendor": "google", "architecture": "swiftshader", "device": "", "adapter_type": ""}
-    assert gpu_matmul.choose_blocking(Backend, 64, 512) is gpu_matmul.REGISTER
-    assert gpu_matmul.choose_blocking(Backend, 128, 64) is gpu_matmul.NARROW
+    assert gpu_matmul.choose_blocking(Backend, 64, 512) is gpu_matmul.FOUR  # 4 x 4 blocks, big workgroups
+    assert gpu_matmul.choose_blocking(Backend, 128, 64) is gpu_matmul.FOUR
     assert gpu_matmul.choose_blocking(Backend, 64, 10) is gpu_matmul.SMALL  # several workgroups for a small product
     assert gpu_matmul.choose_blocking(Backend, 10, 128) is gpu_matmul.SMALL
     Device.adapter_info = {"device": "NVIDIA H200", "adapter_type": "DiscreteGPU"}

@@ -26,7 +26,7 @@
 // The launcher folds the line into (x, y, z) so that no dimension exceeds the
 // device limit: w = x + nwg.x * (y + nwg.y * z), and w >= total returns at once.
 //
-// Two entry points share this layout:
+// Three entry points share this layout:
 // - matmul: register blocking without workgroup memory, for CPU adapters such
 //   as llvmpipe, where barriers are very slow and every buffer load costs a
 //   loop over the SIMD lanes, so the kernel makes few, wide loads: it walks K
@@ -37,6 +37,7 @@
 //   stages TILE_K columns of its rows of A and TILE_K rows of its columns of B
 //   in workgroup memory (zero-filled past the edges), then every thread
 //   accumulates its block from there.
+// - matmul_4x4: one 4 x 4 block a thread, no private arrays, for SwiftShader (below).
 // Edge tiles: the register kernel clamps rows and columns into range for its
 // loads (the extra results are never stored); stores skip elements outside C.
 
@@ -254,6 +255,54 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
       store4(acc[i * TN4 + q], at.batch, row0 + i, col0 + 4u * q);
     }
   }
+}
+
+// matmul_4x4: for SwiftShader (Chromium's CPU adapter) on larger products. Each thread
+// computes one 4 x 4 block of C, in four vec4 accumulators and no private arrays (the
+// register kernel's arrays are sized for its largest blocking), walking K one step at a
+// time: element reads of A, a vec4 of B where B_VEC == 1, else four elements; big workgroups (WG_X x WG_Y threads) keep SwiftShader's lanes
+// busy. Rows and columns past the edge are clamped for loads, as in matmul.
+@compute @workgroup_size(WG_X, WG_Y)
+fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_id) lid: vec3<u32>) {
+  let w = workgroup_line(wid, nwg);
+  if (w >= p.grid.z) { return; }
+  let at = place(w);
+  let m = p.dims.x;
+  let n = p.dims.y;
+  let row0 = (at.tile_m * WG_Y + lid.y) * 4u;
+  let col0 = (at.tile_n * WG_X + lid.x) * 4u;
+  let a0 = at.a_base + i32(min(row0, m - 1u)) * p.strides.x;
+  let a1 = at.a_base + i32(min(row0 + 1u, m - 1u)) * p.strides.x;
+  let a2 = at.a_base + i32(min(row0 + 2u, m - 1u)) * p.strides.x;
+  let a3 = at.a_base + i32(min(row0 + 3u, m - 1u)) * p.strides.x;
+  let b0 = at.b_base + i32(min(col0, n - 1u)) * p.strides.w;
+  let b1 = at.b_base + i32(min(col0 + 1u, n - 1u)) * p.strides.w;
+  let b2 = at.b_base + i32(min(col0 + 2u, n - 1u)) * p.strides.w;
+  let b3 = at.b_base + i32(min(col0 + 3u, n - 1u)) * p.strides.w;
+  let b_quad = at.b_base + i32(min(col0, (n - 1u) & ~3u));
+  var c0 = vec4<T>();
+  var c1 = vec4<T>();
+  var c2 = vec4<T>();
+  var c3 = vec4<T>();
+  for (var k = 0u; k < p.dims.z; k = k + 1u) {
+    let ka = i32(k) * p.strides.y;
+    let kb = i32(k) * p.strides.z;
+    var bv: vec4<T>;
+    if (B_VEC == 1u) {
+      bv = b_vec(b_quad + kb);
+    } else {
+      bv = vec4<T>(b_at(b0 + kb), b_at(b1 + kb), b_at(b2 + kb), b_at(b3 + kb));
+    }
+    c0 = c0 + a_at(a0 + ka) * bv;
+    c1 = c1 + a_at(a1 + ka) * bv;
+    c2 = c2 + a_at(a2 + ka) * bv;
+    c3 = c3 + a_at(a3 + ka) * bv;
+  }
+  store4(c0, at.batch, row0, col0);
+  store4(c1, at.batch, row0 + 1u, col0);
+  store4(c2, at.batch, row0 + 2u, col0);
+  store4(c3, at.batch, row0 + 3u, col0);
 }
 
 // matmul_tiled: a_tile[kk * (BM + 1) + r] = A[tile row r, k + kk] and

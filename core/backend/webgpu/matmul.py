@@ -28,7 +28,7 @@ VARIANT: str | None = None  # None: chosen per adapter; "register" or "tiled" to
 
 
 # Largest per-thread blocks the kernels hold (MAX_TM/MAX_TN4 and TILED_MAX_* in matmul.wgsl).
-LIMITS = {"matmul": (16, 4), "matmul_tiled": (8, 2)}
+LIMITS = {"matmul": (16, 4), "matmul_tiled": (8, 2), "matmul_4x4": (4, 1)}
 
 
 @dataclass(frozen=True)
@@ -75,15 +75,21 @@ NARROW = Blocking("matmul", wg_x=4, wg_y=4, tm=8, tn4=2)
 # products: 64x128 @ 128x10 1.63 -> 1.03 ms, 10x64 @ 64x128 1.30 -> 0.73 ms (64x64 @ 64x128
 # and larger are slower with it; llvmpipe gains nothing: 0.36 -> 0.32 and 0.38 -> 0.49 ms).
 SMALL = Blocking("matmul", wg_x=2, wg_y=2, tm=8, tn4=2)
+# SwiftShader on larger products: 4 x 4 blocks in workgroups of 16 x 16 threads (64 x 64 of C),
+# no private arrays. In Chromium (bench/browser_bench.py, one run each on this 2-core machine)
+# matmul 256 / 512 / 1024 took 90 / 949 / 4921 ms with REGISTER, 89 / 577 / 4915 with NARROW,
+# 39 / 247 / 2041 with FOUR (8 x 8 workgroups: the same); jax-js 0.1.25's 4 x 4 kernel 24-30 /
+# 170-250 / 1300-1720 in the same runs.
+FOUR = Blocking("matmul_4x4", wg_x=16, wg_y=16, tm=4, tn4=1)
 # A common choice for discrete GPUs: 64 x 64 tiles staged 16 deep, 4 x 4 per thread.
 TILED = Blocking("matmul_tiled", wg_x=16, wg_y=16, tm=4, tn4=1, tile_k=16)
-BLOCKINGS = {"register": REGISTER, "narrow": NARROW, "small": SMALL, "tiled": TILED}
+BLOCKINGS = {"register": REGISTER, "narrow": NARROW, "small": SMALL, "four": FOUR, "tiled": TILED}
 
 
 def choose_blocking(backend, m: int, n: int) -> Blocking:
-    """The forced ``VARIANT`` if any, else register blocking on CPU adapters (SMALL for an
-    ``m`` x ``n`` output under 64 x 128 on SwiftShader, NARROW for one at most 64 columns
-    wide) and shared-memory tiling on GPUs."""
+    """The forced ``VARIANT`` if any, else on SwiftShader SMALL for an ``m`` x ``n`` output
+    under 64 x 128 and FOUR from there, on other CPU adapters register blocking (NARROW for
+    an output at most 64 columns wide), and shared-memory tiling on GPUs."""
     if VARIANT is not None:
         if VARIANT not in BLOCKINGS:
             raise ValueError(f"matmul: unknown variant {VARIANT!r}; use one of {sorted(BLOCKINGS)} or None")
@@ -91,8 +97,8 @@ def choose_blocking(backend, m: int, n: int) -> Blocking:
     info = getattr(backend.device, "adapter_info", None) or {}
     if not is_cpu_adapter(info):
         return TILED
-    if m * n < 64 * 128 and "swiftshader" in " ".join(str(v) for v in info.values()).lower():
-        return SMALL
+    if "swiftshader" in " ".join(str(v) for v in info.values()).lower():
+        return SMALL if m * n < 64 * 128 else FOUR
     return NARROW if n <= 2 * NARROW.cols else REGISTER
 
 
@@ -221,6 +227,8 @@ def _product(backend, a, b, shape, dtype, epilogue=None):
     constants = {"WG_X": blocking.wg_x, "WG_Y": blocking.wg_y, "TM": blocking.tm, "TN4": blocking.tn4}
     if blocking.entry == "matmul_tiled":
         constants["TILE_K"] = blocking.tile_k
+    elif blocking.entry == "matmul_4x4":  # its block is fixed: the workgroup's shape and B's reads
+        constants = {"WG_X": blocking.wg_x, "WG_Y": blocking.wg_y, "B_VEC": 1 if b_mode == 1 else 0}
     else:
         constants.update(A_VEC=a_mode, B_VEC=b_mode)
     grid = fold_grid(backend, total, label)
