@@ -100,6 +100,10 @@ COMPOSITES = {
     "entr_edges": (lambda x: webgrad.special.entr(x), lambda t, x: t.special.entr(x),
                    [np.array([-1.0, 0.0, np.nan, np.inf], np.float32)]),
     "zeta": (lambda x, q: webgrad.special.zeta(x, q), lambda t, x, q: t.special.zeta(x, q), [P + 1.2, P]),
+    # negative q with integer s (summed directly past the poles) and off the domain
+    "zeta_edges": (lambda x, q: webgrad.special.zeta(x, q), lambda t, x, q: t.special.zeta(x, q),
+                   [np.array([2.0, 3.0, 5.0, 4.0, 2.5, 0.5, 1.0, 3.0], np.float32),
+                    np.array([-0.5, -5.5, -30.7, -7.9, -1.5, 2.0, 3.0, -2.0], np.float32)]),
     "erfinv_special": (lambda x: webgrad.special.erfinv(x), lambda t, x: t.special.erfinv(x), [Q * 2 - 1]),
     "expit": (lambda x: webgrad.special.expit(x), lambda t, x: t.special.expit(x), [X]),
     "erfcx": (lambda x: webgrad.special.erfcx(x), lambda t, x: t.special.erfcx(x),
@@ -117,9 +121,9 @@ COMPOSITES = {
 }
 LOOSE = {"erfcx": (5e-5, 1e-6), "i0": (5e-5, 1e-5), "i1": (5e-5, 1e-5), "i0e": (5e-5, 1e-6), "i1e": (5e-5, 1e-6),
          "lgamma": (1e-5, 2e-5), "digamma": (1e-5, 2e-5), "polygamma1": (5e-5, 1e-5), "polygamma2": (5e-5, 1e-5),
-         "mvlgamma": (1e-5, 2e-5), "zeta": (5e-5, 1e-5), "ndtri": (5e-5, 1e-5), "log_ndtr": (2e-5, 1e-5)}
+         "mvlgamma": (1e-5, 2e-5), "zeta": (5e-5, 1e-5), "zeta_edges": (5e-5, 1e-5), "ndtri": (5e-5, 1e-5), "log_ndtr": (2e-5, 1e-5)}
 # torch: zero gradients for the roundings (compared below), no derivative for zeta, NaN/inf ones at the edges.
-NO_GRAD = {"div_trunc", "div_floor", "special_round", "zeta", "entr_edges", "logaddexp_infinities"}
+NO_GRAD = {"div_trunc", "div_floor", "special_round", "zeta", "zeta_edges", "entr_edges", "logaddexp_infinities"}
 
 
 @pytest.mark.parametrize("name", sorted(COMPOSITES))

@@ -28,6 +28,7 @@ from ._helpers import describe
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 _SHIFT = 8  # lgamma, digamma, zeta: the series start at x + 8
+_MAX_TERMS = 256  # zeta's direct terms for a negative other (it reaches down to -248)
 
 
 def _float(x, name):
@@ -319,17 +320,24 @@ def _digamma(x):
 
 def zeta(input, other):  # noqa: A002
     """The Hurwitz zeta function sum_k (other + k) ** -input (``torch.special.zeta``), for
-    input > 1 and other > 0: direct terms up to k = 7, then Euler-Maclaurin. Elsewhere PyTorch's
-    values: inf at input = 1 and at other a non-positive integer, NaN for input < 1 and for
-    other < 0 with a non-integer input."""
-    return _widened(_zeta, *_float_pair("zeta", input, other))
+    input > 1: direct terms until other + k passes 8, then Euler-Maclaurin. Elsewhere
+    PyTorch's values: inf at input = 1 and at other a non-positive integer, NaN for input < 1
+    and for other < 0 with a non-integer input. A negative ``other`` is read on the host to
+    count its direct terms (at most ``_MAX_TERMS``; NaN past that, never a wrong value)."""
+    s, q = _float_pair("zeta", input, other)
+    terms = _SHIFT
+    if q.numel():
+        lowest = float(q.min())  # a host read: only zeta's own callers pay it (polygamma does not)
+        if lowest < 0:
+            terms = _MAX_TERMS if not lowest > -_MAX_TERMS else _SHIFT + math.ceil(-lowest)
+    return _widened(functools.partial(_zeta, terms=terms), s, q)
 
 
-def _zeta(s, q):
+def _zeta(s, q, terms=_SHIFT):
     total = ew.pow(q, -s)
-    for k in range(1, _SHIFT):
+    for k in range(1, terms):
         total = total + ew.pow(q + k, -s)
-    z = q + _SHIFT
+    z = q + terms
     z_power = ew.pow(z, -s)  # z ** -s
     total = total + z * z_power / (s - 1) + 0.5 * z_power
     rising = s  # s (s + 1) ... (s + 2j - 2)
@@ -340,6 +348,7 @@ def _zeta(s, q):
         rising = rising * (s + 2 * j - 1) * (s + 2 * j)
         term_power = term_power / (z * z)
         factorial *= (2 * j + 1) * (2 * j + 2)
+    total = ew.where(ew.lt(z, _SHIFT), math.nan, total)  # the series would start too low: refuse
     total = ew.where(ew.logical_and(ew.lt(q, 0), ew.ne(s, ew.floor(s))), math.nan, total)
     total = ew.where(_nonpositive_integer(q), math.inf, total)
     return ew.where(ew.eq(s, 1), math.inf, ew.where(ew.lt(s, 1), math.nan, total))
@@ -357,7 +366,7 @@ def polygamma(n, input):  # noqa: A002
 def _polygamma(n, x):
     reflect = ew.lt(x, 0.5)
     scale = (-1) ** (n + 1) * math.factorial(n)
-    positive_part = zeta(n + 1.0, ew.where(reflect, 1 - x, x)) * scale
+    positive_part = _zeta(*ew.promote("polygamma", n + 1.0, ew.where(reflect, 1 - x, x))) * scale  # x >= 1/2
     # Reflection, differentiated n times: psi_n(x) = (-1)^n psi_n(1 - x) - pi^(n+1) P_n(cot(pi x)),
     # where P_0(c) = c and P_(k+1)(c) = -(1 + c^2) P_k'(c) (the derivatives of the cotangent).
     coefficients = [0.0, 1.0]  # P_0, lowest power first
