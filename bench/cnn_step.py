@@ -161,12 +161,12 @@ def pooling(devices):
     print("pooling 2x2 on (64, 64, 24, 24), forward + backward: ms")
     for pool in ("max_pool2d", "avg_pool2d"):
         tx = torch.tensor(x_np, requires_grad=True)
-        calls = {"torch cpu": lambda tx=tx: getattr(torch.nn.functional, pool)(tx, 2).sum().backward()}
+        calls = {"torch cpu": lambda tx=tx, pool=pool: getattr(torch.nn.functional, pool)(tx, 2).sum().backward()}
         for device in devices:
             wx = webgrad.tensor(x_np, device=device, requires_grad=True)
             sync = (lambda: None) if device == "cpu" else (lambda wx=wx: wx.grad[0, 0, 0, 0].item())
 
-            def call(wx=wx, sync=sync):
+            def call(wx=wx, sync=sync, pool=pool):
                 getattr(webgrad.nn.functional, pool)(wx, 2).sum().backward()
                 sync()
             calls[f"webgrad {device}"] = call

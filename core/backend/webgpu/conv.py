@@ -1,8 +1,9 @@
 """Launcher for conv2d forward, backward_input and backward_weight on WebGPU.
 
 Where the pass is large enough (``PRODUCT_MIN_MACS`` multiply-adds) and the channels allow
-(at least ``GEMM_MIN_CHANNELS`` per group on the product's row side) each pass is a product on matmul.wgsl's register-blocked kernel over an
-im2col copy (one strided-copy dispatch: the receptive fields as a (K, L) matrix):
+(at least ``GEMM_MIN_CHANNELS`` per group on the product's row side) each pass is a product
+on matmul.wgsl (its blocking chosen per adapter) over an im2col copy (one strided-copy
+dispatch: the receptive fields as a (K, L) matrix):
 
     forward          out_g (Og, L)  = w_g (Og, K) @ cols_g(x) (K, L)       per image
     backward_weight  gw_g (Og, K)   = g_g (Og, N*L) @ cols_g(x)^T (N*L, K)
