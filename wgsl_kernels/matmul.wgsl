@@ -260,8 +260,9 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
 // matmul_4x4: for SwiftShader (Chromium's CPU adapter) on larger products. Each thread
 // computes one 4 x 4 block of C, in four vec4 accumulators and no private arrays (the
 // register kernel's arrays are sized for its largest blocking), walking K one step at a
-// time: element reads of A, a vec4 of B where B_VEC == 1, else four elements; big workgroups (WG_X x WG_Y threads) keep SwiftShader's lanes
-// busy. Rows and columns past the edge are clamped for loads, as in matmul.
+// time: element reads of A, a vec4 of B where B_VEC == 1, else four elements. Big
+// workgroups (WG_X x WG_Y threads) keep SwiftShader's lanes busy. Rows and columns past
+// the edge are clamped for loads, as in matmul.
 @compute @workgroup_size(WG_X, WG_Y)
 fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_id) lid: vec3<u32>) {
