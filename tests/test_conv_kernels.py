@@ -169,6 +169,21 @@ def test_webgpu_product_and_direct_paths_match_torch(case, path, monkeypatch):
 
 
 @requires_webgpu
+def test_webgpu_weight_gradient_over_a_long_batch_stays_right(monkeypatch):
+    """backward_weight's product sums over N*Ho*Wo; past a CPU adapter's loop-trip limit
+    (llvmpipe stops an invocation silently) the pass takes the direct kernel instead."""
+    _force_path(monkeypatch, "product")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((256, 4, 32, 32)).astype(np.float32)
+    g = rng.standard_normal((256, 4, 32, 32)).astype(np.float32)
+    geometry = dict(stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+    got = conv.conv2d_backward_weight(webgrad.tensor(g, device="webgpu"), webgrad.tensor(x, device="webgpu"),
+                                      kernel_hw=(3, 3), **geometry)
+    want = conv.conv2d_backward_weight(webgrad.tensor(g), webgrad.tensor(x), kernel_hw=(3, 3), **geometry)
+    assert_close(got, want.numpy(), rtol=1e-3, atol=1e-2)
+
+
+@requires_webgpu
 @pytest.mark.parametrize("path, counts", [("direct", (1, 1, 1)), ("product", (4, 5, 5)), ("default", (1, 1, 1))])
 def test_dispatches_per_pass_on_webgpu(path, counts, monkeypatch):
     """Direct: one dispatch a pass. Product: pad (fill, copy), columns, product; backward input

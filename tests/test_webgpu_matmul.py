@@ -270,3 +270,18 @@ def test_product_stays_on_device_and_is_reused(variant):
     out = on_gpu(a) @ on_gpu(b) @ on_gpu(c)
     assert out.device == "webgpu"
     check(out, a @ b @ c)
+
+
+def test_an_inner_dimension_past_the_cpu_adapters_loop_limit_is_refused_not_wrong():
+    """llvmpipe stops an invocation silently after ~65535 loop trips: a product whose K loop
+    would pass that raises, naming the sizes, instead of returning a partial sum."""
+    from webgrad.backend.webgpu import backend
+    from webgrad.backend.webgpu.geometry import is_cpu_adapter
+
+    k = 4 * (gpu_matmul.LOOP_TRIP_LIMIT + 8)
+    a, b = webgrad.ones(1, k, device="webgpu"), webgrad.ones(k, 1, device="webgpu")
+    if is_cpu_adapter(backend().device.adapter_info or {}):
+        with pytest.raises(ValueError, match=rf"matmul: an inner dimension of {k} .* move the tensors to 'cpu'"):
+            a @ b
+    else:
+        assert (a @ b).item() == k

@@ -201,6 +201,8 @@ def _as_product(backend, entry, a, b, attrs, shape, dtype):
     og, k, l_total = o // groups, cg * kh * kw, n * ho * wo
     if og < GEMM_MIN_CHANNELS or not _fits(backend, groups * k * l_total):
         return None
+    if l_total > LOOP_TRIP_LIMIT and gpu_reduce.is_cpu_adapter(backend):
+        return None  # the product's loop over N*L could pass a CPU adapter's silent trip limit
     xp = _padded(backend, b, padding)
     windows = _windows(xp, groups, (kh, kw), (ho, wo), stride, dilation)  # (N, g, Cg, kh, kw, Ho, Wo)
     s = windows.strides

@@ -21,6 +21,7 @@ from ...kernels import Program
 from .array import contiguous_strides
 from . import fused, geometry
 from .geometry import broadcast_strides, coalesce, is_cpu_adapter, kind_of
+from .reduce import LOOP_TRIP_LIMIT
 
 FILE = "matmul.wgsl"
 MAX_BATCH_DIMS = 4
@@ -220,6 +221,11 @@ def _product(backend, a, b, shape, dtype, epilogue=None):
         dims, a_batch, b_batch = coalesce_batch(batch, batch_strides(a, batch), batch_strides(b, batch), m * n)
 
     blocking = choose_blocking(backend, m, n)
+    trips = k if blocking.entry == "matmul_4x4" else -(-k // 4)
+    if trips > LOOP_TRIP_LIMIT and is_cpu_adapter(getattr(backend.device, "adapter_info", None) or {}):
+        raise ValueError(f"matmul: an inner dimension of {k} needs {trips} loop trips per thread, past this CPU "
+                         f"adapter's limit of {LOOP_TRIP_LIMIT} (it would stop silently); split the product "
+                         f"along that dimension or move the tensors to 'cpu'")
     tiles_n, tiles_m = -(-n // blocking.cols), -(-m // blocking.rows)
     total = tiles_n * tiles_m * count
     label = f"{FILE}:{blocking.entry}"
