@@ -173,14 +173,18 @@ def test_webgpu_weight_gradient_over_a_long_batch_stays_right(monkeypatch):
     """backward_weight's product sums over N*Ho*Wo; past a CPU adapter's loop-trip limit
     (llvmpipe stops an invocation silently) the pass takes the direct kernel instead."""
     _force_path(monkeypatch, "product")
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal((256, 4, 32, 32)).astype(np.float32)
-    g = rng.standard_normal((256, 4, 32, 32)).astype(np.float32)
-    geometry = dict(stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+    _weight_gradient_matches_cpu(7, (256, 4, 32, 32), (256, 4, 32, 32), (3, 3), 1e-3, 1e-2,
+                                 stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+
+
+def _weight_gradient_matches_cpu(seed, x_shape, g_shape, kernel_hw, rtol, atol, **geometry):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    g = rng.standard_normal(g_shape).astype(np.float32)
     got = conv.conv2d_backward_weight(webgrad.tensor(g, device="webgpu"), webgrad.tensor(x, device="webgpu"),
-                                      kernel_hw=(3, 3), **geometry)
-    want = conv.conv2d_backward_weight(webgrad.tensor(g), webgrad.tensor(x), kernel_hw=(3, 3), **geometry)
-    assert_close(got, want.numpy(), rtol=1e-3, atol=1e-2)
+                                      kernel_hw=kernel_hw, **geometry)
+    want = conv.conv2d_backward_weight(webgrad.tensor(g), webgrad.tensor(x), kernel_hw=kernel_hw, **geometry)
+    assert_close(got, want.numpy(), rtol=rtol, atol=atol)
 
 
 @requires_webgpu
@@ -238,14 +242,8 @@ def test_webgpu_weight_gradient_with_any_team_size(lanes, monkeypatch):
     from webgrad.backend.webgpu import conv as gpu_conv
 
     monkeypatch.setattr(gpu_conv, "choose_lanes", lambda *args: lanes)
-    rng = np.random.default_rng(6)
-    x = rng.standard_normal((5, 4, 6, 7)).astype(np.float32)
-    g = rng.standard_normal((5, 6, 3, 5)).astype(np.float32)
-    geometry = dict(stride=(2, 1), padding=(1, 0, 1, 1), dilation=(1, 2), groups=2)
-    got = conv.conv2d_backward_weight(webgrad.tensor(g, device="webgpu"), webgrad.tensor(x, device="webgpu"),
-                                      kernel_hw=(2, 3), **geometry)
-    want = conv.conv2d_backward_weight(webgrad.tensor(g), webgrad.tensor(x), kernel_hw=(2, 3), **geometry)
-    assert_close(got, want.numpy(), rtol=1e-4, atol=1e-4)
+    _weight_gradient_matches_cpu(6, (5, 4, 6, 7), (5, 6, 3, 5), (2, 3), 1e-4, 1e-4,
+                                 stride=(2, 1), padding=(1, 0, 1, 1), dilation=(1, 2), groups=2)
 
 
 @pytest.mark.parametrize("shape, size", [((2, 3, 8, 6), (2, 3)), ((5, 4, 4), 2), ((1, 2, 6, 6), (3, 6))], ids=str)
