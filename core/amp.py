@@ -1,14 +1,12 @@
 """``webgrad.amp``: ``autocast`` and ``GradScaler`` with ``torch.amp``'s names and arguments.
 
-What they do here (webgrad's devices are "cpu" and "webgpu"):
-
-- ``autocast`` is accepted on every device and changes no dtype: every op keeps
-  computing in its inputs' dtype (float32 for a float32 model). PyTorch on cpu would
-  run matmul/linear/conv in bfloat16 inside the block; webgrad has no reduced-
-  precision kernels to gain speed from, so it keeps float32 (results agree with
-  torch's to bfloat16 precision, and are more accurate). ``is_autocast_enabled()``
-  and ``get_autocast_dtype()`` report what was asked, so code that inspects them runs.
-  Cast explicitly (``model.to(webgrad.bfloat16)``) where reduced storage is wanted.
+- ``autocast(device_type, dtype)`` changes the computation as torch's does: inside the
+  block, ops on torch's lower-precision list (matmul, linear, conv, bmm, addmm, ...) run in
+  ``dtype`` (float16 or bfloat16), ops on its float32 list (softmax and log_softmax on the
+  GPU, losses, norms, exp/log, ...) run in float32, and outputs carry torch's dtypes. "cpu"
+  follows torch's CPU lists (default bfloat16); "webgpu" follows torch's CUDA lists (default
+  float16), so a CUDA script's dtypes hold here. The lists and rules: ``ops/autocasting.py``.
+  Backward runs outside autocast, and gradients come back in each parameter's dtype.
 - ``GradScaler`` on "cpu" / "webgpu" is PyTorch's loss scaler: ``scale(loss)``
   multiplies by the scale, ``step`` unscales the gradients and skips the step when
   any is inf/NaN, ``update`` grows or backs off the scale. With ``enabled=False``, or
@@ -17,9 +15,9 @@ What they do here (webgrad's devices are "cpu" and "webgpu"):
   ``optimizer.step()`` and ``update`` does nothing.
 
 Example:
-    >>> scaler = webgrad.amp.GradScaler("cpu")
-    >>> with webgrad.amp.autocast(device_type="cpu", dtype=webgrad.bfloat16):
-    ...     loss = loss_fn(model(x), y)
+    >>> scaler = webgrad.amp.GradScaler("webgpu")
+    >>> with webgrad.autocast("webgpu", dtype=webgrad.float16):
+    ...     loss = loss_fn(model(x), y)      # model(x): float16; loss_fn: float32
     >>> scaler.scale(loss).backward()
     >>> scaler.step(optimizer)
     >>> scaler.update()
@@ -28,24 +26,17 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 import warnings
 
 from . import dtypes
 from .autograd import no_grad
+from .ops import autocasting
 from .tensor import Tensor
 
 __all__ = ["autocast", "GradScaler", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype"]
 
 _DEVICE_TYPES = ("cpu", "webgpu", "cuda", "mps", "xpu")
 _DEFAULT_DTYPE = {"cpu": "bfloat16", "webgpu": "float16", "cuda": "float16", "mps": "float16", "xpu": "bfloat16"}
-_state = threading.local()
-
-
-def _stack() -> list:
-    if not hasattr(_state, "stack"):
-        _state.stack = []
-    return _state.stack
 
 
 def _check_device_type(function: str, device_type) -> str:
@@ -59,38 +50,39 @@ def _check_device_type(function: str, device_type) -> str:
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """True for the device types webgrad's autocast accepts (it keeps float32 compute on all of them)."""
+    """True for the device types whose ops webgrad's autocast casts ("cpu" and "webgpu")."""
     return _check_device_type("is_autocast_available", device_type) in ("cpu", "webgpu")
 
 
 def is_autocast_enabled(device_type: str | None = None) -> bool:
     """Whether an enclosing ``autocast`` block (for ``device_type``, or any) is enabled."""
     return any(entry["enabled"] and (device_type is None or entry["device_type"] == device_type)
-               for entry in _stack())
+               for entry in autocasting.stack())
 
 
 def get_autocast_dtype(device_type: str):
     """The dtype the innermost enabled ``autocast`` for ``device_type`` asked for (its default otherwise)."""
     base = _check_device_type("get_autocast_dtype", device_type)
-    for entry in reversed(_stack()):
+    for entry in reversed(autocasting.stack()):
         if entry["device_type"] == base:
             return entry["dtype"]
     return getattr(dtypes, _DEFAULT_DTYPE[base], dtypes.float32)
 
 
 class autocast:  # noqa: N801  (PyTorch's name)
-    """Mixed-precision region, as ``torch.autocast``; in webgrad it records the request and keeps float32 compute.
+    """Mixed-precision region, as ``torch.autocast``: listed ops run in ``dtype`` or float32.
 
     Works as a context manager and as a decorator. ``dtype`` defaults to bfloat16 on
     cpu and float16 elsewhere, as PyTorch; float16/bfloat16 must be what was asked
     for (anything else raises, as PyTorch does on cpu). Without ``device_type`` it is
     ``torch.cuda.amp.autocast`` (``webgrad.cuda.amp`` is this module): "cuda", so disabled.
+    ``enabled=False`` turns casting off inside an enclosing block.
 
     Example:
         >>> with webgrad.autocast(device_type="cpu"):
-        ...     out = model(x)    # still float32 in webgrad
+        ...     out = model(x)    # nn.Linear: computed and returned in bfloat16
         >>> out.dtype
-        webgrad.float32
+        webgrad.bfloat16
     """
 
     def __init__(self, device_type="cuda", dtype=None, enabled=True, cache_enabled=None):
@@ -109,11 +101,11 @@ class autocast:  # noqa: N801  (PyTorch's name)
         self.fast_dtype, self._enabled, self._cache_enabled = dtype, bool(enabled), cache_enabled
 
     def __enter__(self):
-        _stack().append({"device_type": self.device_type, "dtype": self.fast_dtype, "enabled": self._enabled})
+        autocasting.push(self.device_type, self.fast_dtype, self._enabled)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        _stack().pop()
+        autocasting.pop()
 
     def __call__(self, func):
         @functools.wraps(func)

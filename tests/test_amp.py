@@ -1,4 +1,5 @@
-"""webgrad.amp: autocast keeps float32 compute (documented), GradScaler follows torch's cpu scaler step by step."""
+"""webgrad.amp: autocast casts as torch's lists say (checked against torch on cpu), GradScaler follows torch's cpu
+scaler step by step."""
 from __future__ import annotations
 
 import warnings
@@ -8,26 +9,94 @@ import pytest
 
 import webgrad
 from conftest import assert_close, need_module
-from webgrad import nn
 
 torch = need_module("torch")
 
 
-def test_autocast_keeps_dtype_and_values(device):
-    model = nn.Linear(4, 3).to(device)
-    x = webgrad.randn(2, 4, device=device)
-    plain = model(x)
-    with webgrad.autocast(device_type="cpu", dtype=webgrad.bfloat16):
-        assert webgrad.amp.is_autocast_enabled("cpu") and webgrad.amp.get_autocast_dtype("cpu") is webgrad.bfloat16
-        inside = model(x)
-    assert not webgrad.amp.is_autocast_enabled()
-    assert inside.dtype is webgrad.float32
-    assert_close(inside, plain.detach().cpu().numpy())
+# Calls on torch's cpu autocast lists and off them: (name, function of (lib, F, x, w, labels)).
+CALLS = [
+    ("linear", lambda lib, F, x, w, y: F.linear(x, w)),
+    ("matmul", lambda lib, F, x, w, y: x @ w.t()),
+    ("bmm", lambda lib, F, x, w, y: lib.bmm(x.unsqueeze(0), w.t().unsqueeze(0))),
+    ("addmm", lambda lib, F, x, w, y: lib.addmm(x[:, :5], x, w.t())),
+    ("conv1d", lambda lib, F, x, w, y: F.conv1d(x.t().unsqueeze(0), w.unsqueeze(-1))),
+    ("conv2d", lambda lib, F, x, w, y: F.conv2d(x.reshape(1, 1, 4, 8), w[:3, :4].reshape(3, 1, 2, 2))),
+    ("softmax", lambda lib, F, x, w, y: F.softmax(x, dim=-1)),
+    ("log_softmax", lambda lib, F, x, w, y: x.log_softmax(-1)),
+    ("cross_entropy", lambda lib, F, x, w, y: F.cross_entropy(F.linear(x, w), y)),
+    ("mse_loss", lambda lib, F, x, w, y: F.mse_loss(F.linear(x, w), x[:, :5])),
+    ("nll_loss", lambda lib, F, x, w, y: F.nll_loss(F.linear(x, w).log_softmax(-1), y)),
+    ("exp", lambda lib, F, x, w, y: lib.exp(F.linear(x, w))),
+    ("layer_norm", lambda lib, F, x, w, y: F.layer_norm(F.linear(x, w), (5,))),
+    ("gelu", lambda lib, F, x, w, y: F.gelu(F.linear(x, w))),
+    ("sum", lambda lib, F, x, w, y: F.linear(x, w).sum()),
+    ("prod", lambda lib, F, x, w, y: lib.prod(F.linear(x, w), 1)),
+    ("cat", lambda lib, F, x, w, y: lib.cat([F.linear(x, w), x[:, :5]])),
+    ("add", lambda lib, F, x, w, y: F.linear(x, w) + x[:, :5]),
+    ("sdpa", lambda lib, F, x, w, y: F.scaled_dot_product_attention(x[None], x[None], x[None])),
+]
 
-    @webgrad.amp.autocast("cpu", enabled=False)
-    def run():
-        return webgrad.amp.is_autocast_enabled("cpu")
-    assert run() is False
+
+def _inputs(lib, device="cpu"):
+    rng = np.random.default_rng(3)
+    x = lib.tensor(rng.standard_normal((4, 8)).astype(np.float32), device=device, requires_grad=True)
+    w = lib.tensor(rng.standard_normal((5, 8)).astype(np.float32) * 0.3, device=device, requires_grad=True)
+    return x, w, lib.tensor([0, 1, 2, 3], device=device)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name,call", CALLS, ids=[c[0] for c in CALLS])
+def test_autocast_cpu_casts_as_torch(name, call, dtype):
+    """Under autocast("cpu"), each call returns torch's dtype and values, and backward gives
+    float32 gradients close to torch's."""
+    results = {}
+    for lib, F in ((torch, torch.nn.functional), (webgrad, webgrad.nn.functional)):
+        x, w, y = _inputs(lib)
+        with lib.autocast("cpu", dtype=getattr(lib, dtype)):
+            out = call(lib, F, x, w, y)
+        out.float().sum().backward()
+        results[lib.__name__] = (out, x.grad, w.grad)
+    (theirs, *their_grads), (ours, *our_grads) = results["torch"], results["webgrad"]
+    assert ours.dtype.name == str(theirs.dtype).removeprefix("torch."), name
+    tolerance = 2.0 ** -6 if dtype == "bfloat16" else 2.0 ** -9
+    assert_close(ours.float(), theirs.detach().float().numpy(), rtol=4 * tolerance, atol=4 * tolerance)
+    for g, t in zip(our_grads, their_grads):
+        if t is None:
+            assert g is None
+            continue
+        assert g.dtype is webgrad.float32
+        assert_close(g, t.numpy(), rtol=8 * tolerance, atol=8 * tolerance)
+
+
+def test_autocast_webgpu_follows_torchs_gpu_lists(device):
+    """autocast("webgpu") casts by torch's CUDA lists: products in float16, softmax, layer_norm,
+    losses, exp and sums in float32, gelu in its input's dtype; tensors on another device, and
+    blocks for another device, change nothing. Values agree with the cpu doing the same casts."""
+    other = "cpu" if device == "webgpu" else "webgpu"
+    x, w, y = _inputs(webgrad, device)
+    with webgrad.autocast(device, dtype=webgrad.float16):
+        h = webgrad.nn.functional.linear(x, w)
+        got = {"linear": h, "softmax": h.softmax(-1), "layer_norm": webgrad.nn.functional.layer_norm(h, (5,)),
+               "cross_entropy": webgrad.nn.functional.cross_entropy(h, y), "exp": h.exp(), "sum": h.sum(),
+               "gelu": webgrad.nn.functional.gelu(h), "add": h + 1, "addcmul": webgrad.addcmul(x, h[:, :1], x)}
+        with webgrad.autocast(device, enabled=False):
+            assert (x @ x.t()).dtype is webgrad.float32
+        with webgrad.autocast(other, dtype=webgrad.bfloat16):  # a block for the other device adds nothing
+            assert (x @ x.t()).dtype is webgrad.float16
+    want = {"cpu": {"linear": "bfloat16", "softmax": "bfloat16", "layer_norm": "bfloat16", "cross_entropy": "float32",
+                    "exp": "bfloat16", "sum": "bfloat16", "gelu": "bfloat16", "add": "bfloat16", "addcmul": "float32"},
+            "webgpu": {"linear": "float16", "softmax": "float32", "layer_norm": "float32", "cross_entropy": "float32",
+                       "exp": "float32", "sum": "float32", "gelu": "float16", "add": "float16", "addcmul": "float32"}}
+    if device == "cpu":  # torch's cpu list runs these in bfloat16, its default there; asked float16 here
+        want["cpu"] = {k: v.replace("bfloat16", "float16") for k, v in want["cpu"].items()}
+    assert {k: v.dtype.name for k, v in got.items()} == want[device]
+    half = webgrad.nn.functional.linear(x.detach().cpu().half(), w.detach().cpu().half())
+    assert_close(got["linear"].float(), half.float().numpy(), rtol=2.0 ** -9, atol=2.0 ** -9)
+    assert_close(got["softmax"].float(), half.float().softmax(-1).numpy(), rtol=1e-3, atol=1e-3)
+    with webgrad.autocast(other, dtype=webgrad.float16):  # no block for this device: float32 throughout
+        assert (x @ x.t()).dtype is webgrad.float32
+    got["cross_entropy"].backward()
+    assert x.grad.dtype is w.grad.dtype is webgrad.float32
 
 
 def test_autocast_devices_and_bad_dtype():

@@ -7,6 +7,32 @@ fn wg_bits(x: u32) -> u32 {
   return x;
 }
 
+// float16 and bfloat16 tensors live in f32 elements on the device; every result is rounded
+// to the nearest value of its dtype (ties to even; past the range: inf; NaN stays NaN),
+// exactly as numpy rounds a float32 to float16 and webgrad's cpu rounds to bfloat16.
+fn wg_round_f16(x: f32) -> f32 {
+  let bits = bitcast<u32>(x);
+  let magnitude = bits & 0x7fffffffu;
+  if (magnitude >= 0x7f800000u) {  // inf or NaN
+    return x;
+  }
+  if (magnitude >= 0x477ff000u) {  // |x| >= 65520 rounds past float16's largest, 65504
+    return bitcast<f32>((bits & 0x80000000u) | wg_bits(0x7f800000u));
+  }
+  if (magnitude < 0x38800000u) {  // |x| < 2**-14: float16's subnormals, steps of 2**-24
+    return round(x * 16777216.0) * 5.9604644775390625e-8;
+  }
+  return bitcast<f32>((bits + 0xfffu + ((bits >> 13u) & 1u)) & 0xffffe000u);
+}
+
+fn wg_round_bf16(x: f32) -> f32 {
+  let bits = bitcast<u32>(x);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it NaN (rounding could carry it into inf)
+    return bitcast<f32>((bits & 0xffff0000u) | 0x00400000u);
+  }
+  return bitcast<f32>((bits + 0x7fffu + ((bits >> 16u) & 1u)) & 0xffff0000u);
+}
+
 // erf: Abramowitz & Stegun 7.1.26 refined with one Newton step is overkill for
 // f32; this rational form has |error| < 1.5e-7, below f32 resolution near 1.
 fn wg_erf(x: f32) -> f32 {

@@ -295,10 +295,11 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
         if wanted is None and t._retains_grad and t._node is edge:
             t.grad = _owned(g.detach()) if t.grad is None else t.grad + g.detach()
 
-    from ..ops import registry
+    from ..ops import autocasting, registry
 
     observed = bool(registry.OBSERVERS)  # e.g. webgrad.profiler: each node's vjp is one range ("MulBackward")
-    with set_grad_enabled(create_graph):
+    # Gradients keep the forward's dtypes: backward runs outside autocast, as in torch.
+    with set_grad_enabled(create_graph), autocasting.suspended():
         for t, g in zip(roots, root_grads):
             deliver(t, t._node or LEAF, g)
         for node in _topological_order([t._node for t in roots]):

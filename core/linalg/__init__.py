@@ -28,6 +28,7 @@ from . import decompositions as _d
 from .decompositions import (
     EigResult, EighResult, QRResult, SlogdetResult, SVDResult, require_matrix,
 )
+from ..ops.autocasting import autocast_op
 
 __all__ = [
     "vector_norm", "matrix_norm", "norm", "inv", "inv_ex", "solve", "solve_ex", "det", "slogdet", "cholesky",
@@ -59,6 +60,7 @@ def _dims(dim, ndim):
     return tuple(d % ndim if ndim else 0 for d in dims)
 
 
+@autocast_op("linalg_vector_norm")
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002  (torch's name)
     """The vector ``ord``-norm of ``x`` over ``dim`` (all elements when None), like
     ``torch.linalg.vector_norm``: ``ord`` is any real, ``inf`` (max |x|), ``-inf`` (min |x|)
@@ -105,6 +107,7 @@ def _keep(result, rows, cols, keepdim):
     return result
 
 
+@autocast_op("linalg_matrix_norm")
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002,N803
     """The matrix norm over the two dims ``dim``, like ``torch.linalg.matrix_norm``:
     ``'fro'``, ``'nuc'`` (sum of singular values), ``inf``/``-inf`` (max/min row sum of |A|),

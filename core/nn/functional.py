@@ -26,6 +26,7 @@ from ..tensor import Tensor
 from .functional_activation import elu_core, hardtanh_core, in_place
 from .functional_norm import normalize
 from .functional_sparse import embedding_bag, pad_nonconstant
+from ..ops.autocasting import autocast_op
 
 __all__ = [
     "relu", "relu6", "gelu", "silu", "elu", "leaky_relu", "hardtanh", "softplus", "logsigmoid",
@@ -98,6 +99,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     return in_place("leaky_relu", input, inplace, lambda x: ops.where(x > 0, x, x * negative_slope))
 
 
+@autocast_op("softplus")
 def softplus(input, beta=1.0, threshold=20.0):  # noqa: F811  (torch names it so; F.threshold is below)
     """log(1 + exp(beta * x)) / beta, linear where beta * x > threshold; never overflows.
 
@@ -134,6 +136,7 @@ def _softmax_dim(name, ndim):
     return 0 if ndim in (0, 1, 3) else 1
 
 
+@autocast_op("softmax")
 def softmax(input, dim=None, dtype=None):
     """exp(x) / sum(exp(x)) along ``dim``.
 
@@ -144,6 +147,7 @@ def softmax(input, dim=None, dtype=None):
     return ops.softmax(input, _softmax_dim("softmax", input.ndim) if dim is None else dim, dtype)
 
 
+@autocast_op("log_softmax")
 def log_softmax(input, dim=None, dtype=None):
     """log(softmax(x)) along ``dim``, computed without overflow."""
     return ops.log_softmax(input, _softmax_dim("log_softmax", input.ndim) if dim is None else dim, dtype)
@@ -187,6 +191,7 @@ def linear(input, weight, bias=None):
     return out if bias is None else out + bias
 
 
+@autocast_op("bilinear")
 def bilinear(input1, input2, weight, bias=None):
     """y_k = x1 · weight[k] · x2 + bias_k over the last dims, weight of shape (out, in1, in2).
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from .. import ops
 from ..ops._helpers import describe
 from ..ops.registry import OpError
+from ..ops.autocasting import autocast_op
 
 __all__ = [
     "hardswish", "hardsigmoid", "selu", "celu", "prelu", "glu", "softsign", "threshold", "softmin",
@@ -85,6 +86,7 @@ def celu(input, alpha=1.0, inplace=False):
                     lambda x: ops.where(x > 0, x, alpha * ops.expm1(_negative_part(x) * (1.0 / alpha))))
 
 
+@autocast_op("prelu")
 def prelu(input, weight):
     """x for x > 0, weight * x otherwise; ``weight`` has one slope or one per channel (dim 1).
 

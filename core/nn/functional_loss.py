@@ -14,6 +14,7 @@ from .. import ops
 from ..ops._helpers import describe
 from ..ops.registry import OpError, composite, input_check
 from ..tensor import Tensor
+from ..ops.autocasting import autocast_op
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits"]
@@ -206,6 +207,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 
+@autocast_op("l1_loss")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean absolute error |x - y|.
 
@@ -218,6 +220,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce((input - target).abs(), reduction)
 
 
+@autocast_op("smooth_l1_loss")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d² / beta where |d| < beta, else |d| - 0.5 beta.
 
@@ -235,6 +238,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(ops.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
 
 
+@autocast_op("huber_loss")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d² where |d| < delta, else delta * (|d| - 0.5 delta)."""
     reduction = _reduction("huber_loss", reduction)
@@ -254,6 +258,7 @@ def _clamped_log(x):
     return ops.where(positive, ops.log(ops.where(positive, x, 1.0)), -100.0)
 
 
+@autocast_op("binary_cross_entropy")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(y log x + (1 - y) log(1 - x)) for probabilities x; each log is clamped at -100 like PyTorch.
 
@@ -271,6 +276,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss if weight is None else loss * weight, reduction)
 
 
+@autocast_op("binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """sigmoid + binary cross entropy in one numerically stable step; ``pos_weight`` scales positives.

@@ -23,6 +23,7 @@ from ..ops.registry import OpError
 from ..tensor import Tensor
 from .functional_loss import _reduce, _reduction
 from .functional_norm import pairwise_distance
+from ..ops.autocasting import autocast_op
 
 __all__ = ["kl_div", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
            "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_loss",
@@ -41,6 +42,7 @@ def _xlogx(t):
     return ops.where(zero, 0.0, t * ops.log(ops.where(zero, 1.0, t)))
 
 
+@autocast_op("kl_div")
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """KL divergence of ``target`` from ``input`` (log-probabilities): target * (log target - input).
 
@@ -68,6 +70,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return _reduce(loss, mode)
 
 
+@autocast_op("margin_ranking_loss")
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """max(0, -y * (x1 - x2) + margin) with y = 1 or -1.
 
@@ -82,6 +85,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     return _reduce(ops.clamp(-target * (input1 - input2) + margin, min=0.0), reduction)
 
 
+@autocast_op("hinge_embedding_loss")
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     """x where y = 1, max(0, margin - x) where y = -1.
 
@@ -95,6 +99,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     return _reduce(margin_part + self_part, reduction)
 
 
+@autocast_op("soft_margin_loss")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-y * x)), computed without overflow."""
     reduction = _reduction("soft_margin_loss", reduction, size_average, reduce)
@@ -122,6 +127,7 @@ def _class_index_targets(op_name, input, target):
                       f"{describe(target) if isinstance(target, Tensor) else type(target).__name__}")
 
 
+@autocast_op("multi_margin_loss")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                       reduction="mean"):
     """Per sample, sum over i != y of max(0, margin - x[y] + x[i]) ** p, divided by the class count.
@@ -153,6 +159,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     return _reduce(loss, reduction)
 
 
+@autocast_op("multilabel_margin_loss")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Per sample, sum over target classes j and non-target classes i of max(0, 1 - (x[j] - x[i])), over C.
 
@@ -190,6 +197,7 @@ def _triplet(dist_pos, dist_neg, dist_swap, margin, swap, reduction):
     return _reduce(ops.clamp(margin + dist_pos - dist_neg, min=0.0), reduction)
 
 
+@autocast_op("triplet_margin_loss")
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
     """max(d(a, p) - d(a, n) + margin, 0) with the p-norm pairwise distance d.
@@ -222,6 +230,7 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     return _triplet(d_pos, d_neg, d_swap, margin, swap, reduction)
 
 
+@autocast_op("cosine_embedding_loss")
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """1 - cos(x1, x2) where y = 1, max(0, cos(x1, x2) - margin) where y = -1.
 
@@ -242,6 +251,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     return _reduce(loss, reduction)
 
 
+@autocast_op("poisson_nll_loss")
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                      reduction="mean"):
     """exp(x) - y * x (``log_input``) or x - y * log(x + eps), plus Stirling's term for y > 1 when ``full``.
@@ -306,6 +316,7 @@ def _int_list(name, values, count):
     return values
 
 
+@autocast_op("ctc_loss")
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     """Connectionist temporal classification loss of log-probabilities (T, N, C) or (T, C).
 

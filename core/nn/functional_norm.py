@@ -13,6 +13,7 @@ from ..autograd import no_grad
 from ..ops._helpers import describe
 from ..ops.registry import OpError
 from ..type_info import finfo
+from ..ops.autocasting import autocast_op
 
 __all__ = ["group_norm", "instance_norm", "rms_norm", "local_response_norm", "normalize", "cosine_similarity",
            "pairwise_distance", "pdist", "cdist"]
@@ -33,6 +34,7 @@ def _check_channels(op_name, input, channels, **params):
                           f"channels of input {describe(input)}")
 
 
+@autocast_op("group_norm")
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalize each group of ``C // num_groups`` channels (with all their positions) per sample.
 
@@ -161,6 +163,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return result if out is None else out.copy_(result)
 
 
+@autocast_op("cosine_similarity")
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """x1 · x2 / (max(||x1||, eps) * max(||x2||, eps)) along ``dim`` (the inputs broadcast).
 
@@ -205,6 +208,7 @@ def _pair_indices(n, device):
             creation.tensor(cols, dtype=dtypes.int64, device=device))
 
 
+@autocast_op("pdist")
 def pdist(input, p=2):
     """The p-norm distance between every pair of rows i < j of a 2-D input, as a flat tensor.
 
@@ -224,6 +228,7 @@ def pdist(input, p=2):
     return vector_norm(diff, p, -1)
 
 
+@autocast_op("cdist")
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M): (..., P, R).
 

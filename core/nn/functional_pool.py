@@ -23,6 +23,7 @@ from ..ops.movement import slice_dims
 from .functional_conv import (
     _adaptive_matrix, _check_positive, _pool_counts, _tuple, adaptive_avg_pool2d, avg_pool2d, max_pool2d,
 )
+from ..ops.autocasting import autocast_op
 
 __all__ = ["max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
            "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d",
@@ -270,6 +271,7 @@ def adaptive_avg_pool1d(input, output_size):
     return adaptive_avg_pool2d(input.unsqueeze(-2), (1, size)).squeeze(-2)
 
 
+@autocast_op("adaptive_avg_pool3d")
 def adaptive_avg_pool3d(input, output_size):
     """Average-pool (N, C, D, H, W) or (C, D, H, W) to ``output_size``: one averaging matrix per dim.
 

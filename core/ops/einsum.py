@@ -18,6 +18,7 @@ from .registry import OpError
 from ..creation import eye
 from ..tensor import Tensor
 from .elementwise import promote
+from .autocasting import autocast_op
 
 _ELLIPSIS_LABELS = "".join(chr(c) for c in range(0x3b1, 0x3b1 + 24))  # Greek: never in user input
 
@@ -102,6 +103,7 @@ def _contract(a, ta, b, tb, needed, sizes):
     return out.reshape(*nb, *[sizes[ch] for ch in free_a + free_b]), "".join(batch + free_a + free_b)
 
 
+@autocast_op("einsum")
 def einsum(equation, *operands):
     """Einstein summation, e.g. ``einsum("bij,bjk->bik", x, y)`` (batched matmul),
     ``einsum("ii->i", x)`` (diagonal), ``einsum("i,j->ij", x, y)`` (outer), with ``...``.

@@ -18,6 +18,7 @@ from ._helpers import broadcast_infer, compare_infer, describe, require_float, s
 from .registry import OpError, apply, defop
 from ..creation import scalar_tensor, zeros
 from ._helpers import broadcast_shapes
+from .autocasting import autocast_op
 
 # -- unary ------------------------------------------------------------------------
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -180,6 +181,11 @@ def logical_not(x): return apply(LOGICAL_NOT, x)
 def isnan(x): return apply(ISNAN, x)
 def isinf(x): return apply(ISINF, x)
 def isfinite(x): return apply(ISFINITE, x)
+
+# torch's autocast runs these in float32 on the GPU (autocasting.py).
+_FLOAT32_UNDER_AUTOCAST = (tan, asin, acos, sinh, cosh, expm1, erfinv, exp, log, log1p, rsqrt, reciprocal)
+(tan, asin, acos, sinh, cosh, expm1, erfinv, exp, log, log1p, rsqrt, reciprocal) = (
+    autocast_op(f.__name__)(f) for f in _FLOAT32_UNDER_AUTOCAST)
 
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
@@ -497,6 +503,7 @@ def maximum(x, y): return _binary(MAXIMUM, x, y)
 def minimum(x, y): return _binary(MINIMUM, x, y)
 def remainder(x, y): return _binary(REMAINDER, x, _nonzero_scalar("remainder", x, y))
 def floor_divide(x, y): return _binary(FLOOR_DIVIDE, x, _nonzero_scalar("floor_divide", x, y))
+@autocast_op("atan2")
 def atan2(input, other): return _binary(ATAN2, input, other, float_result=True)  # noqa: A002
 def fmod(input, other): return _binary(FMOD, input, _nonzero_scalar("fmod", input, other))  # noqa: A002
 def copysign(input, other): return _binary(COPYSIGN, input, other, float_result=True)  # noqa: A002
@@ -520,6 +527,7 @@ def logical_or(x, y): return _binary(LOGICAL_OR, x, y)
 def logical_xor(x, y): return _binary(LOGICAL_XOR, x, y)
 
 
+@autocast_op("pow")
 def pow(x, y):  # noqa: A001  (torch.pow)
     if isinstance(y, Tensor) or not isinstance(x, Tensor):
         return _binary(POW, x, y)

@@ -22,6 +22,7 @@ from .movement import cat, expand, reshape
 from .registry import OpError
 from ..creation import arange, ones, scalar_tensor, tensor, zeros
 from ..tensor import Tensor
+from .autocasting import autocast_op
 
 
 def _as_index(op_name, index, device):
@@ -207,6 +208,7 @@ def _dim_key(input, dim, index):  # noqa: A002
     return (slice(None),) * dim + (index,)
 
 
+@autocast_op("index_copy")
 def index_copy(input, dim, index, source):  # noqa: A002
     """``input`` with the slices at ``index`` along ``dim`` replaced by ``source``'s."""
     index = _as_index("index_copy", index, input.device)

@@ -22,6 +22,7 @@ from ..creation import arange, scalar_tensor, tensor, zeros
 from ..tensor import Tensor
 from .elementwise import cast, logical_or, where
 from .movement import _inverse, clone, expand, permute, reshape, slice_dims, unslice
+from .autocasting import autocast_op
 
 _INDEX_DTYPES = ("int64", "int32")
 
@@ -157,6 +158,7 @@ def gather(x, dim, index):
     return apply(GATHER, x, index, dim=normalize_dim("gather", dim, x.ndim))
 
 
+@autocast_op("scatter_add")
 def scatter_add(x, dim, index, src):
     """Out-of-place ``torch.scatter_add``: ``out[index[i][j]][j] += src[i][j]`` for dim 0."""
     if x.ndim == 0:  # a 0-d tensor acts as one element along dim 0
@@ -512,6 +514,7 @@ def setitem(x, key, value):
             write=lambda v: apply_inplace(SETITEM, x, v, *positions, **where), cast=True)
 
 
+@autocast_op("index_put")
 def index_put(x, indices, values, accumulate=False):
     """Out-of-place ``x[indices] = values`` (``torch.index_put``); ``indices`` is a
     tuple of index tensors, or any key ``x[key]`` accepts."""

@@ -13,6 +13,7 @@ from .registry import OpError, apply, defop
 from ..creation import arange
 from ..tensor import Tensor
 from .elementwise import where
+from .autocasting import autocast_op
 
 
 def _matmul_infer(x, y):
@@ -46,6 +47,7 @@ MATMUL = defop("matmul", infer=_matmul_infer, vjp=_matmul_vjp, numpy=np.matmul, 
                wgsl=Kernel("matmul.wgsl", "matmul", "matmul.matmul"))
 
 
+@autocast_op("matmul")
 def matmul(x, y):
     """Matrix product with batching and broadcasting, like ``torch.matmul``.
 
@@ -74,12 +76,14 @@ def matmul(x, y):
     return out
 
 
+@autocast_op("mm")
 def mm(x, y):
     if x.ndim != 2 or y.ndim != 2:
         raise OpError(f"mm: expected 2-D tensors, got {describe(x, y)}")
     return matmul(x, y)
 
 
+@autocast_op("bmm")
 def bmm(x, y):
     if x.ndim != 3 or y.ndim != 3:
         raise OpError(f"bmm: expected 3-D tensors, got {describe(x, y)}")

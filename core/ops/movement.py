@@ -16,6 +16,7 @@ from ..backend import get_backend
 from .registry import Op, OpError, apply, defop
 from ..creation import ones
 from .elementwise import promote, where
+from .autocasting import autocast_op
 
 
 def _as_view(out, x, kind, arg):
@@ -265,6 +266,7 @@ CAT = defop("cat", wgsl=Kernel("unary.wgsl", "unary", "movement.cat"), infer=_ca
             kind="index", numpy=lambda *xs, dim: np.concatenate(xs, axis=dim))
 
 
+@autocast_op("cat")
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
@@ -283,6 +285,7 @@ def cat(tensors, dim=0):
 concatenate = cat
 
 
+@autocast_op("stack")
 def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:

@@ -24,6 +24,7 @@ from ..tensor import Tensor
 from . import elementwise as ew
 from .registry import OpError
 from ._helpers import describe
+from .autocasting import autocast_op
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -46,6 +47,7 @@ def _float_pair(name, x, y):
 # -- logs and exponentials in other bases ------------------------------------------------
 def log2(input): return ew.log(_float(input, "log2")) * (1 / _LN2)  # noqa: A002
 def log10(input): return ew.log(_float(input, "log10")) * (1 / _LN10)  # noqa: A002
+log2, log10 = autocast_op("log2")(log2), autocast_op("log10")(log10)  # float32 under GPU autocast
 def exp2(input): return ew.pow(2.0, _float(input, "exp2"))  # noqa: A002  (exact at integers)
 
 
@@ -95,12 +97,14 @@ def lerp(input, end, weight):  # noqa: A002
     return ew.where(ew.abs(weight) < 0.5, input + weight * difference, end - difference * (1 - weight))
 
 
+@autocast_op("addcmul")
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """input + value * tensor1 * tensor2."""
     product = tensor1 * tensor2
     return input + (product if value == 1 else product * value)
 
 
+@autocast_op("addcdiv")
 def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """input + value * tensor1 / tensor2 (integer tensor1 and tensor2 are an error, as in PyTorch)."""
     if tensor1.dtype.category != "float" and tensor2.dtype.category != "float":

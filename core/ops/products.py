@@ -9,6 +9,7 @@ from ._helpers import describe, normalize_dim
 from .linalg import matmul
 from .movement import cat, permute, reshape
 from .registry import OpError
+from .autocasting import autocast_op
 
 
 def _scaled_add(op_name, input, product, beta, alpha):  # noqa: A002  (torch's name)
@@ -26,6 +27,7 @@ def _need(op_name, t, ndim):
         raise OpError(f"{op_name}: expected a {ndim}-D tensor, got {describe(t)}")
 
 
+@autocast_op("addmm")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * (mat1 @ mat2)``, with ``mat1`` (n, m) and ``mat2`` (m, p).
 
@@ -37,6 +39,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):  # noqa: A002
     return _scaled_add("addmm", input, matmul(mat1, mat2), beta, alpha)
 
 
+@autocast_op("baddbmm")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * bmm(batch1, batch2)`` for (b, n, m) and (b, m, p) batches."""
     _need("baddbmm", batch1, 3)
@@ -44,6 +47,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     return _scaled_add("baddbmm", input, matmul(batch1, batch2), beta, alpha)
 
 
+@autocast_op("addbmm")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]``."""
     _need("addbmm", batch1, 3)
@@ -55,6 +59,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):  # noqa: A002
     return _scaled_add("addbmm", input, matmul(left, reshape(batch2, (b * m, p))), beta, alpha)
 
 
+@autocast_op("addmv")
 def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * (mat @ vec)`` for a (n, m) matrix and a (m,) vector."""
     _need("addmv", mat, 2)
@@ -62,6 +67,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):  # noqa: A002
     return _scaled_add("addmv", input, matmul(mat, vec), beta, alpha)
 
 
+@autocast_op("addr")
 def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
     """``beta * input + alpha * outer(vec1, vec2)``."""
     _need("addr", vec1, 1)
@@ -69,6 +75,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):  # noqa: A002
     return _scaled_add("addr", input, vec1.unsqueeze(1) * vec2.unsqueeze(0), beta, alpha)
 
 
+@autocast_op("dot")
 def dot(input, other):  # noqa: A002
     """The dot product of two 1-D tensors of the same length and dtype (a 0-d tensor).
 
@@ -88,11 +95,13 @@ def dot(input, other):  # noqa: A002
     return (input * other).sum(dtype=input.dtype)
 
 
+@autocast_op("vdot")
 def vdot(input, other):  # noqa: A002
     """``dot`` with the first argument conjugated; the same as ``dot`` for real tensors."""
     return dot(input, other)
 
 
+@autocast_op("mv")
 def mv(input, vec):  # noqa: A002
     """Matrix-vector product of a (n, m) matrix and a (m,) vector."""
     _need("mv", input, 2)
@@ -126,6 +135,7 @@ def kron(input, other):  # noqa: A002
     return reshape(out, tuple(p * q for p, q in zip(a.shape, b.shape)))
 
 
+@autocast_op("tensordot")
 def tensordot(a, b, dims=2, out=None):
     """Sum of products over ``dims``: an int (the last ``dims`` of ``a`` with the first of
     ``b``) or two lists of dims to contract pairwise."""
@@ -167,6 +177,7 @@ def tensordot(a, b, dims=2, out=None):
     return reshape(product, tuple(a.shape[d] for d in free_a) + tuple(b.shape[d] for d in free_b))
 
 
+@autocast_op("cross")
 def cross(input, other, dim=None):  # noqa: A002
     """Cross product of 3-vectors along ``dim`` (default: the first dim of size 3), broadcasting."""
     shape = tuple(input.shape)
@@ -185,6 +196,7 @@ def cross(input, other, dim=None):  # noqa: A002
     return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d)
 
 
+@autocast_op("chain_matmul")
 def chain_matmul(*matrices, out=None):
     """The product of 2-D matrices, left to right (``torch.chain_matmul``; prefer ``linalg.multi_dot``)."""
     if out is not None:

@@ -18,6 +18,7 @@ from .registry import Op, OpError, apply, defop
 from ..creation import full
 from ..tensor import Tensor
 from .elementwise import maximum, minimum
+from .autocasting import autocast_op
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
@@ -116,6 +117,7 @@ def _keep(keepdim, keepdims):
     return keepdim if keepdims is None else bool(keepdims)
 
 
+@autocast_op("sum")
 def sum(x, dim=None, keepdim=False, *, dtype=None, keepdims=None):  # noqa: A001
     """Sum over ``dim`` (an int, a tuple of ints, or None for all)."""
     keepdim = _keep(keepdim, keepdims)
@@ -126,6 +128,7 @@ def sum(x, dim=None, keepdim=False, *, dtype=None, keepdims=None):  # noqa: A001
     return _sum(x, reduce_dims("sum", dim, x.ndim), keepdim)
 
 
+@autocast_op("prod")
 def prod(x, dim=None, keepdim=False, *, dtype=None, keepdims=None):
     """Product over ``dim`` (an int, or None for all); ints and bools multiply in int64 unless ``dtype``."""
     keepdim = _keep(keepdim, keepdims)
@@ -239,6 +242,7 @@ def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None, keepdims=
     return sqrt(var(x, dim, unbiased, keepdim, correction=correction, keepdims=keepdims))
 
 
+@autocast_op("logsumexp")
 def logsumexp(x, dim, keepdim=False, *, keepdims=None):
     """log(sum(exp(x))) computed without overflow; -inf over an empty dim."""
     keepdim = _keep(keepdim, keepdims)
@@ -282,6 +286,7 @@ LOG_SOFTMAX = defop("log_softmax", kind="reduce", infer=_softmax_infer, numpy=_l
                     vjp=lambda g, x, *, out, dim: g - out.exp() * g.sum(dim, keepdim=True))
 
 
+@autocast_op("softmax")
 def softmax(x, dim, dtype=None):
     """exp(x) / sum(exp(x)) along ``dim``, computed without overflow (one fused kernel)."""
     if dtype is not None:
@@ -290,6 +295,7 @@ def softmax(x, dim, dtype=None):
     return apply(SOFTMAX, x, dim=normalize_dim("softmax", dim, x.ndim))
 
 
+@autocast_op("log_softmax")
 def log_softmax(x, dim, dtype=None):
     """log(softmax(x)) along ``dim``: x - max - log(sum(exp(x - max))), one fused kernel."""
     if dtype is not None:
@@ -353,6 +359,7 @@ CROSS_ENTROPY_BACKWARD: Op = defop("cross_entropy_backward", infer=lambda x, lab
                                    vjp=_cross_entropy_backward_vjp)
 
 
+@autocast_op("cross_entropy")
 def cross_entropy(x, labels, ignore_index=-100, smoothing=0.0):
     """Unweighted cross entropy per position of logits ``x`` (N, C, d1, ...) against
     class indices ``labels`` (N, d1, ...), 0 where ``labels == ignore_index``:
@@ -361,6 +368,7 @@ def cross_entropy(x, labels, ignore_index=-100, smoothing=0.0):
     return apply(CROSS_ENTROPY, x, labels, ignore_index=int(ignore_index), smoothing=float(smoothing))
 
 
+@autocast_op("norm")
 def norm(x, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     """The p-norm over ``dim`` (all elements when None): p a number (inf, -inf: the largest
     and smallest |x|; 0: how many are nonzero), ``'fro'`` (the 2-norm) or ``'nuc'`` (the sum

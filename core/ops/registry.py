@@ -362,8 +362,10 @@ def observed(kind: str, name: str, flops: Callable | None = None):
 
 def composite(name: str, flops: Callable | None = None):
     """Declare a function built from other ops (``F.linear``...): a profile times it as one
-    range around its primitives (and counts ``flops(input_shapes, output_shape)``)."""
-    return observed("composite", name, flops)
+    range around its primitives (and counts ``flops(input_shapes, output_shape)``), and
+    autocast treats it as torch's op of that name (``F.conv2d``: conv2d), its primitives not
+    cast again (autocasting.py)."""
+    return lambda fn: observed("composite", name, flops)(autocast_op(name.removeprefix("F."))(fn))
 
 
 def replay_kernels(backend, device: str):
@@ -387,4 +389,5 @@ def replay_kernels(backend, device: str):
 
 
 from ..backend import get_backend  # noqa: E402  (imported last: backends import ops)
+from .autocasting import autocast_op  # noqa: E402
 from ..tensor import Tensor  # noqa: E402

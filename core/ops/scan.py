@@ -21,6 +21,7 @@ from ._helpers import normalize_dim
 from .elementwise import cast, where
 from .movement import flip, movedim
 from .registry import apply, defop
+from .autocasting import autocast_op
 
 
 def _reverse_cumsum(g):
@@ -63,6 +64,7 @@ def _scan(op, x, dim, dtype):
     return movedim(apply(op, movedim(x, d, -1)), -1, d)
 
 
+@autocast_op("cumsum")
 def cumsum(x, dim, *, dtype=None):
     """Running sums along ``dim``: ``out[..., j, ...] = x[..., 0, ...] + ... + x[..., j, ...]``.
 
@@ -73,6 +75,7 @@ def cumsum(x, dim, *, dtype=None):
     return _scan(CUMSUM, x, dim, dtype)
 
 
+@autocast_op("cumprod")
 def cumprod(x, dim, *, dtype=None):
     """Running products along ``dim`` (gradient exact at zeros too).
 

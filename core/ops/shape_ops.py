@@ -16,6 +16,7 @@ from .movement import cat, expand, flip, movedim, narrow, reshape, split, transp
 from .registry import OpError
 from ..creation import arange, tensor, zeros
 from ..tensor import Size, Tensor
+from .autocasting import autocast_op
 
 
 def _tensors(op_name, tensors):
@@ -337,6 +338,7 @@ def diagflat(input, offset=0):  # noqa: A002
     return diag_embed(reshape(input, (-1,)), offset, 0, 1)
 
 
+@autocast_op("trace")
 def trace(input):  # noqa: A002
     """The sum of a 2-D tensor's main diagonal."""
     if input.ndim != 2:

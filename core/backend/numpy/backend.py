@@ -47,6 +47,8 @@ class NumpyBackend:
             raise NotImplementedError(f"{op.name}: no numpy kernel")
         if kernel is NP_MATMUL:
             x, y = arrays
+            if x.dtype == np.float16:  # summed in float32 as torch's half products (numpy's own loop is slow)
+                return _float32_matmul
             size = matmul_size(x, y)
             if wasm_gemm.wants(x, y, size):  # Pyodide: float32 products in wasm (see wasm/)
                 return wasm_gemm.matmul
@@ -126,3 +128,7 @@ class NumpyBackend:
 
     def synchronize(self) -> None:
         pass
+
+
+def _float32_matmul(x, y):
+    return np.matmul(x.astype(np.float32), y.astype(np.float32))

@@ -4,7 +4,8 @@ when asked (``.numpy()``, ``.item()``, printing).
 
 Device dtypes: float32 (f32), int32 (i32), bool (u32 0/1). int64 tensors are
 stored as i32 on the device (values must fit in 32 bits; checked on upload) and
-read back as int64, so int64 indices from numpy just work. float64 cannot go to
+read back as int64, so int64 indices from numpy just work; the small ints are i32 and
+float16/bfloat16 f32, narrowed after every kernel (geometry.KIND). float64 cannot go to
 the device: convert with ``.float()`` first.
 """
 from __future__ import annotations
@@ -45,6 +46,11 @@ def launcher_of(op, record):
         raise NotImplementedError(f"{op.name}: its kernel record names the launcher {record.launch!r}, "
                                   f"which {__package__} does not have ({err})") from None
 
+
+# Launchers whose results hold only their inputs' values (or elementwise ones, which narrow
+# each result as they write it): no narrowing pass after them.
+_KEEPS_VALUES = frozenset(("elementwise.run", "views.run", "movement.cat", "movement.flip", "movement.unslice",
+                           "index.gather", "index.take", "scan.argsort", "reduce.arg_reduce"))
 
 INDEX_OUT_OF_RANGE = 1  # bits of the error flag (index.wgsl, softmax.wgsl, binary.wgsl)
 INTEGER_DIVISION_BY_ZERO = 2
@@ -112,11 +118,18 @@ class WebGPUBackend(Lowering):
     # -- running ops ----------------------------------------------------------------
     def run(self, op, inputs, attrs, shape, dtype):
         record = op.impls.get("wgsl")
-        return launcher_of(op, record)(self, op, record, [t._data for t in inputs], attrs, shape, dtype)
+        arrays = [t._data for t in inputs]
+        out = launcher_of(op, record)(self, op, record, arrays, attrs, shape, dtype)
+        if dtype.name in elementwise.NARROW and record.launch not in _KEEPS_VALUES \
+                and not any(out.storage is a.storage for a in arrays):
+            out = elementwise.narrowed(self, out, dtype)  # elementwise kernels narrow as they write
+        return out
 
     def run_inplace(self, op, tensors, attrs):
         record = op.impls.get("wgsl")
         launcher_of(op, record)(self, op, record, [t._data for t in tensors], attrs, None, None)
+        for t in tensors[:op.mutates]:
+            elementwise.narrow_in_place(self, t._data, t.dtype)  # e.g. an optimizer step on float16 weights
 
     def empty(self, shape, kind, label) -> GPUArray:
         n = math.prod(shape)
@@ -160,6 +173,8 @@ class WebGPUBackend(Lowering):
             if host.size and (host.max() > np.iinfo(np.int32).max or host.min() < np.iinfo(np.int32).min):
                 raise OverflowError(f"webgpu: {dtype.name} values outside the 32-bit range cannot be "
                                     f"stored on the device (integers are 32-bit there)")
+        if dtype.rounding is not None:  # a bfloat16 value from a scalar, not yet rounded
+            host = dtype.rounding(host)
         host = host.astype(ELEMENTS[kind].numpy)
         out = self.empty(host.shape, kind, "upload")
         if host.size:
@@ -205,7 +220,7 @@ class WebGPUBackend(Lowering):
         out = self.empty(shape, kind_of(dtype), "full")
         if out.numel():
             self.fill(out, value)
-        return out
+        return elementwise.narrowed(self, out, dtype)
 
     def fill(self, out: GPUArray, value) -> None:
         """Write ``value`` into every element of the (possibly strided) view ``out``."""
@@ -217,10 +232,10 @@ class WebGPUBackend(Lowering):
 
     def uniform(self, shape, low, high, dtype):
         """Drawn on the device (random.wgsl, Philox keyed by webgrad.random.next_device_seed())."""
-        return device_random.uniform(self, shape, low, high, dtype)
+        return elementwise.narrowed(self, device_random.uniform(self, shape, low, high, dtype), dtype)
 
     def normal(self, shape, mean, std, dtype):
-        return device_random.normal(self, shape, mean, std, dtype)
+        return elementwise.narrowed(self, device_random.normal(self, shape, mean, std, dtype), dtype)
 
     def randint(self, shape, low, high, dtype):
         return device_random.randint(self, shape, low, high, dtype)

@@ -33,8 +33,10 @@ _MAX_PLANS = 4096
 
 
 # The small integer dtypes live in i32 elements; every result is wrapped into the dtype's
-# range (two's complement, as a cast or an overflow in PyTorch does).
-NARROW = {"uint8": "(({}) & 255)", "int8": "((({}) << 24u) >> 24u)", "int16": "((({}) << 16u) >> 16u)"}
+# range (two's complement, as a cast or an overflow in PyTorch does). float16 and bfloat16
+# live in f32 elements; every result is rounded to the dtype (math.wgsl).
+NARROW = {"uint8": "(({}) & 255)", "int8": "((({}) << 24u) >> 24u)", "int16": "((({}) << 16u) >> 16u)",
+          "float16": "wg_round_f16({})", "bfloat16": "wg_round_bf16({})"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,20 @@ def run(backend, op, record, arrays, attrs, shape, dtype):
     if dtype.name in NARROW:
         record = Narrowed(record, NARROW[dtype.name])
     return launch(backend, op.name, record, arrays, shape, kind_of(dtype))
+
+
+def narrowed(backend, array, dtype):
+    """The values a non-elementwise kernel wrote into ``array``, narrowed to ``dtype`` (NARROW):
+    a new array (a buffer cannot be read and written by one dispatch)."""
+    if dtype.name not in NARROW or not array.numel():
+        return array
+    return launch(backend, "narrow", Narrowed(CAST, NARROW[dtype.name]), [array], array.shape, array.kind)
+
+
+def narrow_in_place(backend, array, dtype) -> None:
+    """``narrowed``, written back into ``array`` (an in-place op's target)."""
+    if dtype.name in NARROW and array.numel():
+        copy_into(backend, narrowed(backend, array, dtype), array)
 
 
 def launch(backend, op_name, record, arrays, shape, out_kind, out=None):
@@ -122,4 +138,4 @@ def _cast_record():
 
 
 CAST = _cast_record()
-__all__ = ["KIND", "launch", "copy_into"]
+__all__ = ["KIND", "launch", "copy_into", "narrowed", "narrow_in_place"]

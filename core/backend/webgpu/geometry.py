@@ -8,6 +8,7 @@ here so the rules cannot drift apart between kernels.
 """
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -30,8 +31,11 @@ ELEMENTS = {
     "u32": Element("u32", 4, np.uint32, "bool"),  # bool as 0/1
 }
 # The kind each webgrad dtype is stored as on the device; int64 values must fit in 32 bits.
-# uint8, int8 and int16 are i32 too: elementwise kernels wrap each result into their range.
-KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32", "uint8": "i32", "int8": "i32", "int16": "i32"}
+# uint8, int8 and int16 are i32 too, float16 and bfloat16 f32: every result is narrowed to
+# the dtype (its range, or its precision: elementwise.NARROW), so values match the cpu's.
+KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32", "uint8": "i32", "int8": "i32", "int16": "i32",
+        "float16": "f32", "bfloat16": "f32"}
+_HALF_WARNED: list = []
 
 
 def itemsize(kind: str) -> int:
@@ -42,10 +46,16 @@ def itemsize(kind: str) -> int:
 def kind_of(dtype) -> str:
     """The element kind a webgrad dtype is stored as on the device."""
     try:
-        return KIND[dtype.name]
+        kind = KIND[dtype.name]
     except KeyError:
         raise TypeError(f"webgpu: {dtype.name} tensors are not supported on the device; "
                         f"convert with .float() (or keep the tensor on 'cpu')") from None
+    if dtype.name in ("float16", "bfloat16") and not _HALF_WARNED:
+        _HALF_WARNED.append(True)
+        warnings.warn(f"webgpu: {dtype.name} tensors are stored as float32 on the device, each result rounded to "
+                      f"{dtype.name}: the values of half precision without its memory or speed saving (webgrad has "
+                      f"no float16 kernels yet)", stacklevel=3)
+    return kind
 
 
 def dtype_of(kind: str) -> DType:

@@ -35,6 +35,7 @@ from ..scalars import ScalarCache
 from . import optim, optim_group
 from .array import GPUArray
 from .buffers import Keep, Storage
+from .elementwise import NARROW
 from .recorder import Tape
 
 # The passes, in order (graph/passes/__init__.py names them). Functionalization first: the
@@ -70,6 +71,8 @@ class Lowering:
         record = node.op.impls.get("wgsl")
         if not isinstance(record, Elementwise) or set(node.attrs) - _ATTRS_OK:
             return False
+        if any(v.dtype.name in NARROW for v in (node.output, *node.inputs) if v is not None):
+            return False  # a fused chain would skip the narrowing of each step's result (elementwise.NARROW)
         return "wg_check_divisor" not in str(record.expr)  # an integer division reports errors through an extra binding
 
     def can_fuse_inputs(self, inputs) -> bool:
