@@ -8,6 +8,8 @@ offsets count elements, not bytes.
 """
 from __future__ import annotations
 
+from .geometry import itemsize
+
 
 def contiguous_strides(shape) -> tuple:
     strides, step = [], 1
@@ -36,6 +38,11 @@ class GPUArray:
         for s in self.shape:
             n *= s
         return n
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the view's elements (as numpy's ``nbytes``)."""
+        return self.numel() * itemsize(self.kind)
 
     def is_contiguous(self) -> bool:
         return all(st == c for st, c, n in zip(self.strides, contiguous_strides(self.shape), self.shape) if n != 1)
