@@ -303,7 +303,7 @@ def load(f, map_location=None, weights_only=None, *, max_tensors: int | None = N
             on to the one to use (others go to cpu); or a callable
             ``fn(tensor, saved_device)`` returning a Tensor, or None to keep the
             cpu tensor. A device without a tensor's dtype (WebGPU has no
-            float64/float16/bfloat16) gets it as float32.
+            float64) gets it as float32.
         weights_only: True or None (the default, as PyTorch's): tensors and plain
             values only; a file holding a whole module raises ``webgrad.serialize.UnpicklingError``
             as PyTorch raises ``pickle.UnpicklingError``. False: a whole module is rebuilt from its architecture
@@ -401,7 +401,7 @@ def _to_device(tensor, device):
     try:
         return tensor.to(device)
     except TypeError:
-        # The device lacks this dtype (WebGPU: float64, float16, bfloat16): convert, as
+        # The device lacks this dtype (WebGPU: float64): convert, as
         # load_state_dict would for the model's float32 parameters anyway.
         if not tensor.is_floating_point():
             raise

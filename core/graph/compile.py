@@ -81,8 +81,12 @@ def _unflatten(spec, tensors: list, constants: dict):
 
 
 class _Slot:
-    """Stands in for a Tensor when a replay calls a backend kernel: backends read ``_data``."""
-    __slots__ = ("_data",)
+    """Stands in for a Tensor when a replay calls a backend kernel: backends read ``_data``
+    (and, for an in-place op's targets, ``dtype``)."""
+    __slots__ = ("_data", "dtype")
+
+    def __init__(self, dtype=None):
+        self.dtype = dtype
 
 
 @dataclass(slots=True, eq=False)
@@ -148,7 +152,7 @@ class Plan:
             # Dead after this step (outputs and gradients live to the end: last_use is past it).
             drop = tuple(dict.fromkeys(v.id for v in node.inputs if flow.last_use[v.id] == i and v.source == "node"))
             out = node.output
-            self.steps.append(Step(node.op, tuple(v.id for v in node.inputs), [_Slot() for _ in node.inputs],
+            self.steps.append(Step(node.op, tuple(v.id for v in node.inputs), [_Slot(v.dtype) for v in node.inputs],
                                    dict(node.attrs), None if out is None else out.id,
                                    None if out is None else out.shape, None if out is None else out.dtype, drop))
         self.optimizers = [(weakref.ref(opt), [(n.op, self.steps[flow.position[id(n)]]) for n in nodes],
