@@ -17,7 +17,7 @@ from .dtypes import (  # noqa: F401
 )
 from .dtypes import float32 as float, float64 as double, int32 as int, int64 as long  # noqa: F401
 from .dtypes import float16 as half  # noqa: F401
-from .dtypes import int8, int16, int16 as short, uint8  # noqa: F401
+from .dtypes import int8, int16, int16 as short, qint8, uint8  # noqa: F401
 from .memory_format import (  # noqa: F401
     channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
 )
@@ -119,7 +119,7 @@ def __getattr__(name):
 
     if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends",
                 "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx", "graph",
-                "lite", "special", "distributions", "sparse", "distributed", "linalg", "fft"):
+                "lite", "special", "distributions", "sparse", "distributed", "linalg", "fft", "ao"):
         return importlib.import_module(f"webgrad.{name}")
     if name in ("det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "cholesky", "cholesky_solve",
                 "cholesky_inverse", "svd", "qr"):  # torch.linalg's

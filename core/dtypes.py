@@ -87,6 +87,10 @@ int16 = DType("int16", np.int16, "int", "I16")
 complex64 = DType("complex64", np.complex64, "complex", "C64")
 complex128 = DType("complex128", np.complex128, "complex", "C128")
 
+# torch.qint8: the dtype a dynamic-quantized Linear's weight is quantized to (webgrad.ao). It
+# names the scheme only: the weight itself is an int8 tensor with its scale beside it.
+qint8 = DType("qint8", np.int8, "quantized", "I8")
+
 ALL = (float32, float64, float16, bfloat16, int32, int64, bool_, complex64, complex128, uint8, int8, int16)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["half"] = float16
