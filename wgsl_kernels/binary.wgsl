@@ -2,11 +2,12 @@
 // Bindings: 0 Params (strided.wgsl), 1 a, 2 b, 3 out, 4 errors (only for an op() that
 // calls wg_check_divisor: the launcher binds the backend's error flag there).
 // Grid: ceil(n / WG), folded.
+// Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then).
 // op() is spliced in from the op's Elementwise record; A is both inputs' type, O the output's.
 
-@group(0) @binding(1) var<storage, read> a: array<A>;
-@group(0) @binding(2) var<storage, read> b: array<A>;
-@group(0) @binding(3) var<storage, read_write> out: array<O>;
+@group(0) @binding(1) var<storage, read> a: array<SA>;
+@group(0) @binding(2) var<storage, read> b: array<SA>;
+@group(0) @binding(3) var<storage, read_write> out: array<SO>;
 override CONTIGUOUS: bool = true;  // every operand is: element i of each is its offset + i
 @group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 
@@ -23,5 +24,5 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
   if (i >= p.n) { return; }
   var at = p.offsets + vec4<u32>(i);
   if (!CONTIGUOUS) { at = operand_offsets(i); }
-  out[at.w] = op(a[at.x], b[at.y]);
+  out[at.w] = SO(op(A(a[at.x]), A(b[at.y])));
 }

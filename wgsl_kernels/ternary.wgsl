@@ -1,12 +1,13 @@
 // ternary.wgsl: out[i] = op(a[i], b[i], c[i]) with broadcasting and strided views
 // (where: a is the u32 condition, b and c the values).
 // Bindings: 0 Params (strided.wgsl), 1 a, 2 b, 3 c, 4 out. Grid: ceil(n / WG), folded.
+// Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then).
 // op() is spliced in from the op's Elementwise record; A is a's type, B the values', O the output's.
 
-@group(0) @binding(1) var<storage, read> a: array<A>;
-@group(0) @binding(2) var<storage, read> b: array<B>;
-@group(0) @binding(3) var<storage, read> c: array<B>;
-@group(0) @binding(4) var<storage, read_write> out: array<O>;
+@group(0) @binding(1) var<storage, read> a: array<SA>;
+@group(0) @binding(2) var<storage, read> b: array<SB>;
+@group(0) @binding(3) var<storage, read> c: array<SB>;
+@group(0) @binding(4) var<storage, read_write> out: array<SO>;
 override CONTIGUOUS: bool = true;  // every operand is: element i of each is its offset + i
 
 @compute @workgroup_size(WG)
@@ -15,5 +16,5 @@ fn ternary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   if (i >= p.n) { return; }
   var at = p.offsets + vec4<u32>(i);
   if (!CONTIGUOUS) { at = operand_offsets(i); }
-  out[at.w] = op(a[at.x], b[at.y], c[at.z]);
+  out[at.w] = SO(op(A(a[at.x]), B(b[at.y]), B(c[at.z])));
 }

@@ -1,10 +1,11 @@
 // unary.wgsl: out[i] = op(a[i]) over strided views; also the strided copy and
 // cast (op = identity or a conversion), which is how views become contiguous.
 // Bindings: 0 Params (strided.wgsl), 1 a, 2 out. Grid: ceil(n / WG), folded.
+// Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then).
 // op() is spliced in from the op's Elementwise record; A and O are its types.
 
-@group(0) @binding(1) var<storage, read> a: array<A>;
-@group(0) @binding(2) var<storage, read_write> out: array<O>;
+@group(0) @binding(1) var<storage, read> a: array<SA>;
+@group(0) @binding(2) var<storage, read_write> out: array<SO>;
 override CONTIGUOUS: bool = true;  // every operand is: element i of each is its offset + i
 
 @compute @workgroup_size(WG)
@@ -13,5 +14,5 @@ fn unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
   if (i >= p.n) { return; }
   var at = p.offsets + vec4<u32>(i);
   if (!CONTIGUOUS) { at = operand_offsets(i); }
-  out[at.w] = op(a[at.x]);
+  out[at.w] = SO(op(A(a[at.x])));
 }

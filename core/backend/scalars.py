@@ -33,6 +33,9 @@ class ScalarCache:
     def values(self):
         return self._made.values()
 
+    def clear(self) -> None:
+        self._made.clear()
+
     def forget(self, device) -> None:
         """Drop what was made on ``device`` (its backend was replaced)."""
         for key in [key for key in self._made if key[-1] == device]:

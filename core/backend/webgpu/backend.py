@@ -47,6 +47,9 @@ def launcher_of(op, record):
                                   f"which {__package__} does not have ({err})") from None
 
 
+# Launchers that read and write f16 elements themselves: the elementwise shaders load them as
+# f32 and round on store, views only re-describe a buffer. Other kernels compute in f32 copies.
+_F16_AWARE = frozenset(("elementwise.run", "views.run"))
 # Launchers whose results hold only their inputs' values (or elementwise ones, which narrow
 # each result as they write it): no narrowing pass after them.
 _KEEPS_VALUES = frozenset(("elementwise.run", "views.run", "movement.cat", "movement.flip", "movement.unslice",
@@ -119,7 +122,13 @@ class WebGPUBackend(Lowering):
     def run(self, op, inputs, attrs, shape, dtype):
         record = op.impls.get("wgsl")
         arrays = [t._data for t in inputs]
-        out = launcher_of(op, record)(self, op, record, arrays, attrs, shape, dtype)
+        launcher = launcher_of(op, record)
+        if record.launch not in _F16_AWARE and (kind_of(dtype) == "f16" or any(a.kind == "f16" for a in arrays)):
+            # f16 in or out of a kernel that computes in f32: widen the inputs, store the result as f16
+            wide = [elementwise.converted(self, a, "f32") if a.kind == "f16" else a for a in arrays]
+            out = launcher(self, op, record, wide, attrs, shape, dtype_of("f32") if kind_of(dtype) == "f16" else dtype)
+            return elementwise.converted(self, out, "f16") if kind_of(dtype) == "f16" else out
+        out = launcher(self, op, record, arrays, attrs, shape, dtype)
         if dtype.name in elementwise.NARROW and record.launch not in _KEEPS_VALUES \
                 and not any(out.storage is a.storage for a in arrays):
             out = elementwise.narrowed(self, out, dtype)  # elementwise kernels narrow as they write
@@ -127,9 +136,18 @@ class WebGPUBackend(Lowering):
 
     def run_inplace(self, op, tensors, attrs):
         record = op.impls.get("wgsl")
-        launcher_of(op, record)(self, op, record, [t._data for t in tensors], attrs, None, None)
+        arrays = [t._data for t in tensors]
+        launcher = launcher_of(op, record)
+        if any(a.kind == "f16" for a in arrays):  # in-place kernels compute in f32: on f32 copies, written back
+            wide = [elementwise.converted(self, a, "f32") if a.kind == "f16" else a for a in arrays]
+            launcher(self, op, record, wide, attrs, None, None)
+            for a, w in zip(arrays[:op.mutates], wide[:op.mutates]):
+                if a.kind == "f16":
+                    elementwise.copy_into(self, w, a)
+            return
+        launcher(self, op, record, arrays, attrs, None, None)
         for t in tensors[:op.mutates]:
-            elementwise.narrow_in_place(self, t._data, t.dtype)  # e.g. an optimizer step on float16 weights
+            elementwise.narrow_in_place(self, t._data, t.dtype)  # e.g. an optimizer step on bfloat16 weights
 
     def empty(self, shape, kind, label) -> GPUArray:
         n = math.prod(shape)
@@ -178,7 +196,8 @@ class WebGPUBackend(Lowering):
         host = host.astype(ELEMENTS[kind].numpy)
         out = self.empty(host.shape, kind, "upload")
         if host.size:
-            self.device.write_buffer(out.buffer, 0, host.tobytes())
+            raw = host.tobytes()
+            self.device.write_buffer(out.buffer, 0, raw + bytes(-len(raw) % 4))  # writes come in whole words
         return out
 
     def to_numpy(self, data: GPUArray) -> np.ndarray:
@@ -192,17 +211,17 @@ class WebGPUBackend(Lowering):
         return self._decode(data, raw)
 
     def _readable(self, data):
-        if not data.is_contiguous():
-            data = self.contiguous(data)
         size = itemsize(data.kind)
-        return data.buffer, data.offset * size, data.numel() * size
+        if not data.is_contiguous() or data.offset * size % 4:  # reads start on a whole word
+            data = self.contiguous(data)
+        return data.buffer, data.offset * size, -(-data.numel() * size // 4) * 4  # and take whole words
 
     @staticmethod
     def _decode(data, raw):
         host_dtype = ELEMENTS[data.kind].numpy
         if data.numel() == 0:
             return np.zeros(data.shape, dtype=host_dtype)
-        host = np.frombuffer(raw, dtype=host_dtype)
+        host = np.frombuffer(raw, dtype=host_dtype)[:data.numel()]
         return host.reshape(data.shape).copy()
 
     def is_contiguous(self, data: GPUArray) -> bool:
@@ -232,10 +251,16 @@ class WebGPUBackend(Lowering):
 
     def uniform(self, shape, low, high, dtype):
         """Drawn on the device (random.wgsl, Philox keyed by webgrad.random.next_device_seed())."""
-        return elementwise.narrowed(self, device_random.uniform(self, shape, low, high, dtype), dtype)
+        return self._drawn(device_random.uniform, shape, low, high, dtype)
 
     def normal(self, shape, mean, std, dtype):
-        return elementwise.narrowed(self, device_random.normal(self, shape, mean, std, dtype), dtype)
+        return self._drawn(device_random.normal, shape, mean, std, dtype)
+
+    def _drawn(self, draw, shape, a, b, dtype):
+        """Samples drawn in f32 (random.wgsl), stored as ``dtype``."""
+        if kind_of(dtype) == "f16":
+            return elementwise.converted(self, draw(self, shape, a, b, dtype_of("f32")), "f16")
+        return elementwise.narrowed(self, draw(self, shape, a, b, dtype), dtype)
 
     def randint(self, shape, low, high, dtype):
         return device_random.randint(self, shape, low, high, dtype)

@@ -20,7 +20,7 @@ so a conversion never leaves a ``PyProxy`` behind; the only long-lived
 """
 from __future__ import annotations
 
-from .geometry import is_cpu_adapter
+from .geometry import OPTIONAL_FEATURES, is_cpu_adapter, use_f16
 from .recorder import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, DispatchTimer, Recorder
 
 
@@ -56,16 +56,16 @@ class BrowserDevice(Recorder):
         wanted = {name: getattr(have, name) for name in (
             "maxStorageBufferBindingSize", "maxBufferSize", "maxComputeInvocationsPerWorkgroup",
             "maxComputeWorkgroupSizeX", "maxStorageBuffersPerShaderStage")}
-        # 'timestamp-query' lets webgrad.profiler time each dispatch on the GPU (Chrome may round
-        # the timestamps, to 100 us by default).
-        features = [name for name in ("timestamp-query",) if adapter.features.has(name)]
-        self.timestamps = bool(features)
+        # geometry.OPTIONAL_FEATURES (Chrome may round the timestamps, to 100 us by default).
+        features = [name for name in OPTIONAL_FEATURES if adapter.features.has(name)]
+        self.timestamps = "timestamp-query" in features
         try:
             self.device = ffi.run_sync(adapter.requestDevice(self._obj({"requiredLimits": wanted,
                                                                         "requiredFeatures": features,
                                                                         "label": "webgrad"})))
         except Exception as err:
             raise DeviceError(f"webgpu: requestDevice failed: {err}") from err
+        use_f16("shader-f16" in features)
         limits = self.device.limits
         self.limits = {
             "max_storage_buffer_binding_size": int(limits.maxStorageBufferBindingSize),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import weakref
 
+from .geometry import OPTIONAL_FEATURES, use_f16
 from .recorder import (  # noqa: F401  (re-exported: the names callers import from here)
     ARENA_SLOTS,
     UNIFORM_SLOT,
@@ -79,11 +80,11 @@ class NativeDevice(Recorder):
             "max-compute-workgroup-size-x": adapter.limits["max-compute-workgroup-size-x"],
             "max-storage-buffers-per-shader-stage": adapter.limits["max-storage-buffers-per-shader-stage"],
         }
-        # 'timestamp-query' lets webgrad.profiler time each dispatch on the GPU.
-        features = [name for name in ("timestamp-query",) if name in adapter.features]
+        features = [name for name in OPTIONAL_FEATURES if name in adapter.features]
         self.device = adapter.request_device_sync(required_limits=wanted, required_features=features,
                                                   label="webgrad")
         self.timestamps = "timestamp-query" in features
+        use_f16("shader-f16" in features)
         limits = self.device.limits
         self.limits = {
             "max_storage_buffer_binding_size": int(limits["max-storage-buffer-binding-size"]),

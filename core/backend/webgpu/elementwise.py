@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .array import contiguous_strides
-from .geometry import KIND, MAX_RANK, broadcast_strides, coalesce, kind_of
+from .geometry import KIND, MAX_RANK, broadcast_strides, coalesce, compute_kind, kind_of
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
 WORKGROUP = 256  # threads per workgroup, one thread per element
@@ -35,8 +35,9 @@ _MAX_PLANS = 4096
 # The small integer dtypes live in i32 elements; every result is wrapped into the dtype's
 # range (two's complement, as a cast or an overflow in PyTorch does). float16 and bfloat16
 # live in f32 elements; every result is rounded to the dtype (math.wgsl).
+ROUND_F16 = "wg_round_f16("
 NARROW = {"uint8": "(({}) & 255)", "int8": "((({}) << 24u) >> 24u)", "int16": "((({}) << 16u) >> 16u)",
-          "float16": "wg_round_f16({})", "bfloat16": "wg_round_bf16({})"}
+          "float16": ROUND_F16 + "{})", "bfloat16": "wg_round_bf16({})"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,11 @@ def narrowed(backend, array, dtype):
     return launch(backend, "narrow", Narrowed(CAST, NARROW[dtype.name]), [array], array.shape, array.kind)
 
 
+def converted(backend, array, kind: str):
+    """``array`` as a new contiguous array of ``kind`` (f16 <-> f32 around kernels that compute in f32)."""
+    return launch(backend, "convert", CAST, [array], array.shape, kind)
+
+
 def narrow_in_place(backend, array, dtype) -> None:
     """``narrowed``, written back into ``array`` (an in-place op's target)."""
     if dtype.name in NARROW and array.numel():
@@ -75,10 +81,12 @@ def narrow_in_place(backend, array, dtype) -> None:
 def launch(backend, op_name, record, arrays, shape, out_kind, out=None):
     """Run ``record``'s expression over ``arrays`` into ``out`` (a new contiguous
     array unless an existing, possibly strided, view is given)."""
-    in_kind = arrays[0].kind if len(arrays) < 3 else arrays[1].kind
-    expr = record.expression(in_kind, out_kind)
+    in_kind = compute_kind(arrays[0].kind if len(arrays) < 3 else arrays[1].kind)
+    expr = record.expression(in_kind, compute_kind(out_kind))
     if expr is None:
         raise TypeError(f"{op_name}: not supported on webgpu for element type {in_kind}")
+    if out_kind == "f16" and not expr.startswith(ROUND_F16):
+        expr = f"{ROUND_F16}{expr})"  # WGSL leaves f32 -> f16 rounding to the implementation
     shape = tuple(shape)
     out_geometry = None if out is None else (out.strides, out.offset)
     key = (op_name, expr, out_kind, shape, out_geometry, *[(a.kind, a.shape, a.strides, a.offset) for a in arrays])
@@ -138,4 +146,4 @@ def _cast_record():
 
 
 CAST = _cast_record()
-__all__ = ["KIND", "launch", "copy_into", "narrowed", "narrow_in_place"]
+__all__ = ["KIND", "launch", "copy_into", "converted", "narrowed", "narrow_in_place"]

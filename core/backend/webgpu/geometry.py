@@ -29,13 +29,33 @@ ELEMENTS = {
     "f32": Element("f32", 4, np.float32, "float32"),
     "i32": Element("i32", 4, np.int32, "int32"),
     "u32": Element("u32", 4, np.uint32, "bool"),  # bool as 0/1
+    "f16": Element("f16", 2, np.float16, "float16"),  # where the device has 'shader-f16' (use_f16)
 }
+# The kind a kernel computes in for each stored kind: f16 is loaded into f32 and rounded back
+# when stored, so sums and products accumulate in f32 (as torch's half kernels do).
+COMPUTE = {"f16": "f32"}
 # The kind each webgrad dtype is stored as on the device; int64 values must fit in 32 bits.
-# uint8, int8 and int16 are i32 too, float16 and bfloat16 f32: every result is narrowed to
-# the dtype (its range, or its precision: elementwise.NARROW), so values match the cpu's.
+# uint8, int8 and int16 are i32 too, bfloat16 f32, and float16 f16 where the device has
+# 'shader-f16' (use_f16), else f32: every result is narrowed to the dtype (its range, or its
+# precision: elementwise.NARROW), so values match the cpu's.
 KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32", "uint8": "i32", "int8": "i32", "int16": "i32",
         "float16": "f32", "bfloat16": "f32"}
 _HALF_WARNED: list = []
+
+
+# The features a device is asked for where its adapter has them: 'timestamp-query' lets the
+# profiler time dispatches on the GPU; 'shader-f16' stores float16 tensors as f16 (use_f16).
+OPTIONAL_FEATURES = ("timestamp-query", "shader-f16")
+
+
+def use_f16(available: bool) -> None:
+    """Store float16 as f16 elements (the device has 'shader-f16'), or as f32 rounded to float16."""
+    KIND["float16"] = "f16" if available else "f32"
+
+
+def compute_kind(kind: str) -> str:
+    """The kind kernels compute ``kind``'s values in (f32 for f16, else itself)."""
+    return COMPUTE.get(kind, kind)
 
 
 def itemsize(kind: str) -> int:
@@ -50,11 +70,11 @@ def kind_of(dtype) -> str:
     except KeyError:
         raise TypeError(f"webgpu: {dtype.name} tensors are not supported on the device; "
                         f"convert with .float() (or keep the tensor on 'cpu')") from None
-    if dtype.name in ("float16", "bfloat16") and not _HALF_WARNED:
+    if kind == "f32" and dtype.name in ("float16", "bfloat16") and not _HALF_WARNED:
         _HALF_WARNED.append(True)
-        warnings.warn(f"webgpu: {dtype.name} tensors are stored as float32 on the device, each result rounded to "
-                      f"{dtype.name}: the values of half precision without its memory or speed saving (webgrad has "
-                      f"no float16 kernels yet)", stacklevel=3)
+        reason = "webgrad stores bfloat16 so" if dtype.name == "bfloat16" else "this adapter lacks 'shader-f16'"
+        warnings.warn(f"webgpu: {dtype.name} tensors are stored as float32 on the device ({reason}), each result "
+                      f"rounded to {dtype.name}: the values of half precision without its memory saving", stacklevel=3)
     return kind
 
 

@@ -20,7 +20,7 @@ import re
 from importlib import resources
 from string import Template
 
-from .geometry import ELEMENTS, KIND
+from .geometry import ELEMENTS, KIND, compute_kind
 
 PRELUDES = {
     "unary.wgsl": ("strided.wgsl", "math.wgsl"),
@@ -44,8 +44,13 @@ def read(file: str) -> str:
 
 
 def aliases(types) -> list[str]:
-    """The ``alias`` line of each (name, element kind) pair."""
-    return [f"alias {name} = {ELEMENTS[kind].wgsl};" for name, kind in types]
+    """The ``alias`` lines of each (name, element kind) pair: ``name`` is the type a kernel
+    computes in, ``Sname`` the type its buffer stores (they differ for f16: stored f16,
+    computed f32). A kernel that meets f16 starts with ``enable f16;``."""
+    lines = ["enable f16;"] if any(kind == "f16" for _, kind in types) else []
+    for name, kind in types:
+        lines += [f"alias {name} = {ELEMENTS[compute_kind(kind)].wgsl};", f"alias S{name} = {ELEMENTS[kind].wgsl};"]
+    return lines
 
 
 def fill(file: str, rows=(), **fields) -> str:
