@@ -13,7 +13,6 @@ import statistics
 import time
 import warnings
 
-import numpy as np
 
 import webgrad
 from webgrad import nn
