@@ -68,8 +68,8 @@ def char_transformer(device, dtype, amp: bool, steps=150, batch=16, context=32):
     opt = webgrad.optim.AdamW(model.parameters(), lr=2e-3)
     scaler = webgrad.amp.GradScaler(device, enabled=amp and dtype is webgrad.float16)
     rng = np.random.default_rng(0)
-    losses, start = [], time.perf_counter()
-    for _ in range(steps):
+
+    def step():
         starts = rng.integers(0, len(ids) - context - 1, batch)
         xb = webgrad.tensor(np.stack([ids[s:s + context] for s in starts]), device=device)
         yb = webgrad.tensor(np.stack([ids[s + 1:s + context + 1] for s in starts]), device=device)
@@ -80,9 +80,16 @@ def char_transformer(device, dtype, amp: bool, steps=150, batch=16, context=32):
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-        losses.append(loss)
+        return loss
+
+    losses, start = [], time.perf_counter()
+    for _ in range(steps):
+        losses.append(step())
     final = float(np.mean([v.item() for v in losses[-20:]]))
-    return final, (time.perf_counter() - start) / steps
+    seconds = (time.perf_counter() - start) / steps
+    with webgrad.profiler.profile(profile_memory=True) as prof:  # one more step: the profiler's peak bytes
+        step().item()
+    return final, seconds, prof.memory_stats().get(device, 0)
 
 
 def main() -> None:
@@ -99,9 +106,11 @@ def main() -> None:
           f"(accuracy {100 * (mixed[0] - full[0]):+.2f} points, time {mixed[2] / full[2]:.2f}x)")
     full = char_transformer(args.device, dtype, amp=False)
     mixed = char_transformer(args.device, dtype, amp=True)
-    print(f"char transformer  float32: final loss {full[0]:.4f} {full[1] * 1e3:.1f} ms/step")
+    print(f"char transformer  float32: final loss {full[0]:.4f} {full[1] * 1e3:.1f} ms/step  "
+          f"peak {full[2] / 2 ** 20:.2f} MiB")
     print(f"char transformer autocast: final loss {mixed[0]:.4f} {mixed[1] * 1e3:.1f} ms/step  "
-          f"(loss {100 * (mixed[0] / full[0] - 1):+.2f}%, time {mixed[1] / full[1]:.2f}x)")
+          f"peak {mixed[2] / 2 ** 20:.2f} MiB  (loss {100 * (mixed[0] / full[0] - 1):+.2f}%, "
+          f"time {mixed[1] / full[1]:.2f}x, peak memory {mixed[2] / max(full[2], 1):.2f}x)")
 
 
 if __name__ == "__main__":

@@ -201,7 +201,10 @@ def test_wgsl_aliases_come_from_the_table(monkeypatch):
         code = source.assemble("unary.wgsl", (("A", "i8"), ("O", "f32")), "O(a)")
     finally:
         source.assemble.cache_clear()
-    assert code.startswith("alias A = u32;\nalias O = f32;\n")
+    assert code.startswith("alias A = u32;\nalias SA = u32;\nalias O = f32;\nalias SO = f32;\n")
+    # f16: stored as f16 (S-alias), computed as f32, with the extension enabled first
+    code = source.assemble("unary.wgsl", (("A", "f16"), ("O", "f16")), "O(a)")
+    assert code.startswith("enable f16;\nalias A = f32;\nalias SA = f16;\nalias O = f32;\nalias SO = f16;\n")
 
 
 def test_broadcast_strides():

@@ -179,6 +179,22 @@ def test_integers(variant):
     check(on_gpu(a64)[:, 1:] @ on_gpu(b64)[1:], a64[:, 1:] @ b64[1:], exact=True)
 
 
+def test_float16_sums_in_float32(variant):
+    """float16 operands are read as f16 (where the adapter has 'shader-f16'), summed in f32 and
+    stored as f16: the cpu's float16 product (also summed in float32), within one rounding."""
+    cases = (((6, 9), (9, 5), False), ((8, 12), (12, 8), False), ((3, 16, 8), (8, 20), True))
+    for a_shape, b_shape, transpose in cases:
+        a, b = rand(*a_shape).astype(np.float16), rand(*b_shape, seed=1).astype(np.float16)
+        x, y = on_gpu(a), on_gpu(b)
+        if transpose:  # strided operands, element reads
+            x, y = on_gpu(np.ascontiguousarray(a.swapaxes(-1, -2))).mT, on_gpu(np.ascontiguousarray(b.T)).mT
+        out = x @ y
+        assert out.dtype is webgrad.float16
+        want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+        np.testing.assert_allclose(out.cpu().numpy().astype(np.float32), want.astype(np.float32),
+                                   rtol=2 ** -10, atol=2 ** -14)
+
+
 def test_grid_folds_under_small_limits(variant):
     blocking = gpu_matmul.BLOCKINGS[variant]
     m, n, batch = 2 * blocking.rows + 1, 2 * blocking.cols + 3, 5   # 3 x 3 tiles x 5 = 45 workgroups

@@ -11,7 +11,8 @@
 // Bindings: 0 Params, 1 a, 2 b, 3 out. Every buffer is bound as array<vec4<T>>
 // (pooled buffers are multiples of 256 bytes), so one binding serves both
 // element reads (a[e >> 2][e & 3]) and vec4 reads where the strides allow them.
-// T is f32 or i32 (an alias line prepended by the loader).
+// T is f32 or i32 (an alias line prepended by the loader), the type the kernel computes in;
+// ST the one the buffers hold: T, or f16 for float16 (loaded as f32, summed in f32, stored as f16).
 //
 // Element addresses (in elements; strides may be 0 or negative):
 //   A[b, i, k] = a_offset + batch_a(b) + i * stride_am + k * stride_ak
@@ -54,9 +55,9 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<vec4<T>>;
-@group(0) @binding(2) var<storage, read> b: array<vec4<T>>;
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<T>>;
+@group(0) @binding(1) var<storage, read> a: array<vec4<ST>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<ST>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<ST>>;
 
 override WG_X: u32 = 8u;         // threads along N
 override WG_Y: u32 = 8u;         // threads along M
@@ -75,20 +76,20 @@ const TILED_MAX_TN4: u32 = 2u;
 
 fn a_at(e: i32) -> T {
   let u = u32(e);
-  return a[u >> 2u][u & 3u];
+  return T(a[u >> 2u][u & 3u]);
 }
 
 fn b_at(e: i32) -> T {
   let u = u32(e);
-  return b[u >> 2u][u & 3u];
+  return T(b[u >> 2u][u & 3u]);
 }
 
 fn a_vec(e: i32) -> vec4<T> {
-  return a[u32(e) >> 2u];
+  return vec4<T>(a[u32(e) >> 2u]);
 }
 
 fn b_vec(e: i32) -> vec4<T> {
-  return b[u32(e) >> 2u];
+  return vec4<T>(b[u32(e) >> 2u]);
 }
 
 // Which tile of which batch a workgroup computes, and where that batch's A and B start.
@@ -130,10 +131,10 @@ fn store4(v: vec4<T>, batch: u32, row: u32, col: u32) {
   let w = epilogue(v, batch, row, col);
   let e = (batch * m + row) * n + col;
   if (p.grid.w == 1u) {  // N % 4 == 0: rows of C start at multiples of 4, write whole vec4s
-    out[e >> 2u] = w;
+    out[e >> 2u] = vec4<ST>(w);
   } else {
     for (var c = 0u; c < min(4u, n - col); c = c + 1u) {
-      out[(e + c) >> 2u][(e + c) & 3u] = w[c];
+      out[(e + c) >> 2u][(e + c) & 3u] = ST(w[c]);
     }
   }
 }

@@ -47,9 +47,10 @@ def launcher_of(op, record):
                                   f"which {__package__} does not have ({err})") from None
 
 
-# Launchers that read and write f16 elements themselves: the elementwise shaders load them as
-# f32 and round on store, views only re-describe a buffer. Other kernels compute in f32 copies.
-_F16_AWARE = frozenset(("elementwise.run", "views.run"))
+# Launchers that read and write f16 elements themselves: the elementwise shaders and matmul
+# load them as f32 and store f16, views only re-describe a buffer. Other kernels compute in
+# f32 copies.
+_F16_AWARE = frozenset(("elementwise.run", "views.run", "matmul.matmul"))
 # Launchers whose results hold only their inputs' values (or elementwise ones, which narrow
 # each result as they write it): no narrowing pass after them.
 _KEEPS_VALUES = frozenset(("elementwise.run", "views.run", "movement.cat", "movement.flip", "movement.unslice",

@@ -206,7 +206,7 @@ def matmul_epilogue(backend, op, record, arrays, attrs, shape, dtype):
 
 def _product(backend, a, b, shape, dtype, epilogue=None):
     kind = kind_of(dtype)
-    if kind not in ("f32", "i32"):
+    if kind not in ("f32", "i32", "f16"):
         raise TypeError(f"matmul: not supported on webgpu for {dtype.name} tensors")
     out = backend.empty(shape, kind, "matmul")
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
