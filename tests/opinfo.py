@@ -13,22 +13,23 @@ An entry is present when its name resolves the way torch's does: ``nn.functional
 torch's entry wraps its op in a lambda that reorders arguments (``where``, ``einsum``,
 ``polygamma``), ``WRAPPERS`` writes the same lambda over webgrad.
 
-Cases. For each present entry: samples for float64 and float32 (or, for an entry with no float
-dtype, its first of int64/int32/bool), from ``op.sample_inputs("cpu", dtype,
+Cases. For each present entry: samples for float64 and float32, and float16 where torch's cpu
+has it (or, for an entry with no float dtype, its first of int64/int32/bool), from ``op.sample_inputs("cpu", dtype,
 requires_grad=op.supports_autograd)`` seeded per entry. Caps (so the test stays within minutes
 on two cores): the first ``MAX_SAMPLES`` (8) samples among the first ``SCAN_SAMPLES`` (24) that
 hold at most ``MAX_ELEMENTS`` (5 000) elements in all, inputs and outputs each; reference inputs are not used. Configs:
-cpu/float64, cpu/float32, webgpu/float32 (WGSL has no f64: float64 tensors and dtype arguments
-of a float32 sample, like ``softmax(x, dtype=torch.float64)``, run as float32 there and torch's
-float64 outputs are expected as float32); integer entries run on both devices.
+cpu/float64, cpu/float32, webgpu/float32, cpu/float16, webgpu/float16 (WGSL has no f64: float64
+tensors and dtype arguments of a float32 sample, like ``softmax(x, dtype=torch.float64)``, run as
+float32 there and torch's float64 outputs are expected as float32); integer entries run on both
+devices.
 
 Comparing. Every output (tensors, tuples, namedtuples, lists, Python scalars) is compared with
 torch's in structure, shape, dtype (webgrad names) and value (torch.testing's default rtol/atol
-per dtype; webgpu float32 looser, ``TOLERANCES``). Outputs of random ops (found by running torch
+per dtype; webgpu looser, ``TOLERANCES``). Outputs of random ops (found by running torch
 twice under different seeds) and of ``empty*`` ops are compared in shape and dtype only.
-Where torch's float32 answer is itself off from the same sample run in float64 (polygamma near
-its poles, logcumsumexp's gradient), a float32 value also passes when it is no further from the
-float64 answer than torch's is (``_add_float64_answers``).
+Where torch's float32 or float16 answer is itself off from the same sample run in float64
+(polygamma near its poles, logcumsumexp's gradient, half-precision sums), a value also passes
+when it is no further from the float64 answer than torch's is (``_add_float64_answers``).
 Gradients: where the entry supports autograd and an output is float, the scalar
 sum_k <w_k, out_k> (w_k seeded normal weights) is differentiated with respect to every tensor
 of the sample that requires grad, in webgrad and in torch, and the two compared.
@@ -72,13 +73,17 @@ BEGIN_MARK, END_MARK = "<!-- opinfo-coverage:begin -->", "<!-- opinfo-coverage:e
 MAX_SAMPLES = 8
 SCAN_SAMPLES = 24
 MAX_ELEMENTS = 5_000
-FLOAT_CONFIGS = (("cpu", "float64"), ("cpu", "float32"), ("webgpu", "float32"))
-# (rtol, atol): torch.testing's defaults; webgpu float32 looser (other summation orders, fast math)
+FLOAT_CONFIGS = (("cpu", "float64"), ("cpu", "float32"), ("webgpu", "float32"), ("cpu", "float16"),
+                 ("webgpu", "float16"))
+# (rtol, atol): torch.testing's defaults; webgpu looser (other summation orders, fast math; a
+# float16 result one rounding away is 2**-11 off)
 TOLERANCES = {("cpu", "float64"): (1e-7, 1e-7), ("cpu", "float32"): (1.3e-6, 1e-5),
-              ("webgpu", "float32"): (1e-4, 1e-4)}
+              ("webgpu", "float32"): (1e-4, 1e-4), ("cpu", "float16"): (1e-3, 1e-5),
+              ("webgpu", "float16"): (2e-3, 1e-3)}
 # gradients sum many products: a little looser than the forward values
 GRAD_TOLERANCES = {("cpu", "float64"): (1e-6, 1e-7), ("cpu", "float32"): (1e-4, 1e-4),
-                   ("webgpu", "float32"): (1e-3, 1e-3)}
+                   ("webgpu", "float32"): (1e-3, 1e-3), ("cpu", "float16"): (1e-2, 1e-3),
+                   ("webgpu", "float16"): (1e-2, 1e-2)}
 NO_FLOAT64 = {"webgpu"}
 TRUTH = "~float64"  # suffix of a float32 answer's float64 twin (see _add_float64_answers)
 NAMESPACES = ("nn.functional.", "linalg.", "fft.", "special.")
@@ -345,7 +350,7 @@ def case_dtypes(op) -> list[str]:
 
     supported = op.dtypes
     if torch.float32 in supported or torch.float64 in supported:
-        return ["float64", "float32"]
+        return ["float64", "float32"] + (["float16"] if torch.float16 in supported else [])
     for dtype in (torch.int64, torch.int32, torch.bool):
         if dtype in supported:
             return [_np_dtype_name(dtype)]
@@ -354,7 +359,7 @@ def case_dtypes(op) -> list[str]:
 
 def configs(dtypes: list[str]) -> list[tuple[str, str]]:
     if dtypes and dtypes[0] == "float64":
-        return list(FLOAT_CONFIGS)
+        return [config for config in FLOAT_CONFIGS if config[1] in dtypes]
     return [(device, d) for d in dtypes for device in ("cpu", "webgpu")]
 
 
@@ -513,8 +518,8 @@ def _live_case(op, key, dtype_name, index, sample, random_op=None) -> Case | Non
                 grads.append(name)
     if random_op:  # as mark_random leaves them
         grads = [None] * len(wrt)
-    elif dtype_name == "float32":
-        _add_float64_answers(op, key, sample, index, out_enc, grads, arrays)
+    elif dtype_name in ("float32", "float16"):
+        _add_float64_answers(op, key, dtype_name, sample, index, out_enc, grads, arrays)
     return Case(key, dtype_name, index, enc, out_enc, grads, random_op, arrays)
 
 
@@ -531,9 +536,9 @@ def _torch_grads(flat, wrt, index) -> list:
         return [None] * len(wrt)
 
 
-def _add_float64_answers(op, key, sample, index, out_enc, grads, arrays) -> None:
-    """Where torch's own float32 answer is off from the same sample computed in float64 by more
-    than half the cpu float32 tolerance (two answers within half of it pass against each other),
+def _add_float64_answers(op, key, dtype_name, sample, index, out_enc, grads, arrays) -> None:
+    """Where torch's own float32 (float16) answer is off from the same sample computed in float64 by
+    more than half the cpu tolerance of its dtype (two answers within half of it pass against each other),
     keep the float64 answer too (as ``name + TRUTH``): there a webgrad value passes when it is no
     further from it than torch's is, plus the tolerance (as accurate as torch, not equal to
     torch's rounding)."""
@@ -544,7 +549,7 @@ def _add_float64_answers(op, key, sample, index, out_enc, grads, arrays) -> None
     def widen(obj):
         if isinstance(obj, torch.Tensor):
             if id(obj) not in memo:
-                value = obj.detach().double() if obj.dtype == torch.float32 else obj.detach()
+                value = obj.detach().double() if obj.dtype in (torch.float32, torch.float16) else obj.detach()
                 memo[id(obj)] = value.requires_grad_(obj.requires_grad)
             return memo[id(obj)]
         if isinstance(obj, (tuple, list)):
@@ -561,12 +566,12 @@ def _add_float64_answers(op, key, sample, index, out_enc, grads, arrays) -> None
     _collect_ordered(out_enc, names)
     if len(names) != len(flat):
         return
-    rtol, atol = TOLERANCES[("cpu", "float32")]
+    rtol, atol = TOLERANCES[("cpu", dtype_name)]
     answers = list(zip(names, flat, [(rtol, atol)] * len(flat)))
     floats = [o for o in flat if o.dtype.is_floating_point]
     wrt = [memo[id(t)] for t in _grad_tensors(sample)]
     if any(g is not None for g in grads) and len(wrt) == len(grads) and any(o.requires_grad for o in floats):
-        answers += [(name, g, GRAD_TOLERANCES[("cpu", "float32")])
+        answers += [(name, g, GRAD_TOLERANCES[("cpu", dtype_name)])
                     for name, g in zip(grads, _torch_grads(floats, wrt, index)) if name is not None and g is not None]
     for name, wide, (rtol, atol) in answers:
         truth = wide.detach().numpy()
@@ -988,10 +993,12 @@ def coverage_table(status: dict) -> str:
         group["present"] += 1
         group["total"] += 1
         for name, (passed, total) in per_config.items():
-            column = name.split("/")[0]
+            device, dtype_name = name.split("/")
+            column = f"{device}, float16" if dtype_name == "float16" else device
             group["pass"][column] = group["pass"].get(column, 0) + passed
             group["all"][column] = group["all"].get(column, 0) + total
     devices = status.get("devices", ["cpu", "webgpu"])
+    devices = devices + [f"{d}, float16" for d in devices]  # columns
     lines = ["| namespace | entries present | " + " | ".join(f"samples passing ({d})" for d in devices) + " |",
              "|---|---|" + "---|" * len(devices)]
     totals = {"present": 0, "total": 0, "pass": {}, "all": {}}
