@@ -97,6 +97,56 @@ def test_digits_mlp_trains_on_webgpu_like_native(suite_runtime):
           f"max loss difference {np.max(np.abs(browser_losses - native_losses)):.2e}")
 
 
+TRAIN_AUTOCAST = """
+import warnings
+import numpy as np
+import webgrad
+from webgrad import nn
+warnings.simplefilter("ignore")  # the float16 storage notice
+x, y = webgrad.datasets.digits(split="train", device="webgpu")
+tx, ty = webgrad.datasets.digits(split="test", device="webgpu")
+results = {}
+for amp in (False, True):
+    webgrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to("webgpu")
+    opt = webgrad.optim.Adam(model.parameters(), lr=3e-3)
+    scaler = webgrad.amp.GradScaler("webgpu", enabled=amp)
+    order = np.random.default_rng(0)
+    for _ in range(4):
+        for idx in np.array_split(order.permutation(len(y)), len(y) // 64):
+            index = webgrad.tensor(idx, device="webgpu")
+            with webgrad.autocast("webgpu", dtype=webgrad.float16, enabled=amp):
+                logits = model(x[index])
+                loss = nn.functional.cross_entropy(logits, y[index])
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+    with webgrad.no_grad(), webgrad.autocast("webgpu", dtype=webgrad.float16, enabled=amp):
+        accuracy = (model(tx).argmax(-1) == ty).float().mean().item()
+    results[str(amp)] = {"accuracy": accuracy, "logits": logits.dtype.name, "loss": loss.dtype.name,
+                         "grad": model[0].weight.grad.dtype.name}
+half = webgrad.tensor([0.1, 70000.0], device="webgpu").half()
+results["half"] = {"values": half.float().cpu().tolist(), "kind": half._data.kind}
+results
+"""
+
+
+def test_autocast_trains_in_the_page(suite_runtime):
+    """autocast("webgpu", float16) with GradScaler trains the digits MLP in the page as float32
+    does (within a point), with torch's dtypes; float16 there is f32 rounded to float16, since
+    SwiftShader has no 'shader-f16' (or f16 where the adapter has it)."""
+    out = suite_runtime.ok(TRAIN_AUTOCAST, timeout_s=600)["result"]
+    full, mixed = out["False"], out["True"]
+    assert full["logits"] == "float32" and mixed["logits"] == "float16"
+    assert mixed["loss"] == "float32" and mixed["grad"] == "float32"
+    assert full["accuracy"] >= 0.9 and abs(mixed["accuracy"] - full["accuracy"]) <= 0.01, out
+    assert out["half"]["values"] == [0.0999755859375, float("inf")]  # rounded as float16, overflowing to inf
+    assert out["half"]["kind"] in ("f16", "f32")
+    print(f"autocast in the page: accuracy {mixed['accuracy']:.4f} vs float32 {full['accuracy']:.4f}, "
+          f"float16 stored as {out['half']['kind']}")
+
+
 # What "flat" means here, measured inside the worker after a warm-up and again at
 # the end of 1,000 steps:
 #   gpu       webgrad.webgpu.memory_stats(): bytes in live tensors and in the pool
