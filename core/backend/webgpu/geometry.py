@@ -72,7 +72,7 @@ def kind_of(dtype) -> str:
                         f"convert with .float() (or keep the tensor on 'cpu')") from None
     if kind == "f32" and dtype.name in ("float16", "bfloat16") and not _HALF_WARNED:
         _HALF_WARNED.append(True)
-        reason = "webgrad has no bfloat16 storage yet" if dtype.name == "bfloat16" else "this adapter lacks 'shader-f16'"
+        reason = "no bfloat16 storage yet" if dtype.name == "bfloat16" else "this adapter lacks 'shader-f16'"
         warnings.warn(f"webgpu: {dtype.name} tensors are stored as float32 on the device ({reason}), each result "
                       f"rounded to {dtype.name}: the values of half precision without its memory saving", stacklevel=3)
     return kind
