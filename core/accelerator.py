@@ -97,7 +97,22 @@ def empty_cache() -> None:
 
 def memory_allocated(device=None) -> int:
     _require("memory_allocated")
-    return int(webgpu.memory_stats()["bytes_in_use"])
+    return webgpu.memory_allocated()
+
+
+def max_memory_allocated(device=None) -> int:
+    _require("max_memory_allocated")
+    return webgpu.max_memory_allocated()
+
+
+def memory_reserved(device=None) -> int:
+    _require("memory_reserved")
+    return webgpu.memory_reserved()
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _require("reset_peak_memory_stats")
+    webgpu.reset_peak_memory_stats()
 
 
 def _require(name) -> None:

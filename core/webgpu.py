@@ -36,6 +36,43 @@ def memory_stats() -> dict:
     return _backend().memory_stats()
 
 
+# torch.cuda's memory API. Bytes are the pool's: each tensor's buffer rounded up to its size
+# bucket (buffers.bucket_size), as torch counts its allocator's blocks.
+def memory_allocated(device=None) -> int:
+    """Bytes held by live tensors (``torch.cuda.memory_allocated``)."""
+    return int(_backend().pool.in_use)
+
+
+def max_memory_allocated(device=None) -> int:
+    """The most bytes live tensors held at once since the start or ``reset_peak_memory_stats()``."""
+    return int(_backend().pool.peak)
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Start ``max_memory_allocated`` over from what is held now."""
+    pool = _backend().pool
+    pool.peak = pool.in_use
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the device holds for webgrad: live tensors plus pooled buffers kept for reuse."""
+    pool = _backend().pool
+    return int(pool.in_use + pool.pooled)
+
+
+def max_memory_reserved(device=None) -> int:
+    """Not tracked separately: the peak of live tensors plus what is pooled now (an upper bound)."""
+    pool = _backend().pool
+    return int(max(pool.peak, pool.in_use) + pool.pooled)
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A short table of the figures above, as ``torch.cuda.memory_summary`` prints."""
+    rows = [("allocated", memory_allocated()), ("peak allocated", max_memory_allocated()),
+            ("pooled for reuse", memory_reserved() - memory_allocated()), ("reserved", memory_reserved())]
+    return "webgrad.webgpu memory\n" + "\n".join(f"  {name:<18}{value / 2 ** 20:12.2f} MiB" for name, value in rows)
+
+
 def synchronize() -> None:
     """Submit all recorded GPU work now."""
     _backend().synchronize()
@@ -44,6 +81,7 @@ def synchronize() -> None:
 def empty_cache() -> None:
     """Release pooled (unused) buffers back to the driver."""
     backend = _backend()
+    backend.synchronize()  # recorded work may still read a pooled buffer: submit it before destroying any
     backend.device.bind_groups.clear()  # they hold the buffers about to be destroyed
     backend.pool.clear()
 

@@ -131,6 +131,35 @@ def test_buffers_return_to_the_pool_when_tensors_die():
     assert webgrad.webgpu.memory_stats()["bytes_in_use"] == before
 
 
+def test_torch_cuda_memory_api():
+    """memory_allocated / max_memory_allocated / reset_peak_memory_stats / memory_reserved /
+    empty_cache / memory_summary, as torch.cuda's: a float16 tensor takes half a float32 one's
+    bytes where float16 is stored as f16."""
+    wg = webgrad.webgpu
+    webgrad.ones(1, device="webgpu").half()  # the fill value, cached for later calls
+    wg.synchronize()
+    wg.empty_cache()
+    base = wg.memory_allocated()
+    wg.reset_peak_memory_stats()
+    assert wg.max_memory_allocated() == base
+    x = webgrad.ones(1 << 16, device="webgpu")  # 256 KiB, a whole bucket
+    assert wg.memory_allocated() == base + (1 << 18)
+    half = x.half()
+    stored = 2 if half._data.kind == "f16" else 4
+    assert wg.memory_allocated() == base + (1 << 18) + stored * (1 << 16)
+    del x, half
+    assert wg.memory_allocated() == base
+    assert wg.max_memory_allocated() >= base + (1 << 18) + 2 * (1 << 16)
+    assert wg.memory_reserved() >= wg.max_memory_allocated() - base  # the freed buffers are pooled
+    wg.reset_peak_memory_stats()
+    assert wg.max_memory_allocated() == base
+    wg.empty_cache()  # right after freeing buffers that recorded, unsubmitted work still reads
+    assert wg.memory_reserved() == base
+    assert webgrad.ones(3, device="webgpu").sum().item() == 3.0  # the next submit must not meet a destroyed buffer
+    summary = wg.memory_summary()
+    assert "peak allocated" in summary and "MiB" in summary
+
+
 def _mlp_steps(device, steps, record_memory=None):
     webgrad.manual_seed(0)
     model = webgrad.nn.Sequential(webgrad.nn.Linear(16, 32), webgrad.nn.ReLU(), webgrad.nn.Dropout(0.1),
