@@ -107,6 +107,10 @@ class _OutputGrads:
         self.count = count
         self.grads = grads  # position -> Tensor
 
+    @property
+    def device(self):  # the profiler files a backward range under its gradient's device
+        return next(iter(self.grads.values())).device
+
     def __add__(self, other):
         merged = dict(self.grads)
         for k, g in other.grads.items():

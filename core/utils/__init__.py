@@ -1,4 +1,4 @@
 """PyTorch-compatible import paths, e.g. ``from webgrad.utils.data import DataLoader``."""
-from . import data
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
