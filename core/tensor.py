@@ -123,6 +123,19 @@ class Tensor:
     def retain_grad(self) -> None:
         self._retains_grad = True
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` during backward once this leaf's ``.grad`` holds all of this
+        backward's contribution (torch's hook: what DDP uses to reduce gradients early)."""
+        from .hooks import RemovableHandle
+
+        if self._node is not None:
+            raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors (parameters, tensors made "
+                               "with requires_grad=True) collect a .grad; this tensor is the output of an op")
+        hooks = self.__dict__.setdefault("_post_accumulate_grad_hooks", {})
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        return handle
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (only ``inputs``' when given)."""
         autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)

@@ -302,9 +302,14 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
     with set_grad_enabled(create_graph), autocasting.suspended():
         for t, g in zip(roots, root_grads):
             deliver(t, t._node or LEAF, g)
-        for node in _topological_order([t._node for t in roots]):
+        order = _topological_order([t._node for t in roots])
+        # Leaves with post-accumulate hooks (DDP's) get their .grad as soon as the last
+        # node feeding them has run, so the hook can start work while backward goes on.
+        pending = {} if wanted is not None else _hooked_leaf_uses(order)
+        for node in order:
             g = node_grads.pop(id(node), None)
             if g is None:
+                _release(node, pending, leaf_grads, create_graph)
                 continue
             if node.inputs is None:
                 raise RuntimeError(
@@ -322,21 +327,53 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
             for t, edge, gi in zip(node.inputs, node.edges, grads):
                 if gi is not None and edge is not None:
                     deliver(t, edge, _sum_to(gi, t.shape))
+            _release(node, pending, leaf_grads, create_graph)
             if not retain_graph:
                 node.inputs = None
                 node.out = None
                 node.edges = ()
 
-    for t, g in leaf_grads.values():
-        g = g if create_graph else g.detach()
-        if t.grad is None:
-            with set_grad_enabled(create_graph):
-                t.grad = _owned(g)
-        else:
-            t.grad = t.grad + g
+    for t, g in list(leaf_grads.values()):
+        _accumulate(t, g, create_graph)
     if wanted is not None:
         return [wanted[id(t)] for t in inputs]
     return None
+
+
+def _accumulate(t, g, create_graph) -> None:
+    """Add ``g`` into leaf ``t``'s ``.grad``, then run its post-accumulate hooks."""
+    g = g if create_graph else g.detach()
+    if t.grad is None:
+        with set_grad_enabled(create_graph):
+            t.grad = _owned(g)
+    else:
+        t.grad = t.grad + g
+    for hook in list(t.__dict__.get("_post_accumulate_grad_hooks", {}).values()):
+        hook(t)
+
+
+def _hooked_leaf_uses(order) -> dict:
+    """id(leaf) -> how many edges of ``order``'s nodes lead to it, for leaves with hooks."""
+    uses: dict = {}
+    for node in order:
+        for t, edge in zip(node.inputs or (), node.edges):
+            if edge is LEAF and t.__dict__.get("_post_accumulate_grad_hooks"):
+                uses[id(t)] = uses.get(id(t), 0) + 1
+    return uses
+
+
+def _release(node, pending, leaf_grads, create_graph) -> None:
+    """``node`` has run (or was skipped): a hooked leaf fed by no later node is final."""
+    if not pending:
+        return
+    for t, edge in zip(node.inputs or (), node.edges):
+        if edge is LEAF and id(t) in pending:
+            pending[id(t)] -= 1
+            if pending[id(t)] == 0:
+                del pending[id(t)]
+                entry = leaf_grads.pop(id(t), None)
+                if entry is not None:
+                    _accumulate(t, entry[1], create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 import linecache
 import types
 from collections import OrderedDict, namedtuple
@@ -19,6 +18,7 @@ import numpy as np
 
 from ... import dtypes
 from ...autograd import no_grad
+from ...hooks import RemovableHandle
 from ...ops import registry as _registry
 from ...tensor import Tensor
 from ..parameter import Parameter
@@ -59,25 +59,6 @@ def class_functions(cls):
         function = inspect.unwrap(getattr(value, "__func__", value))
         if isinstance(function, types.FunctionType):
             yield function
-
-
-class RemovableHandle:
-    """Returned by ``register_forward_hook``; ``handle.remove()`` unregisters the hook."""
-
-    _next_id = itertools.count()
-
-    def __init__(self, hooks: dict):
-        self.hooks = hooks
-        self.id = next(RemovableHandle._next_id)
-
-    def remove(self) -> None:
-        self.hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 def _addindent(text: str, spaces: int) -> str:

@@ -10,14 +10,15 @@ Example:
     >>> [tuple(xb.shape) for xb, yb in DataLoader(train, batch_size=32, shuffle=True)]
     [(32, 3), (32, 3), (16, 3)]
 """
-from . import dataloader, dataset, sampler
+from . import dataloader, dataset, distributed, sampler
 from .dataloader import DataLoader, default_collate, default_convert, get_worker_info
+from .distributed import DistributedSampler
 from .dataset import ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
 from .sampler import (
     BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler,
 )
 
-__all__ = ["dataloader", "dataset", "sampler", "DataLoader", "default_collate", "default_convert",
+__all__ = ["dataloader", "dataset", "distributed", "sampler", "DataLoader", "default_collate", "default_convert",
            "get_worker_info", "ConcatDataset", "Dataset", "IterableDataset", "Subset", "TensorDataset",
-           "random_split", "BatchSampler", "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler",
-           "WeightedRandomSampler"]
+           "random_split", "BatchSampler", "DistributedSampler", "RandomSampler", "Sampler", "SequentialSampler",
+           "SubsetRandomSampler", "WeightedRandomSampler"]
