@@ -565,3 +565,30 @@ def test_vjps_compute_only_the_gradients_wanted(device, expr, ops):
         assert counts.get(name, 0) == count, counts
     expected = webgrad.autograd.grad(expr(w, c.clone().requires_grad_()).sum(), w)[0]
     assert np.allclose(w.grad.numpy(), expected.numpy(), rtol=1e-5)
+
+
+def test_post_accumulate_grad_hook_runs_when_the_leaf_is_final(device):
+    """DDP starts reducing a layer's gradients while backward still runs on the layers
+    before it: the last layer's hook must fire before the first layer's .grad exists,
+    and a leaf reached twice only once both contributions are in."""
+    first = webgrad.randn(4, 3, device=device, requires_grad=True)
+    last = webgrad.randn(2, 4, device=device, requires_grad=True)
+    x = webgrad.randn(5, 3, device=device)
+    seen = []
+    last.register_post_accumulate_grad_hook(lambda t: seen.append(("last", first.grad is None, t.grad.numpy())))
+    handle = first.register_post_accumulate_grad_hook(lambda t: seen.append(("first", t.grad is not None, None)))
+    h = (x @ first.T).tanh()
+    (h @ last.T).sum().backward()
+    assert [s[:2] for s in seen] == [("last", True), ("first", True)]
+    seen.clear()
+    last.grad = None
+    ((h.detach() @ last.T).sum() + (last * last).sum()).backward()  # two paths into `last`
+    assert len(seen) == 1
+    want = h.detach().sum(0, keepdim=True).expand(2, 4) + 2 * last.detach()
+    np.testing.assert_allclose(seen[0][2], want.numpy(), rtol=1e-5, atol=1e-5)
+    handle.remove()
+    seen.clear()
+    (x @ first.T).sum().backward()
+    assert seen == []
+    with pytest.raises(RuntimeError, match="leaf"):
+        h.register_post_accumulate_grad_hook(print)

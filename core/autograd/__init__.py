@@ -8,6 +8,8 @@ Broadcasting is undone in one place, ``_sum_to``, never inside a vjp.
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import weakref
 
@@ -132,9 +134,11 @@ class Node:
     the value it saw."""
 
     __slots__ = ("op", "inputs", "edges", "attrs", "out", "versions", "out_counter", "out_version",
-                 "out_ref", "__weakref__")
+                 "out_ref", "seq", "__weakref__")
+    _sequence = itertools.count()
 
     def __init__(self, op, inputs, attrs, out):
+        self.seq = next(Node._sequence)  # creation order: backward runs later nodes first
         self.op = op
         self.inputs = inputs
         self.edges = tuple((t._node or LEAF) if t._requires_grad else None for t in inputs)
@@ -209,22 +213,31 @@ def _sum_to(grad, shape):
 
 
 def _topological_order(roots):
-    """Nodes reachable from ``roots``, each after every node that consumes it."""
-    order, visited = [], set()
-    stack = [(node, False) for node in roots if node is not None]
+    """Nodes reachable from ``roots``, each after every node that consumes it; among the
+    nodes ready to run, the latest created first (as torch's engine), so that a layer's
+    parameter gradients are final before backward moves on to the layers before it."""
+    consumers: dict[int, int] = {}
+    nodes, stack = {}, [node for node in roots if node is not None]
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
+        node = stack.pop()
+        if id(node) in nodes:
             continue
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        stack.append((node, True))
+        nodes[id(node)] = node
         for edge in node.edges:
-            if edge is not None and edge is not LEAF and id(edge) not in visited:
-                stack.append((edge, False))
-    order.reverse()
+            if edge is not None and edge is not LEAF:
+                consumers[id(edge)] = consumers.get(id(edge), 0) + 1
+                stack.append(edge)
+    ready = [(-node.seq, id(node)) for node in nodes.values() if id(node) not in consumers]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        node = nodes[heapq.heappop(ready)[1]]
+        order.append(node)
+        for edge in node.edges:
+            if edge is not None and edge is not LEAF:
+                consumers[id(edge)] -= 1
+                if consumers[id(edge)] == 0:
+                    heapq.heappush(ready, (-edge.seq, id(edge)))
     return order
 
 
