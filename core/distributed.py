@@ -261,8 +261,9 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     c10d = _require("all_gather_into_tensor")
     out = _Exchange(output_tensor, "all_gather_into_tensor", writes=True)
     ex = _Exchange(input_tensor, "all_gather_into_tensor", writes=False)
-    return _collective("all_gather_into_tensor", lambda: c10d.all_gather_into_tensor(
-        out.torch, ex.torch, group=group, async_op=True), [out], async_op)
+    gather = getattr(c10d, "all_gather_single", None) or c10d.all_gather_into_tensor  # torch 2.13's new name
+    return _collective("all_gather_into_tensor", lambda: gather(out.torch, ex.torch, group=group, async_op=True),
+                       [out], async_op)
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
@@ -279,8 +280,9 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     c10d = _require("reduce_scatter_tensor")
     out = _Exchange(output, "reduce_scatter_tensor", writes=True)
     ex = _Exchange(input, "reduce_scatter_tensor", writes=False)
-    return _collective("reduce_scatter_tensor", lambda: c10d.reduce_scatter_tensor(
-        out.torch, ex.torch, op=_torch_op(op), group=group, async_op=True), [out], async_op)
+    scatter = getattr(c10d, "reduce_scatter_single", None) or c10d.reduce_scatter_tensor  # torch 2.13's new name
+    return _collective("reduce_scatter_tensor", lambda: scatter(out.torch, ex.torch, op=_torch_op(op), group=group,
+                                                                async_op=True), [out], async_op)
 
 
 def send(tensor, dst, group=None, tag=0) -> None:

@@ -188,6 +188,19 @@ def test_torchrun_restart_resumes_from_the_last_checkpoint(tmp_path):
         np.testing.assert_allclose(got["params"], want[0]["params"], atol=1e-6)
 
 
+def test_multi_node_rendezvous(tmp_path):
+    """Two torchrun agents, as on two machines (--nnodes=2, c10d rendezvous), one rank each."""
+    port = _free_port()
+    agents = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={node}",
+                                "--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
+                                "--rdzv-id=webgrad-test", str(WORKER), "collectives", str(tmp_path)],
+                               env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+              for node in (0, 1)]
+    logs = [agent.communicate(timeout=180)[0] for agent in agents]
+    assert [agent.returncode for agent in agents] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    assert [got["SUM"] for got in _results(tmp_path, "collectives", 2)] == [[3.0, -3.0, 4.0]] * 2
+
+
 def test_a_dead_rank_fails_the_others_with_its_name(tmp_path):
     start = time.monotonic()
     codes, logs = launch(tmp_path, "dies", 3, PG_TIMEOUT="30")
