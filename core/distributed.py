@@ -27,6 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from . import creation
+from .autograd import no_grad
+from .tensor import Tensor
+
 __all__ = ["ReduceOp", "Work", "is_available", "is_initialized", "is_torchelastic_launched", "init_process_group",
            "destroy_process_group", "get_rank", "get_world_size", "get_backend", "new_group", "barrier",
            "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce", "reduce_scatter",
@@ -161,8 +165,6 @@ class _Exchange:
     def __init__(self, tensor, where, writes: bool):
         import torch
 
-        from .tensor import Tensor
-
         if not isinstance(tensor, Tensor):
             raise TypeError(f"webgrad.distributed.{where}: expected a webgrad.Tensor, got {type(tensor).__name__}")
         self.tensor, self.writes = tensor, writes
@@ -176,9 +178,6 @@ class _Exchange:
     def finish(self) -> None:
         if not self.writes:
             return
-        from . import creation
-        from .autograd import no_grad
-
         if self.shared:
             self.tensor._bump_version()
         else:

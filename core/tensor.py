@@ -14,6 +14,7 @@ import numpy as np
 from . import autograd, dtypes
 from .backend import get_backend, normalize_device
 from .device_api import _INTERNED as _DEVICES, as_device, parse_to_arguments
+from .hooks import RemovableHandle
 from .memory_format import check as _check_memory_format, is_contiguous as _is_contiguous_in
 
 
@@ -126,8 +127,6 @@ class Tensor:
     def register_post_accumulate_grad_hook(self, hook):
         """Call ``hook(self)`` during backward once this leaf's ``.grad`` holds all of this
         backward's contribution (torch's hook: what DDP uses to reduce gradients early)."""
-        from .hooks import RemovableHandle
-
         if self._node is not None:
             raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors (parameters, tensors made "
                                "with requires_grad=True) collect a .grad; this tensor is the output of an op")

@@ -20,7 +20,8 @@ import contextlib
 import os
 
 from .. import distributed as dist
-from ..autograd import LEAF, no_grad
+from ..autograd import LEAF, is_grad_enabled, no_grad
+from ..ops import cat
 from ..tensor import Tensor
 from .modules.module import Module
 
@@ -101,8 +102,6 @@ class DistributedDataParallel(Module):
             _broadcast_coalesced(list(self.module.buffers()), self.process_group)
         out = self.module(*inputs, **kwargs)
         if reducer is not None:
-            from ..autograd import is_grad_enabled
-
             reducer.prepare(out if is_grad_enabled() and self.require_backward_grad_sync else None)
         return out
 
@@ -220,8 +219,6 @@ class _Reducer:
 
 
 def _flat(tensors):
-    from ..ops import cat
-
     return cat([t.reshape(-1) for t in tensors])
 
 

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from ... import distributed as dist
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
@@ -25,8 +26,6 @@ class DistributedSampler(Sampler):
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
         if num_replicas is None or rank is None:
-            from ... import distributed as dist
-
             if not (dist.is_available() and dist.is_initialized()):
                 raise RuntimeError("DistributedSampler: pass num_replicas= and rank=, or call "
                                    "webgrad.distributed.init_process_group first")
