@@ -500,3 +500,22 @@ def test_group_size_follows_the_binding_limit(buffers, groups, monkeypatch):
     assert len(steps) == groups
     for a, b in zip(compiled[1], eager[1]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_autocast_state_selects_the_graph(device):
+    """A function traced outside autocast must not replay that graph inside autocast (and back)."""
+    half = webgrad.float16 if device == "webgpu" else webgrad.bfloat16
+    w = webgrad.randn(8, 4, device=device)
+
+    @webgrad.compile
+    def f(x):
+        return (x @ w).relu()
+
+    x = webgrad.randn(3, 8, device=device)
+    for _ in range(2):
+        assert f(x).dtype == webgrad.float32
+        with webgrad.autocast(device, dtype=half):
+            out = f(x)
+            want = (x @ w).relu()
+        assert out.dtype == want.dtype == half
+        np.testing.assert_allclose(out.float().numpy(), want.float().numpy(), rtol=1e-2, atol=1e-2)

@@ -40,7 +40,7 @@ from typing import Any
 from .. import autograd
 from ..backend import get_backend
 from ..backend.protocol import Backend, Unfit
-from ..ops import registry
+from ..ops import autocasting, registry
 from ..tensor import Tensor
 from . import passes
 from .analysis import analyze
@@ -342,7 +342,7 @@ class CompiledFunction:
         flat: list = []
         spec = _flatten((args, kwargs), flat)
         first: dict[int, int] = {}  # which arguments share data (the graph binds each data once)
-        key = (spec, autograd.is_grad_enabled(),
+        key = (spec, autograd.is_grad_enabled(), autocasting.key(),
                tuple((tuple(t.shape), t.dtype.name, str(t.device), t._requires_grad,
                       first.setdefault(id(t._data), k)) for k, t in enumerate(flat)))
         plan = self.cache.get(key)

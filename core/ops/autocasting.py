@@ -70,6 +70,11 @@ def stack() -> list:
     return _state.stack
 
 
+def key() -> tuple:
+    """This thread's autocast state as a hashable value (webgrad.compile keys its graphs by it)."""
+    return tuple((b["device_type"], b["dtype"].name, b["enabled"]) for b in stack()) if ACTIVE[0] else ()
+
+
 def push(device_type: str, dtype, enabled: bool) -> None:
     stack().append({"device_type": device_type, "dtype": dtype, "enabled": enabled})
     ACTIVE[0] += enabled
