@@ -160,6 +160,23 @@ def test_torch_cuda_memory_api():
     assert "peak allocated" in summary and "MiB" in summary
 
 
+def test_profiler_memory_timeline_agrees_with_the_memory_api():
+    wg = webgrad.webgpu
+    model = webgrad.nn.Sequential(webgrad.nn.Linear(256, 512), webgrad.nn.ReLU(),
+                                  webgrad.nn.Linear(512, 10)).to("webgpu")
+    optimizer = webgrad.optim.Adam(model.parameters())
+    x, y = webgrad.randn(128, 256, device="webgpu"), webgrad.randint(0, 10, (128,), device="webgpu")
+    wg.synchronize()
+    wg.reset_peak_memory_stats()
+    with webgrad.profiler.profile(profile_memory=True) as prof:
+        for _ in range(2):
+            optimizer.zero_grad()
+            webgrad.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+    wg.synchronize()
+    assert prof.memory_stats()["webgpu"] == wg.max_memory_allocated() > wg.memory_allocated() > 0
+
+
 def _mlp_steps(device, steps, record_memory=None):
     webgrad.manual_seed(0)
     model = webgrad.nn.Sequential(webgrad.nn.Linear(16, 32), webgrad.nn.ReLU(), webgrad.nn.Dropout(0.1),
