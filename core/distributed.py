@@ -29,6 +29,7 @@ import numpy as np
 
 from . import creation
 from .autograd import no_grad
+from .ops import registry
 from .tensor import Tensor
 
 __all__ = ["ReduceOp", "Work", "is_available", "is_initialized", "is_torchelastic_launched", "init_process_group",
@@ -168,6 +169,8 @@ class _Exchange:
         if not isinstance(tensor, Tensor):
             raise TypeError(f"webgrad.distributed.{where}: expected a webgrad.Tensor, got {type(tensor).__name__}")
         self.tensor, self.writes = tensor, writes
+        if registry.OBSERVERS:  # inside webgrad.compile's trace: a graph break, never a replay without communication
+            registry.host_read(tensor)
         data = tensor._data
         self.shared = (isinstance(data, np.ndarray) and data.flags.c_contiguous and data.flags.writeable
                        and data.dtype == tensor.dtype.np and tensor.dtype.name != "bfloat16"

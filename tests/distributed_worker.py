@@ -31,16 +31,18 @@ def digits_loader(rank, world, device):
     return DataLoader(dataset, batch_size=GLOBAL_BATCH // world, sampler=sampler)
 
 
-def train(model, loader, steps, lr=0.1):
+def train(model, loader, steps, lr=0.1, compiled=False):
     opt = webgrad.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    losses = []
-    for _, (xb, yb) in zip(range(steps), loader):
+
+    def step(xb, yb):
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(xb), yb)
         loss.backward()
         opt.step()
-        losses.append(loss.item())
-    return losses
+        return loss
+
+    step = webgrad.compile(step) if compiled else step
+    return [step(xb, yb).item() for _, (xb, yb) in zip(range(steps), loader)]
 
 
 def flat_params(module):
@@ -87,6 +89,18 @@ def collectives(rank, world, device):
 def ddp_train(rank, world, device):
     model = nn.parallel.DistributedDataParallel(mlp().to(device), bucket_cap_mb=0.001)  # several buckets
     losses = train(model, digits_loader(rank, world, device), steps=20)
+    return {"params": flat_params(model.module), "losses": losses}
+
+
+def ddp_compiled(rank, world, device):
+    """The same training with the step under webgrad.compile: communication is a graph break,
+    never a replay that skips it."""
+    import warnings
+
+    model = nn.parallel.DistributedDataParallel(mlp().to(device), bucket_cap_mb=0.001)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the graph-break warning
+        losses = train(model, digits_loader(rank, world, device), steps=20, compiled=True)
     return {"params": flat_params(model.module), "losses": losses}
 
 

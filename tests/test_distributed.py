@@ -102,6 +102,14 @@ def test_ddp_matches_one_process_with_the_global_batch(tmp_path, world):
     np.testing.assert_allclose(mean_losses, want_losses, rtol=1e-4)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_ddp_under_compile_still_communicates(tmp_path, device):
+    seen = torchrun(tmp_path, "ddp_compiled", 2, device)
+    want, _ = _single_process_params("cpu")
+    for got in seen:
+        np.testing.assert_allclose(got["params"], want, atol=1e-4)
+
+
 @pytest.mark.skipif("webgpu" not in DEVICES, reason="no WebGPU adapter here")
 def test_ddp_on_webgpu_matches_one_process(tmp_path):
     seen = torchrun(tmp_path, "ddp_train", 2, "webgpu")
