@@ -218,3 +218,25 @@ def test_interpolate_errors_follow_torch():
         WF.interpolate(x, size=3, align_corners=True)
     with pytest.raises(NotImplementedError, match="linear mode needs 3D input"):
         WF.interpolate(x, size=3, mode="linear")
+
+
+@pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (3, 3, 1), (3, 1, 1), (2, 3, 0)])
+def test_max_pool2d_gradient_with_inf_and_nan_in_g(kernel, stride, padding):
+    """Disjoint windows take a faster backward (g times a 0/1 mask) that must not let an inf
+    or NaN in g reach positions that were not the window's maximum; overlaps still add."""
+    from conftest import need_module
+
+    torch = need_module("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 7, 7)).astype(np.float32)
+    out_shape = tuple(torch.nn.functional.max_pool2d(torch.from_numpy(x), kernel, stride, padding).shape)
+    for special in (None, np.inf, np.nan):
+        g = rng.standard_normal(out_shape).astype(np.float32)
+        if special is not None:
+            g[0, 1, 1, 1] = special
+        xt = torch.tensor(x, requires_grad=True)
+        torch.nn.functional.max_pool2d(xt, kernel, stride, padding).backward(torch.from_numpy(g))
+        xw = webgrad.tensor(x, requires_grad=True)
+        WF.max_pool2d(xw, kernel, stride, padding).backward(webgrad.tensor(g))
+        np.testing.assert_allclose(xw.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-6,
+                                   err_msg=f"g with {special}")  # overlaps: sums in another order
