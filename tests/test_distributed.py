@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import webgrad
-from conftest import DEVICES, need_module
+from conftest import DEVICES, need_module, requires_webgpu
 
 need_module("torch")
 WORKER = Path(__file__).with_name("distributed_worker.py")
@@ -110,7 +110,7 @@ def test_ddp_under_compile_still_communicates(tmp_path, device):
         np.testing.assert_allclose(got["params"], want, atol=1e-4)
 
 
-@pytest.mark.skipif("webgpu" not in DEVICES, reason="no WebGPU adapter here")
+@requires_webgpu  # under CI=true a missing adapter already fails the run (conftest)
 def test_ddp_on_webgpu_matches_one_process(tmp_path):
     seen = torchrun(tmp_path, "ddp_train", 2, "webgpu")
     want, _ = _single_process_params("cpu")
