@@ -175,6 +175,15 @@ class Tensor:
     def element_size(self) -> int:
         return self.dtype.itemsize
 
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements (torch's ``nbytes``: numel times the element size)."""
+        return self.numel() * self.dtype.itemsize
+
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
 

@@ -107,12 +107,9 @@ def override_limits(**limits):
     if unknown:
         raise KeyError(f"override_limits: unknown limits {sorted(unknown)}; known: {sorted(backend.limits)}")
     saved = dict(backend.limits)
-    backend.pool_limits_saved = dict(backend.pool.device.limits)
-    backend.limits.update(limits)
-    backend.pool.device.limits.update({k: v for k, v in limits.items() if k in backend.pool.device.limits})
+    backend.limits.update(limits)  # the pool reads this same dict
     try:
         yield backend.limits
     finally:
         backend.limits.clear()
         backend.limits.update(saved)
-        backend.pool.device.limits.update(backend.pool_limits_saved)

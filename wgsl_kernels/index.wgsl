@@ -28,6 +28,11 @@
 // assert of CUDA, without stalling the queue). put writes nothing while the flag is set
 // (the positions it writes come from take, which flags a bad index of this very write).
 //
+// Windows: a tensor larger than one storage binding is indexed along its rows in windows
+// (backend/webgpu/large.py). With `count` > 0 the values (gather) or out (scatter_add_atomic)
+// binding holds only rows [first, first + count): an index in range but outside them is
+// another window's and is skipped (gather leaves that output element as it is).
+//
 // Bindings: 0 Params, 1 index (i32), 2 values (T), 3 out (T; seen as atomic<U> bits
 // by scatter_add_atomic, U = u32 for f32 and i32 for i32), 4 errors.
 // Operand strides are in elements over the iteration space (slot 0 index, 1 values,
@@ -47,6 +52,8 @@ struct Params {
   shape: array<vec4<u32>, 2>,              // iteration shape
   bound: array<vec4<u32>, 2>,              // scatter_add: index shape; put: dst shape
   strides: array<array<vec4<i32>, 2>, 4>,  // per operand slot, see above
+  first: u32,                              // gather, scatter_add_atomic: with `count`, the rows
+  count: u32,                              // [first, first + count) bound (0: all `rows`), see below
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -79,6 +86,11 @@ fn in_range(j: i32) -> bool {
   return j >= 0 && u32(j) < p.rows;
 }
 
+// Whether row j (in range) is bound by this dispatch; its position in the binding is j - first.
+fn in_window(j: i32) -> bool {
+  return p.count == 0u || (u32(j) >= p.first && u32(j) - p.first < p.count);
+}
+
 @compute @workgroup_size(WG)
 fn gather(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = thread_index(gid, nwg);
@@ -86,7 +98,8 @@ fn gather(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
   let j = index[u32(i32(p.offsets.x) + strided(i, 0u))];
   var v = T(0);
   if (in_range(j)) {
-    v = values[u32(i32(p.offsets.y) + strided(i, 1u) + j * p.index_step)];
+    if (!in_window(j)) { return; }
+    v = values[u32(i32(p.offsets.y) + strided(i, 1u) + (j - i32(p.first)) * p.index_step)];
   } else {
     atomicOr(&errors[0], 1u);
   }
@@ -139,8 +152,9 @@ fn scatter_add_atomic(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
     atomicOr(&errors[0], 1u);
     return;
   }
+  if (!in_window(j)) { return; }
   let v = values[u32(i32(p.offsets.y) + strided(i, 1u))];
-  let at = u32(i32(p.offsets.w) + strided(i, 3u) + j * p.index_step);
+  let at = u32(i32(p.offsets.w) + strided(i, 3u) + (j - i32(p.first)) * p.index_step);
   var old = atomicLoad(&out_bits[at]);
   loop {
     let swapped = atomicCompareExchangeWeak(&out_bits[at], old, bitcast<U>(bitcast<T>(old) + v));

@@ -23,7 +23,7 @@ struct Params {
   low: f32,     // uniform: low; normal: mean
   scale: f32,   // uniform: high - low; normal: std
   int_low: i32, // randint: low
-  pad0: u32,
+  first_block: u32, // block of the whole draw that thread 0 writes (a window of a large tensor)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -69,7 +69,7 @@ fn thread_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 }
 
 fn block(t: u32) -> vec4<u32> {
-  return philox(vec4<u32>(t, p.offset, 0u, 0u), vec2<u32>(p.seed, 0u));
+  return philox(vec4<u32>(p.first_block + t, p.offset, 0u, 0u), vec2<u32>(p.seed, 0u));
 }
 
 fn store(first: u32, values: vec4<f32>) {

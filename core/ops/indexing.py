@@ -70,7 +70,9 @@ def index_add(base, index, src):
 
 
 def _zeros_like(x):
-    return zeros(x.shape, dtype=x.dtype, device=x.device)
+    """A broadcast 0: the scatters copy their base anyway, so no zero tensor is made first
+    (an embedding's gradient would otherwise allocate and fill its table's size twice)."""
+    return zeros((), dtype=x.dtype, device=x.device).expand(*x.shape)
 
 
 def index_select(x, dim, index):

@@ -133,3 +133,30 @@ def test_browser_without_webgpu_falls_back_to_cpu(browser, server_url):
         assert out["result"] == [False, [3.0, 3.0]]
     finally:
         chromium.close()
+
+
+def test_tensors_past_one_binding_run_in_windows(webgpu_runtime):
+    """The browser transport binds byte ranges of a buffer (large.py's windows): an embedding
+    table four times a (lowered) binding trains as it does on the cpu."""
+    out = webgpu_runtime.ok("""
+import numpy as np, webgrad
+from webgrad import nn
+
+def train(device):
+    webgrad.manual_seed(0)
+    table = nn.Embedding(2000, 32).to(device)
+    opt = webgrad.optim.Adam(table.parameters(), lr=0.05)
+    index = webgrad.tensor([[3, 1999, 3], [1000, 7, 1999]], device=device)
+    for _ in range(2):
+        opt.zero_grad()
+        (table(index) ** 2).sum().backward()
+        opt.step()
+    return table.weight.detach().cpu().numpy()
+
+want = train("cpu")
+with webgrad.webgpu.override_limits(max_storage_buffer_binding_size=64 * 1024):
+    got = train("webgpu")
+{"difference": float(np.abs(got - want).max()), "bytes": int(want.nbytes)}
+""")["result"]
+    assert out["bytes"] > 3 * 64 * 1024  # past the lowered binding, so the table, its gradient and state split
+    assert out["difference"] < 1e-6

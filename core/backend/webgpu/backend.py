@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ...kernels import Program
-from . import elementwise
+from . import elementwise, large
 from . import random as device_random
 from .array import GPUArray
 from .geometry import ELEMENTS, dtype_of, fold_grid, itemsize, kind_of, looped_grid
@@ -113,8 +113,8 @@ class WebGPUBackend(Lowering):
 
     def __init__(self, device):
         self.device = device
-        self.pool = BufferPool(device)
         self.limits = dict(device.limits)  # tests lower these to exercise splitting paths
+        self.pool = BufferPool(device, self.limits)
         self.index_errors = IndexErrors(self)
         self.scalars = ScalarCache(lambda value, dtype, device: self.from_numpy(np.array(value, dtype=dtype.np), dtype),
                                    limit=256)  # fill values
@@ -178,6 +178,8 @@ class WebGPUBackend(Lowering):
         """Record one dispatch of ``program``. Its pipeline is compiled once and cached
         by the record itself (never a hand-built key). ``source``: the WGSL of a
         generated program; by default the program's file with its types and expression."""
+        if self.pool.large:
+            large.check_bindings(self, buffers, label)
         if source is None:
             source = assemble(program.file, program.types, program.expr)
         name = label if program.generated is not None else f"{program.file}:{program.entry}"

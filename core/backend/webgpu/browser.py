@@ -21,7 +21,7 @@ so a conversion never leaves a ``PyProxy`` behind; the only long-lived
 from __future__ import annotations
 
 from .geometry import OPTIONAL_FEATURES, is_cpu_adapter, use_f16
-from .recorder import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, DispatchTimer, Recorder
+from .recorder import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, DispatchTimer, Recorder, Window
 
 
 def _js():
@@ -200,7 +200,9 @@ class BrowserDevice(Recorder):
     def _bind_group(self, layout, uniforms, offset: int, size: int, buffers, label: str):
         entries = [{"binding": 0, "resource": {"buffer": uniforms, "offset": offset, "size": size}}]
         for i, buf in enumerate(buffers):
-            entries.append({"binding": i + 1, "resource": {"buffer": buf}})
+            resource = {"buffer": buf} if type(buf) is not Window else \
+                {"buffer": buf.buffer, "offset": buf.offset, "size": buf.size}
+            entries.append({"binding": i + 1, "resource": resource})
         return self.device.createBindGroup(self._obj({"layout": layout, "entries": entries, "label": label}))
 
     def _new_encoder(self):

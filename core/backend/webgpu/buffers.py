@@ -1,6 +1,8 @@
 """Pooled GPU buffers, keyed by size bucket, returned when the last tensor (or
 view) using one dies. The byte counters are what ``webgrad.webgpu.memory_stats``
-and the profiler report."""
+and the profiler report. A buffer may be as large as ``maxBufferSize``; the ones
+larger than one storage binding are counted in ``large`` (kernels bind them in
+windows, large.py)."""
 from __future__ import annotations
 
 import weakref
@@ -27,8 +29,10 @@ def _label(label) -> str:
 
 
 class BufferPool:
-    def __init__(self, device) -> None:
+    def __init__(self, device, limits: dict) -> None:
         self.device = device
+        self.limits = limits  # the backend's (tests lower the binding size to exercise windows)
+        self.large: set[int] = set()  # ids of the in-use buffers larger than one binding
         self.free: dict[int, list] = {}
         self.in_use = 0
         self.pooled = 0
@@ -38,11 +42,13 @@ class BufferPool:
     def acquire(self, nbytes: int, label):
         """A buffer of at least ``nbytes``; ``label`` (a string, or (op, shape, kind),
         formatted only when needed) names it in errors and GPU debuggers."""
-        size = bucket_size(nbytes)
-        limit = self.device.limits["max_storage_buffer_binding_size"]
-        if size > limit:
-            raise MemoryError(f"webgpu: {_label(label)} needs {nbytes} bytes, more than this adapter's "
-                              f"maxStorageBufferBindingSize ({limit} bytes); use smaller tensors or device='cpu'")
+        binding, largest = self.limits["max_storage_buffer_binding_size"], self.limits["max_buffer_size"]
+        size = bucket_size(nbytes) if nbytes > binding else min(bucket_size(nbytes), binding)
+        if size > largest:
+            size = nbytes + -nbytes % 4
+            if size > largest:
+                raise MemoryError(f"webgpu: {_label(label)} needs {nbytes} bytes, more than this adapter's "
+                                  f"maxBufferSize ({largest} bytes); use smaller tensors or device='cpu'")
         keeping = self.keeping
         if keeping is not None and keeping.free.get(size):
             return keeping.free[size].pop()  # kept for the recorded step, still counted in use
@@ -54,6 +60,8 @@ class BufferPool:
             buffer = self.device.create_buffer(size, _label(label))
         self.in_use += size
         self.peak = max(self.peak, self.in_use)
+        if size > binding:
+            self.large.add(id(buffer))
         if keeping is not None:
             keeping.acquired[id(buffer)] = buffer
         return buffer
@@ -64,6 +72,7 @@ class BufferPool:
             keeping.free.setdefault(buffer.size, []).append(buffer)  # the replays of the step own it
             return
         size = buffer.size
+        self.large.discard(id(buffer))
         self.in_use -= size
         self.pooled += size
         self.free.setdefault(size, []).append(buffer)

@@ -29,6 +29,7 @@ from .recorder import (  # noqa: F401  (re-exported: the names callers import fr
     DispatchTimer,
     Recorder,
     UniformArena,
+    Window,
 )
 
 _LOST = "The WGPU device was lost"  # how wgpu-py's lost callback starts its log message
@@ -142,7 +143,10 @@ class NativeDevice(Recorder):
     def _bind_group(self, layout, uniforms, offset: int, size: int, buffers, label: str):
         entries = [{"binding": 0, "resource": {"buffer": uniforms, "offset": offset, "size": size}}]
         for i, buf in enumerate(buffers):
-            entries.append({"binding": i + 1, "resource": {"buffer": buf, "offset": 0, "size": buf.size}})
+            whole = type(buf) is not Window
+            resource = {"buffer": buf, "offset": 0, "size": buf.size} if whole else \
+                {"buffer": buf.buffer, "offset": buf.offset, "size": buf.size}
+            entries.append({"binding": i + 1, "resource": resource})
         return self.device.create_bind_group(layout=layout, entries=entries, label=label)
 
     def _new_encoder(self):

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import large
 from .array import contiguous_strides
 from .geometry import KIND, MAX_RANK, broadcast_strides, coalesce, compute_kind, kind_of
 
@@ -99,6 +100,11 @@ def launch(backend, op_name, record, arrays, shape, out_kind, out=None):
     if out is None:
         out = backend.empty(shape, out_kind, op_name)
     if plan is None:  # nothing to compute
+        return out
+    if large.too_large(backend, (*arrays, out)):  # once per window of the operands
+        operands = [a.view(shape, broadcast_strides(a.shape, a.strides, shape)) for a in arrays]
+        for *parts, part in large.split([*operands, out], large.binding_limit(backend)):
+            launch(backend, op_name, record, parts, part.shape, out_kind, out=part)
         return out
     file, entry, types, constants, params, groups, label = plan
     buffers = [a.buffer for a in arrays] + [out.buffer]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import large
 from .array import contiguous_strides
 from .geometry import MAX_RANK, broadcast_strides, coalesce
 from .views import reshaped_strides
@@ -46,9 +47,10 @@ def _check_rank(op_name, shape):
 
 
 def _pack(n, *, rank=0, dim=0, rows=0, offsets=(0, 0, 0, 0), span=0, index_step=0, value_step=0,
-          shape=(), bound=(), strides=None) -> bytes:
-    """The ``Params`` uniform of index.wgsl (60 words); ``strides`` maps slot -> list."""
-    words = np.zeros(60, dtype=np.uint32)
+          shape=(), bound=(), strides=None, window=(0, 0)) -> bytes:
+    """The ``Params`` uniform of index.wgsl (64 words); ``strides`` maps slot -> list;
+    ``window``: (first row, row count) bound of a tensor larger than one binding."""
+    words = np.zeros(64, dtype=np.uint32)
     signed = words.view(np.int32)
     words[0:4] = (n, rank, dim, rows)
     words[4:8] = offsets
@@ -58,6 +60,7 @@ def _pack(n, *, rank=0, dim=0, rows=0, offsets=(0, 0, 0, 0), span=0, index_step=
     words[20:20 + len(bound)] = bound
     for slot, st in (strides or {}).items():
         signed[28 + 8 * slot:28 + 8 * slot + len(st)] = st
+    words[60:62] = window
     return words.tobytes()
 
 
@@ -84,15 +87,16 @@ def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads
     backend.dispatch_1d(FILE, entry, _types(kind), None, {}, buffers, params, threads, f"{FILE}:{op_name}")
 
 
-def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows, step):
-    """out (contiguous) = x[strided(i) + index[...] * step] over out's shape."""
+def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows, step, window=(0, 0)):
+    """out (contiguous) = x[strided(i) + index[...] * step] over out's shape; with a
+    ``window`` (first, count), ``x`` holds rows [first, first + count) only."""
     n = out.numel()
     if n == 0:
         return out
     dims, (si, sx, _) = coalesce(out.shape, [index_strides, x_strides, contiguous_strides(out.shape)])
     _check_rank(op_name, dims)
     params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, x.offset, 0, out.offset),
-                   index_step=step, shape=dims, strides={0: si, 1: sx})
+                   index_step=step, shape=dims, strides={0: si, 1: sx}, window=window)
     _dispatch(backend, "gather", op_name, x.kind, index, x, out, params, n)
     return out
 
@@ -105,6 +109,11 @@ def take(backend, op, record, arrays, attrs, shape, dtype):
     index = _with_rank(index, lead)
     index_strides = list(index.strides) + [0] * (len(x.shape) - 1)
     x_strides = [0] * lead + list(x.strides[1:])
+    if large.too_large(backend, [x]):  # an embedding table larger than one binding: a dispatch per window
+        for first, count, part in large.row_windows(x, large.binding_limit(backend)):
+            _gather_rows(backend, "take", part, index, out, index_strides, x_strides, x.shape[0], x.strides[0],
+                         window=(first, count))
+        return out
     return _gather_rows(backend, "take", x, index, out, index_strides, x_strides, x.shape[0], x.strides[0])
 
 
@@ -129,7 +138,10 @@ def _scatter_into(backend, op_name, out, index, src, dim):
         return
     span = index.shape[dim]
     rows = out.shape[dim]
-    if out.numel() * span <= max(SCAN_MAX_WORK, SCAN_MAX_RATIO * index.numel()):
+    # Into a tensor larger than one binding (an embedding's gradient): the atomic kernel, once
+    # per window of out's rows; it skips the indices of other windows.
+    split = dim == 0 and large.too_large(backend, [out])
+    if out.numel() * span <= max(SCAN_MAX_WORK, SCAN_MAX_RATIO * index.numel()) and not split:
         _check_rank(op_name, out.shape)
         index_strides, src_strides = list(index.strides), list(src.strides)
         index_strides[dim] = src_strides[dim] = 0
@@ -148,9 +160,11 @@ def _scatter_into(backend, op_name, out, index, src, dim):
     n = index.numel()
     dims, (si, sv, so) = coalesce(index.shape, [list(index.strides), list(src.strides), out_strides])
     _check_rank(op_name, dims)
-    params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, src.offset, 0, out.offset),
-                   index_step=step, shape=dims, strides={0: si, 1: sv, 3: so})
-    _dispatch(backend, "scatter_add_atomic", op_name, out.kind, index, src, out, params, n)
+    windows = large.row_windows(out, large.binding_limit(backend)) if split else [(0, 0, out)]
+    for first, count, part in windows:
+        params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, src.offset, 0, part.offset),
+                       index_step=step, shape=dims, strides={0: si, 1: sv, 3: so}, window=(first, count))
+        _dispatch(backend, "scatter_add_atomic", op_name, out.kind, index, src, part, params, n)
 
 
 def scatter_add(backend, op, record, arrays, attrs, shape, dtype):

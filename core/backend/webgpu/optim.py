@@ -17,6 +17,7 @@ import struct
 import numpy as np
 
 from ...kernels import Program
+from . import large
 from .elementwise import WORKGROUP
 from .source import fill, read
 
@@ -124,7 +125,11 @@ def update(backend, op_name, arrays, attrs):
         raise ValueError(f"{op_name}: the parameter and its state buffers must not share memory")
     if not grad.is_contiguous() or any(grad.storage is a.storage for a in written):
         grad = backend.contiguous(grad)  # a broadcast gradient, or one aliasing a written buffer
-    run(backend, op_name, [(*written, grad)], attrs, f"{FILE}:{op_name}")
+    member = (*written, grad)
+    # A parameter larger than one binding is updated window by window, in step with its state.
+    parts = large.split(member, large.binding_limit(backend)) if large.too_large(backend, member) else [member]
+    for part in parts:
+        run(backend, op_name, [tuple(part)], attrs, f"{FILE}:{op_name}")
 
 
 def run(backend, op_name, members, attrs, label) -> None:

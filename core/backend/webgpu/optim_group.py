@@ -8,6 +8,7 @@ That and the storage-buffer limit bound a group's size (``capacity``).
 """
 from __future__ import annotations
 
+from . import large
 from .optim import FILE, MEMBER_BYTES, run, update
 
 UNIFORM_BYTES = 256   # one arena slot (device.UNIFORM_SLOT)
@@ -21,19 +22,20 @@ def capacity(backend, arity: int) -> int:
     return max(1, min(MAX_MEMBERS, limit // arity))
 
 
-def _groupable(members) -> bool:
-    """One kernel can run them: float32, contiguous written buffers, and no storage bound
-    twice (WebGPU refuses a writable buffer at two bindings)."""
+def _groupable(backend, members) -> bool:
+    """One kernel can run them: float32, contiguous written buffers, no storage bound
+    twice (WebGPU refuses a writable buffer at two bindings), each within one binding."""
     storages = [a.storage for m in members for a in m]
     return (all(a.kind == "f32" for m in members for a in m)
             and all(a.is_contiguous() for m in members for a in m)
-            and len({id(s) for s in storages}) == len(storages))
+            and len({id(s) for s in storages}) == len(storages)
+            and not large.too_large(backend, [a for m in members for a in m]))
 
 
 def optim_group(backend, op, record, arrays, attrs, shape, dtype):
     arity = record.arity
     members = [arrays[k * arity:(k + 1) * arity] for k in range(record.count)]
-    if not _groupable(members):  # the single step copies or refuses, naming the problem
+    if not _groupable(backend, members):  # the single step copies or refuses, naming the problem
         for m in members:
             update(backend, record.op, list(m), attrs)  # optim.wgsl's functions are named after the ops
         return

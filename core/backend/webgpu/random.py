@@ -10,16 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 from ... import random as wg_random
+from . import large
 from .geometry import kind_of
 
 FILE = "random.wgsl"
 
 
-def _pack(n, seed, *, offset=0, low=0.0, scale=1.0, int_low=0, value_range=0) -> bytes:
+def _pack(n, seed, *, offset=0, low=0.0, scale=1.0, int_low=0, value_range=0, first_block=0) -> bytes:
     words = np.zeros(8, dtype=np.uint32)
     words[0:4] = (n, seed, offset, value_range)
     words[4:6] = np.array([low, scale], dtype=np.float32).view(np.uint32)
     words[6:7] = np.array([int_low], dtype=np.int32).view(np.uint32)
+    words[7] = first_block
     return words.tobytes()
 
 
@@ -31,8 +33,15 @@ def _draw(backend, entry, shape, dtype, **params):
     if n >= 2**32:
         raise ValueError(f"{entry}: webgpu draws at most 2**32 - 1 numbers per call, got shape {tuple(shape)}")
     seed = wg_random.next_device_seed()
-    backend.dispatch_1d(FILE, entry, (("O", out.kind),), None, {}, [out.buffer],
-                        _pack(n, seed, **params), -(-n // 4), f"{FILE}:{entry}")
+    # A buffer larger than one binding is drawn window by window. Element e is always from
+    # block e // 4 of the whole draw; a window starts on 256 bytes (a whole block), and the
+    # elements it holds before its part are rewritten with the values they already have.
+    parts = large.split([out], large.binding_limit(backend)) if large.too_large(backend, [out]) else [[out]]
+    for (part,) in parts:
+        start = part.buffer.offset // 4 if large.is_window(part.buffer) else 0  # 4-byte kinds only
+        count = part.offset + part.numel()
+        backend.dispatch_1d(FILE, entry, (("O", out.kind),), None, {}, [part.buffer],
+                            _pack(count, seed, first_block=start // 4, **params), -(-count // 4), f"{FILE}:{entry}")
     return out
 
 

@@ -36,6 +36,16 @@ class DeviceError(RuntimeError):
     """A WebGPU error (validation, out of memory, device lost), naming the op."""
 
 
+class Window:
+    """``size`` bytes of ``buffer`` from ``offset`` (a multiple of 256), bound in place of the
+    whole buffer: how a kernel reaches a tensor larger than one storage binding (large.py)."""
+
+    __slots__ = ("buffer", "offset", "size")
+
+    def __init__(self, buffer, offset: int, size: int):
+        self.buffer, self.offset, self.size = buffer, offset, size
+
+
 class UniformArena:
     """The Params of every dispatch in the open encoder, one 256-byte slot each,
     written to the arena buffer in one go just before the encoder is submitted."""
@@ -301,9 +311,11 @@ class Recorder:
         offset = self._uniforms.add(uniform, label)
         pipe, layout = pipeline
         for buf in buffers:
-            self._used.add(id(buf))
+            self._used.add(id(buf.buffer if type(buf) is Window else buf))
         if self.tape is not None:
             self.tape.entries.append((pipeline, tuple(buffers), uniform, tuple(grid), label))
+            if any(type(buf) is Window for buf in buffers):
+                self.tape.broken = f"{label} over a tensor larger than one binding (run in windows)"
         timer = self.timer
         try:
             group = self.bind_groups.get(layout, self._arena, offset, len(uniform), buffers,
@@ -449,7 +461,8 @@ class Recorder:
         raise NotImplementedError
 
     def _bind_group(self, layout, uniforms, offset: int, size: int, buffers, label: str):
-        """Binding 0: ``size`` bytes of ``uniforms`` at ``offset``; 1, 2, ...: ``buffers`` whole."""
+        """Binding 0: ``size`` bytes of ``uniforms`` at ``offset``; 1, 2, ...: ``buffers``, each
+        whole or, for a ``Window``, its byte range."""
         raise NotImplementedError
 
     def _new_encoder(self):

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...kernels import Program
-from . import geometry
+from . import elementwise, geometry, large
 from .fused import reduction_source
 from .geometry import KIND, MAX_RANK, coalesce_dims, kind_of
 
@@ -188,7 +188,31 @@ def reduce(backend, op, record, arrays, attrs, shape, dtype):
     output's shape, not its (contiguous) layout."""
     (x,) = arrays
     _check_kind(op, x, ("f32", "i32") if op.name in ("sum", "prod") else ("f32", "i32", "u32"))
+    if large.too_large(backend, [x]):
+        return _in_windows(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype))
     return run(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype))
+
+
+def _in_windows(backend, entry, x, reduced, shape, out_kind):
+    """A view larger than one binding, reduced window by window along its widest dim. Kept,
+    each window's result fills its slice of the output; reduced, the windows' results are
+    reduced once more (sum, prod, amax and amin are associative)."""
+    dim = large.widest_dim(x)
+    windows = large.row_windows(x, large.binding_limit(backend), dim)
+    if dim not in reduced:
+        out = backend.empty(shape, out_kind, entry)
+        at = dim if len(shape) == len(x.shape) else dim - sum(r < dim for r in reduced)  # keepdim or not
+        for first, count, part in windows:
+            part_shape = (*shape[:at], count, *shape[at + 1:])
+            into = out.view(part_shape, out.strides, first * out.strides[at])
+            elementwise.copy_into(backend, run(backend, entry, part, reduced, part_shape, out_kind), into)
+        return out
+    partials = [run(backend, entry, part, reduced, shape, out_kind) for _, _, part in windows]
+    stacked = backend.empty((len(partials), *shape), out_kind, f"{entry} windows")
+    size = partials[0].numel()
+    for k, partial in enumerate(partials):
+        elementwise.copy_into(backend, partial, stacked.view(partial.shape, partial.strides, k * size))
+    return run(backend, entry, stacked, {0}, shape, out_kind)
 
 
 def fused_reduction(backend, op, record, arrays, attrs, shape, dtype):
