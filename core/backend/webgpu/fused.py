@@ -10,23 +10,32 @@ from __future__ import annotations
 import functools
 
 from ...kernels import Program
+from . import large
 from .elementwise import _plan
-from .geometry import kind_of
+from .geometry import broadcast_strides, kind_of
 from .source import aliases, assemble, fill, read, splice
 
 
 _PLANS: dict = {}  # launch geometry by (record, operands' geometry): replays repeat the same shapes
 
 
-def launch_fused(backend, op, record, arrays, attrs, shape, dtype):
+def launch_fused(backend, op, record, arrays, attrs, shape, dtype, out=None):
     out_kind = kind_of(dtype)
-    out = backend.empty(shape, out_kind, op.name)
-    key = (record, out_kind, tuple(shape), *[(a.kind, a.shape, a.strides, a.offset) for a in arrays])
+    shape = tuple(shape)
+    if out is None:
+        out = backend.empty(shape, out_kind, op.name)
+        if large.too_large(backend, (*arrays, out)):  # once per window of the operands (large.py)
+            operands = [a.view(shape, broadcast_strides(a.shape, a.strides, shape)) for a in arrays]
+            for *parts, part in large.split([*operands, out], large.binding_limit(backend)):
+                launch_fused(backend, op, record, parts, attrs, part.shape, dtype, out=part)
+            return out
+    geometry = (out.strides, out.offset)
+    key = (record, out_kind, shape, geometry, *[(a.kind, a.shape, a.strides, a.offset) for a in arrays])
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
-        plan = _PLANS[key] = _plan(op.name, arrays, tuple(shape), out_kind, None)
+        plan = _PLANS[key] = _plan(op.name, arrays, shape, out_kind, geometry)
     if plan is None:
         return out
     file, entry, types, constants, params, groups, label = plan

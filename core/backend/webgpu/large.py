@@ -71,14 +71,14 @@ def windowed(array, limit: int) -> GPUArray:
                     array.offset - start // itemsize(array.kind))
 
 
-def _fits(array, limit: int) -> bool:
+def fits(array, limit: int) -> bool:
     if array.storage.nbytes <= limit:
         return True
     start, end = _byte_range(array)
     return end - start <= limit
 
 
-def _narrow(array, dim: int, lo: int, hi: int) -> GPUArray:
+def narrow(array, dim: int, lo: int, hi: int) -> GPUArray:
     shape = list(array.shape)
     shape[dim] = hi - lo
     return array.view(tuple(shape), array.strides, array.offset + lo * array.strides[dim])
@@ -92,29 +92,36 @@ def widest_dim(array) -> int:
 def split(arrays, limit: int):
     """Lists of windowed views of ``arrays`` (all of one shape, in step), halved along the
     widest dim of an operand that does not fit until every operand's window fits one binding."""
-    wide = next((a for a in arrays if not _fits(a, limit)), None)
+    wide = next((a for a in arrays if not fits(a, limit)), None)
     if wide is None:
         yield [windowed(a, limit) for a in arrays]
         return
     dim = widest_dim(wide)  # of more than one element: one element always fits
     half = wide.shape[dim] // 2
     for lo, hi in ((0, half), (half, wide.shape[dim])):
-        yield from split([_narrow(a, dim, lo, hi) for a in arrays], limit)
+        yield from split([narrow(a, dim, lo, hi) for a in arrays], limit)
+
+
+def window_step(array, limit: int, dim: int) -> int:
+    """How many consecutive slices of ``array`` along ``dim`` one window holds (all of them
+    when its buffer fits one binding); a MemoryError when not even one does."""
+    if array.storage.nbytes <= limit:
+        return max(array.shape[dim], 1)
+    start, end = _byte_range(narrow(array, dim, 0, 1))
+    if end - start + ALIGN > limit:
+        raise MemoryError(f"webgpu: one slice along dim {dim} of a tensor of shape {array.shape} is larger than "
+                          f"one binding ({limit} bytes, maxStorageBufferBindingSize)")
+    step_bytes = abs(array.strides[dim]) * itemsize(array.kind)
+    return max(1, (limit - ALIGN - (end - start)) // max(step_bytes, 1) + 1)
 
 
 def row_windows(array, limit: int, dim: int = 0):
     """(first, count, windowed view) over consecutive ranges of ``array`` along ``dim``, as
     many per window as fit one binding: the windows of take, index_add and the reductions."""
-    size = array.shape[dim]
-    start, end = _byte_range(_narrow(array, dim, 0, 1))
-    step_bytes = abs(array.strides[dim]) * itemsize(array.kind)
-    if end - start + ALIGN > limit:
-        raise MemoryError(f"webgpu: one slice along dim {dim} of a tensor of shape {array.shape} is larger than "
-                          f"one binding ({limit} bytes, maxStorageBufferBindingSize)")
-    step = max(1, (limit - ALIGN - (end - start)) // max(step_bytes, 1) + 1)
-    for first in range(0, size, step):
-        count = min(step, size - first)
-        yield first, count, windowed(_narrow(array, dim, first, first + count), limit)
+    step = window_step(array, limit, dim)
+    for first in range(0, array.shape[dim], step):
+        count = min(step, array.shape[dim] - first)
+        yield first, count, windowed(narrow(array, dim, first, first + count), limit)
 
 
 def check_bindings(backend, buffers, label) -> None:

@@ -13,13 +13,14 @@ the vjp, a slice, an expanded batch dim); only the output is new. Two kernels:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ...kernels import Program
+from ...kernels import Elementwise, Program
 from .array import contiguous_strides
-from . import fused, geometry
+from . import elementwise, fused, geometry, large
 from .geometry import broadcast_strides, coalesce, is_cpu_adapter, kind_of
 from .reduce import LOOP_TRIP_LIMIT
 
@@ -27,6 +28,8 @@ FILE = "matmul.wgsl"
 MAX_BATCH_DIMS = 4
 VARIANT: str | None = None  # None: chosen per adapter; "register" or "tiled" to force one
 
+
+ADD = Elementwise("a + b")  # the partial products of a product split along its inner dimension
 
 # Largest per-thread blocks the kernels hold (MAX_TM/MAX_TN4 and TILED_MAX_* in matmul.wgsl).
 LIMITS = {"matmul": (16, 4), "matmul_tiled": (8, 2), "matmul_4x4": (4, 1)}
@@ -189,7 +192,59 @@ def _materialize(backend, array, batch):
 
 def matmul(backend, op, record, arrays, attrs, shape, dtype):
     a, b = arrays
+    if _past_one_binding(backend, a, b, shape, dtype):
+        return _in_windows(backend, a, b, tuple(shape), dtype)
     return _product(backend, a, b, shape, dtype)
+
+
+def _past_one_binding(backend, a, b, shape, dtype) -> bool:
+    return large.too_large(backend, (a, b)) or \
+        math.prod(shape) * geometry.itemsize(kind_of(dtype)) > large.binding_limit(backend)
+
+
+def _in_windows(backend, a, b, shape, dtype):
+    """A product with an operand or result larger than one binding (an output layer over a
+    large vocabulary, or its gradients), cut in halves until every block fits one binding."""
+    out = backend.empty(shape, kind_of(dtype), "matmul")
+    _into(backend, a, b, out, dtype, large.binding_limit(backend))
+    return out
+
+
+def _into(backend, a, b, into, dtype, limit) -> None:
+    """``into = a @ b`` (``into`` a view of the result). The operand or result that does not fit
+    one binding is halved along its widest dim: rows of A and C, columns of B and C, or the
+    inner dimension (two partial products added). A block's product is a buffer of its own,
+    copied into its place (copies split however large the result is)."""
+    if large.fits(a, limit) and large.fits(b, limit) and into.nbytes <= limit:
+        product = _product(backend, large.windowed(a, limit), large.windowed(b, limit), into.shape, dtype)
+        elementwise.copy_into(backend, product, into)
+        return
+    m_dim, n_dim = len(into.shape) - 2, len(into.shape) - 1
+    if not large.fits(a, limit):
+        axis = {len(a.shape) - 2: "m", len(a.shape) - 1: "k"}.get(large.widest_dim(a))
+    elif not large.fits(b, limit):
+        axis = {len(b.shape) - 1: "n", len(b.shape) - 2: "k"}.get(large.widest_dim(b))
+    else:
+        axis = "m" if into.shape[m_dim] >= into.shape[n_dim] else "n"
+    size = {"m": into.shape[m_dim], "n": into.shape[n_dim], "k": a.shape[-1]}.get(axis or "", 1)
+    if size < 2:  # a batch dim is the widest, or nothing is left to halve
+        raise MemoryError(f"webgpu: matmul of {a.shape} and {b.shape} cannot be cut into blocks that fit one "
+                          f"binding ({limit} bytes, maxStorageBufferBindingSize)")
+    half = size // 2
+    a_rows, b_cols = len(a.shape) - 2, len(b.shape) - 1
+    for lo, hi in ((0, half), (half, size)):
+        if axis == "m":
+            _into(backend, large.narrow(a, a_rows, lo, hi), b, large.narrow(into, m_dim, lo, hi), dtype, limit)
+        elif axis == "n":
+            _into(backend, a, large.narrow(b, b_cols, lo, hi), large.narrow(into, n_dim, lo, hi), dtype, limit)
+    if axis == "k":
+        parts = []
+        for lo, hi in ((0, half), (half, size)):
+            part = backend.empty(into.shape, into.kind, "matmul partial")
+            _into(backend, large.narrow(a, len(a.shape) - 1, lo, hi), large.narrow(b, len(b.shape) - 2, lo, hi),
+                  part, dtype, limit)
+            parts.append(part)
+        elementwise.launch(backend, "matmul", ADD, parts, into.shape, into.kind, out=into)
 
 
 def matmul_epilogue(backend, op, record, arrays, attrs, shape, dtype):
@@ -197,6 +252,9 @@ def matmul_epilogue(backend, op, record, arrays, attrs, shape, dtype):
     the product). Inputs the kernel cannot address (not float32, batch dims that do not
     step evenly) run the chain as its own dispatch instead."""
     a, b, *ext = arrays
+    if _past_one_binding(backend, a, b, shape, dtype):  # the product in windows, then the chain (which splits)
+        product = _in_windows(backend, a, b, tuple(shape), dtype)
+        return fused.launch_fused(backend, op, record.chain, [product, *ext], attrs, shape, dtype)
     strides = [epilogue_strides(e, tuple(shape)) for e in ext]
     if kind_of(dtype) == "f32" and all(e.kind == "f32" and s is not None for e, s in zip(ext, strides)):
         return _product(backend, a, b, shape, dtype, (record.chain, ext, strides))
