@@ -103,8 +103,9 @@ def main():
     print(" ".join(f"{name} {value:.0f} ms/step" for name, value in ms.items()))
     if "torch" in ms:
         print(f"ratio vs torch cpu: webgpu {ms['webgpu'] / ms['torch']:.2f}x, cpu {ms['cpu'] / ms['torch']:.2f}x")
+    difference = np.abs(trained["webgpu"] - trained["cpu"]).max()
     print(f"peak webgpu memory {peak:.2f}x the table; final loss webgpu {losses['webgpu'][-1]:.4f} "
-          f"cpu {losses['cpu'][-1]:.4f}; table difference webgpu vs cpu {np.abs(trained['webgpu'] - trained['cpu']).max():.2e}")
+          f"cpu {losses['cpu'][-1]:.4f}; table difference webgpu vs cpu {difference:.2e}")
 
 
 if __name__ == "__main__":
