@@ -180,3 +180,29 @@ def test_products_with_a_large_operand_split(small_bindings):
     np.testing.assert_allclose(hidden.grad.numpy(), g @ w, rtol=1e-5, atol=1e-4)
     wide = webgrad.tensor(rng.standard_normal((4, 5000)).astype(np.float32), device="webgpu")
     np.testing.assert_allclose((wide @ wide.t()).numpy(), wide.numpy() @ wide.numpy().T, rtol=1e-4)
+
+
+def test_compiled_step_over_a_large_table_matches_cpu(small_bindings):
+    """Under webgrad.compile the graph's fused chains and reductions (the weight penalty, the
+    gradient norm of clip_grad_norm_) meet the large table too: they split like the eager ops."""
+    def train(device, compiled):
+        webgrad.manual_seed(0)
+        table = nn.Embedding(2000, 32).to(device)
+        opt = webgrad.optim.Adam(table.parameters(), lr=0.05)
+        index = webgrad.tensor([[3, 1999, 3], [1000, 7, 1999]], device=device)
+
+        def step():
+            opt.zero_grad()
+            loss = (table(index) ** 2).sum() + 0.01 * (table.weight ** 2).mean()
+            loss.backward()
+            nn.utils.clip_grad_norm_(table.parameters(), 1.0)
+            opt.step()
+            return loss
+        step = webgrad.compile(step) if compiled else step
+        losses = [step().item() for _ in range(4)]
+        return table.weight.detach().cpu().numpy(), losses
+
+    want, want_losses = train("cpu", False)
+    got, got_losses = train("webgpu", True)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ...kernels import Program
 from . import elementwise, geometry, large
-from .fused import reduction_source
+from .fused import launch_fused, reduction_source
 from .geometry import KIND, MAX_RANK, coalesce_dims, kind_of
 
 FILE = "reduce.wgsl"
@@ -220,9 +220,23 @@ def fused_reduction(backend, op, record, arrays, attrs, shape, dtype):
     tensor, the prologue's one-element inputs, then the epilogue's."""
     x, extras = arrays[0], tuple(arrays[1:])
     split = 0 if record.prologue is None else record.prologue.inputs - 1
+    if large.too_large(backend, [x]):
+        return _fused_in_windows(backend, op, record, x, extras[:split], extras[split:], attrs, shape, dtype)
     accumulator = KIND[record.prologue.steps[-1][3]] if record.prologue is not None else x.kind
     hooks = Hooks(record.prologue, extras[:split], record.epilogue, extras[split:], accumulator)
     return run(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype), hooks)
+
+
+def _fused_in_windows(backend, op, record, x, before, after, attrs, shape, dtype):
+    """A fused reduction of a view larger than one binding: its chains as elementwise passes of
+    their own (which split) around the reduction in windows."""
+    if record.prologue is not None:
+        kind = KIND[record.prologue.steps[-1][3]]
+        x = launch_fused(backend, op, record.prologue, [x, *before], attrs, x.shape, geometry.dtype_of(kind))
+    if record.epilogue is None:
+        return _in_windows(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype))
+    result = _in_windows(backend, record.entry, x, set(attrs["dims"]), shape, x.kind)
+    return launch_fused(backend, op, record.epilogue, [result, *after], attrs, shape, dtype)
 
 
 def arg_reduce(backend, op, record, arrays, attrs, shape, dtype):
