@@ -69,7 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=64, help="per-process batch")
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--bucket-cap-mb", type=float, default=0.02)
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's default")
     parser.add_argument("--mode", choices=["overlapped", "one-bucket", "alone"], default="overlapped")
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--processes", default="1,2,4")

@@ -273,6 +273,8 @@ case("neg", "int", lambda x: -x, np.negative, I(5), grad=False)
 case("abs", "int", lambda x: x.abs(), np.abs, I(5), grad=False)
 case("relu", "int", lambda x: x.relu(), lambda x: np.maximum(x, 0), I(5), grad=False)
 case("relu", "function", webgrad.relu, lambda x: np.maximum(x, 0), AWAY(2, 3))
+case("relu_backward", "threshold", lambda g, y: webgrad.ops.elementwise.relu_backward(g, y),
+     lambda g, y: np.where(y <= 0, 0, g), F(3, 4), AWAY(3, 4))
 case("abs", "builtin", lambda x: abs(x), np.abs, AWAY(4))
 case("neg", "float64", lambda x: -x, np.negative, F(4, dtype="float64"))
 

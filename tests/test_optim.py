@@ -67,6 +67,8 @@ CASES = [
     ("RMSprop", {"lr": 0.01, "momentum": 0.9}),
     ("RMSprop", {"lr": 0.01, "centered": True, "momentum": 0.9, "weight_decay": 0.1}),
     ("RMSprop", {"lr": 0.01, "alpha": 0.9, "eps": 1e-3, "maximize": True}),
+    ("Adadelta", {}),
+    ("Adadelta", {"lr": 0.5, "rho": 0.8, "eps": 1e-4, "weight_decay": 0.1, "maximize": True}),
 ]
 
 
@@ -161,7 +163,7 @@ def test_every_optimizer_op_is_declared_in_place_and_compared_with_torch(monkeyp
 
     expected = {"sgd_step": 1, "sgd_momentum_step": 2, "adam_step": 3, "adam_amsgrad_step": 4,
                 "rmsprop_step": 2, "rmsprop_centered_step": 3, "rmsprop_momentum_step": 3,
-                "rmsprop_centered_momentum_step": 4}
+                "rmsprop_centered_momentum_step": 4, "adadelta_step": 3}
     assert {op.name: op.mutates for op in OPTIMIZER_OPS} == expected
     for op in OPTIMIZER_OPS:
         assert OPS[op.name] is op and op.inplace and op.vjp is None and callable(op.impls["numpy"])

@@ -18,6 +18,8 @@
 //                      s = sqrt(v - a * a) + eps, else s = sqrt(v) + eps;
 //                      momentum: buf = buf * momentum + g / s, param += -lr * buf;
 //                      otherwise param += -lr * g / s
+//   adadelta_step      v = v * rho + (1 - rho) * g * g; delta = sqrt(u + eps) / sqrt(v + eps) * g;
+//                      u = u * rho + (1 - rho) * delta * delta; param += -lr * delta
 //
 // lerp(start, end, w) is PyTorch's: start + w * (end - start) if w < 0.5, else
 // end - (1 - w) * (end - start); LERP_FROM_END picks the second form.
@@ -42,7 +44,7 @@ struct Params {
   momentum: f32,              // SGD and RMSprop momentum
   one_minus_dampening: f32,   // SGD
   decay: f32,                 // AdamW: 1 - lr * weight_decay
-  rate: f32,                  // beta2 (Adam), alpha (RMSprop): v = v * rate + ...
+  rate: f32,                  // beta2 (Adam), alpha (RMSprop), rho (Adadelta): v = v * rate + ...
   one_minus_rate: f32,        // 1 - rate
   lerp_weight: f32,           // 1 - beta1 (Adam), 1 - alpha (centered RMSprop)
   lerp_complement: f32,       // 1 - lerp_weight
@@ -183,4 +185,13 @@ fn rmsprop_momentum_step(p: Params, grad: f32, v: vec4<f32>) -> vec4<f32> {
 fn rmsprop_centered_momentum_step(p: Params, grad: f32, v: vec4<f32>) -> vec4<f32> {
   let r = rmsprop(p, grad, v.x, v.y, v.z, v.w, true, true);
   return vec4<f32>(r.param, r.square_avg, r.grad_avg, r.momentum_buffer);
+}
+
+// v: (param, square_avg, acc_delta)
+fn adadelta_step(p: Params, grad: f32, v: vec4<f32>) -> vec4<f32> {
+  let g = effective_grad(p, v.x, grad, p.weight_decay);
+  let square_avg = v.y * p.rate + (g * p.one_minus_rate) * g;
+  let delta = sqrt(v.z + p.eps) / sqrt(square_avg + p.eps) * g;
+  let acc_delta = v.z * p.rate + (delta * p.one_minus_rate) * delta;
+  return vec4<f32>(v.x + delta * p.neg_lr, square_avg, acc_delta, 0.0);
 }

@@ -57,9 +57,16 @@ def _relu_numpy(x, out=None):
     return np.maximum(x, 0, out=out)
 
 
-# The gradient passes unless out <= 0: at NaN it passes, as in PyTorch's threshold_backward.
+def _relu_backward_numpy(g, out):
+    return np.where(out <= 0, g.dtype.type(0), g)
+
+
+# relu's gradient, one pass (torch's threshold_backward): g unless out <= 0, so at NaN it passes.
+RELU_BACKWARD = defop("relu_backward", wgsl=E("select(a, A(0), b <= A(0))"), infer=broadcast_infer("relu_backward"),
+                      numpy=_relu_backward_numpy,
+                      vjp=lambda gg, g, result, *, out: (relu_backward(gg, result), None))
 RELU = _unary("relu", E({"f32": "wg_max(a, 0.0)", "i32": "max(a, 0)"}),
-              _relu_numpy, lambda g, x, *, out: g * logical_not(out <= 0), float_only=False)  # NaN passes g, as torch
+              _relu_numpy, lambda g, x, *, out: relu_backward(g, out), float_only=False)
 RECIPROCAL = _unary("reciprocal", E("1.0 / a"), np.reciprocal, lambda g, x, *, out: -g * out * out)
 def _zero_vjp(g, *inputs, out):
     """Step functions (floor, sign, ...): the gradient is zero everywhere, as in PyTorch
@@ -165,6 +172,7 @@ def tanh(x): return apply(TANH, _floatify(x))
 def sigmoid(x): return apply(SIGMOID, _floatify(x))
 def erf(x): return apply(ERF, _floatify(x))
 def relu(x): return apply(RELU, x)
+def relu_backward(g, out): return apply(RELU_BACKWARD, g, out)
 def reciprocal(x): return apply(RECIPROCAL, _floatify(x))
 def floor(x): return x if x.dtype.category != "float" else apply(FLOOR, x)
 def ceil(x): return x if x.dtype.category != "float" else apply(CEIL, x)

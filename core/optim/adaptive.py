@@ -1,8 +1,8 @@
 """Adagrad, Adadelta, Adamax, NAdam and RAdam, with PyTorch's update rules, options and state names.
 
-Unlike SGD/Adam (one fused kernel per parameter), these are composed from
-in-place Tensor ops under ``no_grad``: a few kernels per parameter per step, on
-any backend. Scalars that depend on the step count (bias corrections) are
+Adadelta is one fused kernel per parameter (updates.py), as SGD/Adam/RMSprop;
+the others are composed from in-place Tensor ops under ``no_grad``: a few kernels
+per parameter per step, on any backend. Scalars that depend on the step count (bias corrections) are
 computed in float64 on the host and passed in as numbers.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from ..autograd import no_grad
 from ..creation import full_like, zeros_like
 from .. import ops
 from .optimizer import Optimizer, check_real, evaluate_closure
+from .updates import ADADELTA_STEP, apply_inplace
 
 __all__ = ["Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"]
 
@@ -114,14 +115,10 @@ class Adadelta(Optimizer):
         for group, p, state in _params_with_grad(self):
             if not state:
                 state.update(step=0, square_avg=zeros_like(p), acc_delta=zeros_like(p))
-            grad = _gradient(p, group)
-            rho, eps = float(group["rho"]), float(group["eps"])
             state["step"] += 1
-            square_avg, acc_delta = state["square_avg"], state["acc_delta"]
-            square_avg.mul_(rho).add_(grad * grad * (1 - rho))
-            delta = ops.sqrt(acc_delta + eps) / ops.sqrt(square_avg + eps) * grad
-            acc_delta.mul_(rho).add_(delta * delta * (1 - rho))
-            p.sub_(float(group["lr"]) * delta)
+            apply_inplace(ADADELTA_STEP, p, state["square_avg"], state["acc_delta"], p.grad,
+                          lr=float(group["lr"]), rho=float(group["rho"]), eps=float(group["eps"]),
+                          weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]))
         return loss
 
 

@@ -24,7 +24,7 @@ from ..ops.registry import OpError, apply_inplace, defop
 
 __all__ = [
     "SGD_STEP", "SGD_MOMENTUM_STEP", "ADAM_STEP", "ADAM_AMSGRAD_STEP", "RMSPROP_STEP",
-    "RMSPROP_CENTERED_STEP", "RMSPROP_MOMENTUM_STEP", "RMSPROP_CENTERED_MOMENTUM_STEP",
+    "RMSPROP_CENTERED_STEP", "RMSPROP_MOMENTUM_STEP", "RMSPROP_CENTERED_MOMENTUM_STEP", "ADADELTA_STEP",
     "OPTIMIZER_OPS",
     "apply_inplace",  # re-exported: the optimizers call every op here through it
 ]
@@ -199,6 +199,34 @@ RMSPROP_CENTERED_MOMENTUM_STEP = _declare(
     ("param", "square_avg", "grad_avg", "momentum_buffer", "grad"), _rmsprop_numpy,
     centered=True, momentum=True)
 
+
+
+# -- Adadelta ----------------------------------------------------------------------
+def _adadelta_numpy(param, square_avg, acc_delta, grad, *, lr, rho, eps, weight_decay, maximize):
+    """v = rho * v + (1 - rho) * g * g; delta = sqrt(u + eps) / sqrt(v + eps) * g;
+    u = rho * u + (1 - rho) * delta * delta; param -= lr * delta."""
+    grad = _effective_grad(param, grad, weight_decay, maximize)
+    delta, scratch = np.empty_like(param), np.empty_like(param)
+    square_avg *= rho
+    np.multiply(grad, 1 - rho, out=scratch)
+    scratch *= grad
+    square_avg += scratch
+    np.add(square_avg, eps, out=scratch)
+    np.sqrt(scratch, out=scratch)  # std
+    np.add(acc_delta, eps, out=delta)
+    np.sqrt(delta, out=delta)
+    delta /= scratch
+    delta *= grad
+    acc_delta *= rho
+    np.multiply(delta, 1 - rho, out=scratch)
+    scratch *= delta
+    acc_delta += scratch
+    delta *= -lr
+    param += delta
+
+
+ADADELTA_STEP = _declare("adadelta_step", ("param", "square_avg", "acc_delta", "grad"), _adadelta_numpy)
+
 # Every op declared here; tests/test_optim.py checks each one against PyTorch.
 OPTIMIZER_OPS = (SGD_STEP, SGD_MOMENTUM_STEP, ADAM_STEP, ADAM_AMSGRAD_STEP, RMSPROP_STEP,
-                 RMSPROP_CENTERED_STEP, RMSPROP_MOMENTUM_STEP, RMSPROP_CENTERED_MOMENTUM_STEP)
+                 RMSPROP_CENTERED_STEP, RMSPROP_MOMENTUM_STEP, RMSPROP_CENTERED_MOMENTUM_STEP, ADADELTA_STEP)

@@ -57,6 +57,9 @@ def _scalars(op_name: str, attrs: dict) -> tuple[int, dict]:
         values.update(neg_lr=-attrs["lr"], momentum=attrs["momentum"], rate=alpha, one_minus_rate=1 - alpha,
                       eps=attrs["eps"], **_lerp(1 - alpha))
         flags |= LERP_FROM_END if 1 - alpha >= 0.5 else 0
+    elif op_name == "adadelta_step":
+        rho = attrs["rho"]
+        values.update(neg_lr=-attrs["lr"], rate=rho, one_minus_rate=1 - rho, eps=attrs["eps"])
     else:
         raise NotImplementedError(f"{op_name}: optim.wgsl has no step for this op")
     return flags, values
