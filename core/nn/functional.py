@@ -169,8 +169,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1.0:
         return in_place("dropout", input, inplace, lambda x: x * 0.0)
-    keep = creation.rand_like(input.detach()) >= p
-    return in_place("dropout", input, inplace, lambda x: ops.where(keep, x * (1.0 / (1.0 - p)), 0.0))
+    # torch's formula, input * (mask / (1 - p)) in the input's dtype: a multiply also costs less
+    # than a where on numpy, whose per-element branch mispredicts on a random mask.
+    noise = (creation.rand_like(input.detach()) >= p).to(input.dtype) / (1.0 - p)
+    return in_place("dropout", input, inplace, lambda x: x * noise)
 
 
 # -- linear ----------------------------------------------------------------------

@@ -58,7 +58,9 @@ def _relu_numpy(x, out=None):
 
 
 def _relu_backward_numpy(g, out):
-    return np.where(out <= 0, g.dtype.type(0), g)
+    # A multiply by the mask, not np.where: where branches per element, and relu's random
+    # mask made it 5x slower (2.4M elements: 10.6 ms against 2).
+    return g * np.logical_not(out <= 0)
 
 
 # relu's gradient, one pass (torch's threshold_backward): g unless out <= 0, so at NaN it passes.
