@@ -592,3 +592,47 @@ def test_post_accumulate_grad_hook_runs_when_the_leaf_is_final(device):
     assert seen == []
     with pytest.raises(RuntimeError, match="leaf"):
         h.register_post_accumulate_grad_hook(print)
+
+
+def test_grad_keeps_a_fresh_gradient_without_copying_it(device, monkeypatch):
+    """As torch's AccumulateGrad: a gradient nothing else holds becomes .grad as it is (an
+    embedding's table-sized gradient is not copied); one that something else holds is copied,
+    so no two .grads, nor a .grad and another tensor, share memory."""
+    import webgrad.autograd as engine
+
+    copies = []
+    real_owned = engine._owned
+    monkeypatch.setattr(engine, "_owned", lambda g: copies.append(tuple(g.shape)) or real_owned(g))
+    table = webgrad.nn.Embedding(50, 4).to(device)
+    table(webgrad.tensor([[1, 2, 2]], device=device)).sum().backward()
+    assert copies == []  # index_add's fresh result, kept
+    assert table.weight.grad.numpy()[2].tolist() == [2.0] * 4
+
+    a = webgrad.ones(3, device=device, requires_grad=True)
+    b = webgrad.ones(3, device=device, requires_grad=True)
+    (a + b).sum().backward()  # add hands one tensor to both inputs: at least one copy
+    a.grad.mul_(5)
+    assert b.grad.tolist() == [1.0] * 3 and a.grad.tolist() == [5.0] * 3
+
+    given = webgrad.tensor([1.0, 2.0, 3.0], device=device)
+    leaf = webgrad.zeros(3, device=device, requires_grad=True)
+    leaf.backward(given)  # the caller's own tensor: copied
+    leaf.grad.mul_(10)
+    assert given.tolist() == [1.0, 2.0, 3.0]
+
+    class Passthrough(webgrad.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(y)
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return y, None  # a forward tensor as the gradient: copied
+
+    x = webgrad.zeros(2, device=device, requires_grad=True)
+    y = webgrad.tensor([4.0, 5.0], device=device)
+    Passthrough.apply(x, y).sum().backward()
+    x.grad.zero_()
+    assert y.tolist() == [4.0, 5.0]

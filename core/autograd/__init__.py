@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 import threading
 import weakref
+
+import numpy as np
 
 _mode = threading.local()
 
@@ -279,6 +282,29 @@ def _owned(g):
     return clone(g)
 
 
+# References to a leaf's gradient that only the engine holds, as _unshared counts them: the
+# caller's local (or its popped leaf_grads entry), _accumulate's and _unshared's parameters, and
+# getrefcount's argument. A Python that counts differently never matches, so it copies.
+_ENGINE_REFS = 4
+
+
+def _unshared(g) -> bool:
+    """Whether ``g`` may become ``.grad`` as it is, as torch's AccumulateGrad steals a gradient
+    nothing else holds: no other reference to the tensor (a root gradient, a saved tensor, the
+    same tensor handed to two inputs), no other tensor on its memory (views and detached
+    copies share the version counter), and memory of its own, contiguous and writable.
+    (Counts below include getrefcount's argument and, for ``data``/``storage``, the local.)"""
+    if sys.getrefcount(g) != _ENGINE_REFS or sys.getrefcount(g._version_counter) != 2:
+        return False
+    data = g._data
+    if isinstance(data, np.ndarray):  # not a view of an array, nor an array another tensor wraps
+        return data.base is None and data.flags.c_contiguous and data.flags.writeable and \
+            sys.getrefcount(data) == 3
+    storage = getattr(data, "storage", None)  # a device array: its own buffer, from the start
+    return storage is not None and data.offset == 0 and data.is_contiguous() and \
+        sys.getrefcount(data) == 3 and sys.getrefcount(storage) == 3
+
+
 def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, inputs=None):
     """Propagate ``root_grads`` from ``roots`` back through the graph.
 
@@ -319,11 +345,9 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
         # Leaves with post-accumulate hooks (DDP's) get their .grad as soon as the last
         # node feeding them has run, so the hook can start work while backward goes on.
         pending = {} if wanted is not None else _hooked_leaf_uses(order)
-        for node in order:
-            g = node_grads.pop(id(node), None)
-            if g is None:
-                _release(node, pending, leaf_grads, create_graph)
-                continue
+        def run(node, g) -> None:
+            """``node``'s vjp on its output's gradient ``g``, the results delivered to its inputs.
+            (A function, so no local outlives it: leftover references would keep _unshared false.)"""
             if node.inputs is None:
                 raise RuntimeError(
                     "Trying to backward through the graph a second time; its saved values were "
@@ -340,13 +364,19 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
             for t, edge, gi in zip(node.inputs, node.edges, grads):
                 if gi is not None and edge is not None:
                     deliver(t, edge, _sum_to(gi, t.shape))
+
+        for node in order:
+            ran = id(node) in node_grads
+            if ran:
+                run(node, node_grads.pop(id(node)))
             _release(node, pending, leaf_grads, create_graph)
-            if not retain_graph:
+            if ran and not retain_graph:
                 node.inputs = None
                 node.out = None
                 node.edges = ()
 
-    for t, g in list(leaf_grads.values()):
+    for key in list(leaf_grads):
+        t, g = leaf_grads.pop(key)  # the engine's last reference to g is this local (_unshared)
         _accumulate(t, g, create_graph)
     if wanted is not None:
         return [wanted[id(t)] for t in inputs]
@@ -355,12 +385,14 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
 
 def _accumulate(t, g, create_graph) -> None:
     """Add ``g`` into leaf ``t``'s ``.grad``, then run its post-accumulate hooks."""
-    g = g if create_graph else g.detach()
-    if t.grad is None:
+    if t.grad is None and not create_graph and _unshared(g):
+        t.grad = g.detach()  # the vjp's fresh result: no copy (a table-sized one for an embedding)
+    elif t.grad is None:
+        g = g if create_graph else g.detach()
         with set_grad_enabled(create_graph):
             t.grad = _owned(g)
     else:
-        t.grad = t.grad + g
+        t.grad = t.grad + (g if create_graph else g.detach())
     for hook in list(t.__dict__.get("_post_accumulate_grad_hooks", {}).values()):
         hook(t)
 
