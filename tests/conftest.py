@@ -11,6 +11,7 @@ with float64 central finite differences.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 
@@ -76,6 +77,27 @@ DEVICES = _devices()
 # For tests that only make sense on WebGPU. Outside CI they skip without an adapter;
 # under CI=true a missing adapter has already failed the run in _devices().
 requires_webgpu = pytest.mark.skipif("webgpu" not in DEVICES, reason="no WebGPU adapter here")
+
+
+@contextlib.contextmanager
+def float16_stored_as(kind: str):
+    """WebGPU float16 tensors made inside are stored as ``kind``: 'f16' (an adapter with
+    'shader-f16', as both here have) or 'f16p' (packed two to a word: an adapter without it)."""
+    from webgrad.backend.webgpu import geometry
+
+    def forget_cached_scalars():  # made in one storage, they must not meet the other
+        webgrad.creation.SCALARS.clear()
+        webgrad.backend.get_backend("webgpu").scalars.clear()
+
+    before = geometry.KIND["float16"]
+    geometry.KIND["float16"] = kind
+    forget_cached_scalars()
+    try:
+        yield
+    finally:
+        geometry.KIND["float16"] = before
+        forget_cached_scalars()
+
 
 # WGSL has no f64: float64 tensors stay on the cpu, and a webgpu op asked for one
 # raises a TypeError that names float64. The op table checks exactly that there.

@@ -1,8 +1,9 @@
 """float16 and bfloat16: names, casts and cpu storage, checked against torch and numpy.
 
 float16 is numpy's float16; bfloat16 is float32 storage rounded to bfloat16 after
-every op (see webgrad.dtypes). On WebGPU both are f32 elements rounded after every
-kernel (backend/webgpu/geometry.KIND): the same values as on the cpu.
+every op (see webgrad.dtypes). On WebGPU both take 2 bytes an element
+(backend/webgpu/geometry.KIND), computed in f32 and rounded as they are stored: the
+same values as on the cpu.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import webgrad
-from conftest import need_module, requires_webgpu
+from conftest import float16_stored_as, need_module, requires_webgpu
 
 VALUES = np.array([1.0, 3.14159, -1e-3, 65504.0, 7e4, 3.3e38, 3.4e38, -np.inf, np.nan, 1e-42,
                    0.1, 2.0 ** -130], dtype=np.float32)
@@ -89,17 +90,12 @@ def test_gradient_in_half_precision():
     np.testing.assert_array_equal(x.grad.float().numpy(), [2.0, 4.0, 6.0])
 
 
-def _forget_cached_scalars():
-    webgrad.creation.SCALARS.clear()
-    webgrad.backend.get_backend("webgpu").scalars.clear()
-
-
 @requires_webgpu
-@pytest.mark.parametrize("name,storage", [("float16", "f16"), ("float16", "f32"), ("bfloat16", "f32")],
+@pytest.mark.parametrize("name,storage", [("float16", "f16"), ("float16", "f16p"), ("bfloat16", "bf16")],
                          ids=["float16-f16", "float16-without-shader-f16", "bfloat16"])
-def test_webgpu_half_computes_the_cpus_values(name, storage, monkeypatch, request):
-    """float16 is stored as f16 where the adapter has 'shader-f16' (both here do), else as f32
-    rounded after every kernel (forced here); bfloat16 is always the latter. Either way: casts
+def test_webgpu_half_computes_the_cpus_values(name, storage):
+    """float16 is stored as f16 where the adapter has 'shader-f16' (both here do), else packed
+    two to a u32 word (forced here); bfloat16 is always packed. Either way: casts
     round exactly as torch; exactly rounded ops (+ * /) equal the cpu's bit for bit;
     transcendental ones, products, reductions, softmax and an optimizer step on half weights
     agree within a few ulps (f32 approximations can tip a rounding)."""
@@ -107,15 +103,17 @@ def test_webgpu_half_computes_the_cpus_values(name, storage, monkeypatch, reques
 
     if name == "float16" and storage == "f16" and geometry.KIND["float16"] != "f16":
         pytest.skip("this adapter lacks 'shader-f16'")  # llvmpipe and SwiftShader both have it
-    monkeypatch.setitem(geometry.KIND, name, storage)
-    request.addfinalizer(_forget_cached_scalars)  # made in one storage, they must not meet the other
-    _forget_cached_scalars()
+    with float16_stored_as(storage if name == "float16" else geometry.KIND["float16"]):
+        _half_computes_the_cpus_values(name, storage)
+
+
+def _half_computes_the_cpus_values(name, storage):
     dtype = getattr(webgrad, name)
     rng = np.random.default_rng(2)
     values = np.concatenate([VALUES, rng.standard_normal(500).astype(np.float32) * 100])
     on_gpu = webgrad.tensor(values, device="webgpu").to(dtype)
     assert on_gpu.dtype is dtype and on_gpu.device.type == "webgpu"
-    assert on_gpu._data.kind == storage and on_gpu._data.nbytes == values.size * (2 if storage == "f16" else 4)
+    assert on_gpu._data.kind == storage and on_gpu._data.nbytes == values.size * 2
     np.testing.assert_array_equal(on_gpu.float().cpu().numpy(), torch_round(values, name))
     np.testing.assert_array_equal(webgrad.tensor(values).to(dtype).to("webgpu").float().cpu().numpy(),
                                   torch_round(values, name))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import pytest
 
 import opinfo
-from conftest import DEVICES, IN_CI, need_module
+from conftest import DEVICES, IN_CI, float16_stored_as, need_module
 from torch_reference import optional_torch
 
 TORCH = optional_torch()
@@ -42,7 +42,9 @@ def _params():
         for dtype_name in INDEX[key]:
             for device in (["cpu"] if dtype_name == "float64" else ["cpu", "webgpu"]):
                 if device in DEVICES:
-                    params.append(pytest.param(key, device, dtype_name, id=f"{key}-{device}-{dtype_name}"))
+                    params.append(pytest.param(key, device, dtype_name, None, id=f"{key}-{device}-{dtype_name}"))
+            if dtype_name == "float16" and "webgpu" in DEVICES:  # as on an adapter without 'shader-f16'
+                params.append(pytest.param(key, "webgpu", dtype_name, "f16p", id=f"{key}-webgpu-float16-packed"))
     return params
 
 
@@ -73,8 +75,18 @@ def _cases(key: str, dtype_name: str) -> list:
     return recorded
 
 
-@pytest.mark.parametrize("key, device, dtype_name", _params())
-def test_entry(key, device, dtype_name):
+@pytest.mark.parametrize("key, device, dtype_name, float16_kind", _params())
+def test_entry(key, device, dtype_name, float16_kind):
+    """``float16_kind`` 'f16p': WebGPU float16 stored packed, computed in f32 kernels; the same
+    samples must pass (and fail) as with f16 storage."""
+    if float16_kind is None:
+        _check_entry(key, device, dtype_name)
+    else:
+        with float16_stored_as(float16_kind):
+            _check_entry(key, device, dtype_name)
+
+
+def _check_entry(key, device, dtype_name):
     fn = opinfo.resolve_key(key, STATUS)
     assert fn is not None, f"{key} no longer resolves in webgrad; run python tests/opinfo.py --update"
     cases = _cases(key, dtype_name)

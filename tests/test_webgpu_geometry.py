@@ -159,8 +159,10 @@ def test_element_table_matches_the_host_dtypes():
 
     for kind, element in geometry.ELEMENTS.items():
         assert element.itemsize == np.dtype(element.numpy).itemsize == geometry.itemsize(kind)
-        assert element.wgsl == kind  # today every kind is a WGSL scalar type of its own
-        assert geometry.KIND[geometry.dtype_of(kind).name] == kind
+        # every kind is a WGSL scalar type of its own, but the packed ones: 2 to a u32 word
+        assert element.wgsl == ("u32" if kind in geometry.PACKED else kind)
+        float16_kinds = ("f16", "f16p") if kind in ("f16", "f16p") else (kind,)  # as the adapter allows
+        assert geometry.KIND[geometry.dtype_of(kind).name] in float16_kinds
     assert set(geometry.KIND.values()) <= set(geometry.ELEMENTS)
     assert geometry.KIND["int64"] == "i32"  # int64 is stored as 32-bit on the device
 
@@ -205,6 +207,10 @@ def test_wgsl_aliases_come_from_the_table(monkeypatch):
     # f16: stored as f16 (S-alias), computed as f32, with the extension enabled first
     code = source.assemble("unary.wgsl", (("A", "f16"), ("O", "f16")), "O(a)")
     assert code.startswith("enable f16;\nalias A = f32;\nalias SA = f16;\nalias O = f32;\nalias SO = f16;\n")
+    # packed kinds: u32 words, atomic where written (two threads share a word); no extension
+    code = source.assemble("unary.wgsl", (("A", "bf16"), ("O", "f16p")), "O(a)")
+    assert code.startswith("alias A = f32;\nalias SA = u32;\nalias O = f32;\nalias SO = atomic<u32>;\n")
+    assert "wg_bf16_value(a[i >> 1u] >> ((i & 1u) * 16u))" in code and "wg_f16_bits(v) << shift" in code
 
 
 def test_broadcast_strides():

@@ -2,7 +2,8 @@
 // Bindings: 0 Params (strided.wgsl), 1 a, 2 b, 3 out, 4 errors (only for an op() that
 // calls wg_check_divisor: the launcher binds the backend's error flag there).
 // Grid: ceil(n / WG), folded.
-// Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then).
+// Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then); load_a()
+// and store_out() (source.accessors) convert, and unpack and pack the packed kinds.
 // op() is spliced in from the op's Elementwise record; A is both inputs' type, O the output's.
 
 @group(0) @binding(1) var<storage, read> a: array<SA>;
@@ -24,5 +25,5 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
   if (i >= p.n) { return; }
   var at = p.offsets + vec4<u32>(i);
   if (!CONTIGUOUS) { at = operand_offsets(i); }
-  out[at.w] = SO(op(A(a[at.x]), A(b[at.y])));
+  store_out(at.w, op(load_a(at.x), load_b(at.y)));
 }

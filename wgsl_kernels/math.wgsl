@@ -7,8 +7,8 @@ fn wg_bits(x: u32) -> u32 {
   return x;
 }
 
-// float16 and bfloat16 tensors live in f32 elements on the device; every result is rounded
-// to the nearest value of its dtype (ties to even; past the range: inf; NaN stays NaN),
+// float16 and bfloat16 results are computed in f32 and rounded
+// to the nearest value of their dtype (ties to even; past the range: inf; NaN stays NaN),
 // exactly as numpy rounds a float32 to float16 and webgrad's cpu rounds to bfloat16.
 fn wg_round_f16(x: f32) -> f32 {
   let bits = bitcast<u32>(x);
@@ -31,6 +31,40 @@ fn wg_round_bf16(x: f32) -> f32 {
     return bitcast<f32>((bits & 0xffff0000u) | 0x00400000u);
   }
   return bitcast<f32>((bits + 0x7fffu + ((bits >> 16u) & 1u)) & 0xffff0000u);
+}
+
+// Packed 2-byte floats (geometry.PACKED: two to a u32 word, where WGSL has no f16 or no
+// bfloat16): the bits of a value rounded to the dtype, and a value from its 16 bits (the
+// low half of h). Worked out by hand, so that rounding and subnormals never depend on the
+// implementation's float conversions.
+fn wg_bf16_bits(x: f32) -> u32 {
+  return bitcast<u32>(wg_round_bf16(x)) >> 16u;
+}
+
+fn wg_bf16_value(h: u32) -> f32 {
+  return bitcast<f32>(h << 16u);
+}
+
+fn wg_f16_bits(x: f32) -> u32 {
+  let r = wg_round_f16(x);
+  let bits = bitcast<u32>(r);
+  let sign = (bits >> 16u) & 0x8000u;
+  let magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) { return sign | 0x7e00u; }  // NaN
+  if (magnitude >= 0x47800000u) { return sign | 0x7c00u; }  // inf (rounding left nothing past 65504)
+  if (magnitude >= 0x38800000u) { return sign | ((magnitude - 0x38000000u) >> 13u); }  // rebias 127 -> 15
+  return sign | u32(abs(r) * 16777216.0);  // subnormal: a whole number of 2**-24
+}
+
+fn wg_f16_value(h: u32) -> f32 {
+  let sign = (h & 0x8000u) << 16u;
+  let exponent = (h >> 10u) & 0x1fu;
+  let mantissa = h & 0x3ffu;
+  if (exponent == 0u) {
+    return bitcast<f32>(sign | bitcast<u32>(f32(mantissa) * 5.9604644775390625e-8));
+  }
+  if (exponent == 31u) { return bitcast<f32>(sign | wg_bits(0x7f800000u) | (mantissa << 13u)); }
+  return bitcast<f32>(sign | ((exponent + 112u) << 23u) | (mantissa << 13u));
 }
 
 // erf: Abramowitz & Stegun 7.1.26 refined with one Newton step is overkill for

@@ -1,7 +1,8 @@
 // ternary.wgsl: out[i] = op(a[i], b[i], c[i]) with broadcasting and strided views
 // (where: a is the u32 condition, b and c the values).
 // Bindings: 0 Params (strided.wgsl), 1 a, 2 b, 3 c, 4 out. Grid: ceil(n / WG), folded.
-// Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then).
+// Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then); load_a()
+// and store_out() (source.accessors) convert, and unpack and pack the packed kinds.
 // op() is spliced in from the op's Elementwise record; A is a's type, B the values', O the output's.
 
 @group(0) @binding(1) var<storage, read> a: array<SA>;
@@ -16,5 +17,5 @@ fn ternary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   if (i >= p.n) { return; }
   var at = p.offsets + vec4<u32>(i);
   if (!CONTIGUOUS) { at = operand_offsets(i); }
-  out[at.w] = SO(op(A(a[at.x]), B(b[at.y]), B(c[at.z])));
+  store_out(at.w, op(load_a(at.x), load_b(at.y), load_c(at.z)));
 }

@@ -1,7 +1,8 @@
 // unary.wgsl: out[i] = op(a[i]) over strided views; also the strided copy and
 // cast (op = identity or a conversion), which is how views become contiguous.
 // Bindings: 0 Params (strided.wgsl), 1 a, 2 out. Grid: ceil(n / WG), folded.
-// Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then).
+// Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then); load_a()
+// and store_out() (source.accessors) convert, and unpack and pack the packed kinds.
 // op() is spliced in from the op's Elementwise record; A and O are its types.
 
 @group(0) @binding(1) var<storage, read> a: array<SA>;
@@ -14,5 +15,5 @@ fn unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
   if (i >= p.n) { return; }
   var at = p.offsets + vec4<u32>(i);
   if (!CONTIGUOUS) { at = operand_offsets(i); }
-  out[at.w] = SO(op(A(a[at.x])));
+  store_out(at.w, op(load_a(at.x)));
 }

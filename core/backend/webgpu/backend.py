@@ -4,9 +4,9 @@ when asked (``.numpy()``, ``.item()``, printing).
 
 Device dtypes: float32 (f32), int32 (i32), bool (u32 0/1). int64 tensors are
 stored as i32 on the device (values must fit in 32 bits; checked on upload) and
-read back as int64, so int64 indices from numpy just work; the small ints are i32 and
-float16/bfloat16 f32, narrowed after every kernel (geometry.KIND). float64 cannot go to
-the device: convert with ``.float()`` first.
+read back as int64, so int64 indices from numpy just work; the small ints are i32,
+narrowed after every kernel; float16 and bfloat16 take 2 bytes (geometry.KIND).
+float64 cannot go to the device: convert with ``.float()`` first.
 """
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ import math
 
 import numpy as np
 
+from ...dtypes import bfloat16_bits, bfloat16_values
 from ...kernels import Program
 from . import elementwise, large
 from . import random as device_random
 from .array import GPUArray
-from .geometry import ELEMENTS, dtype_of, fold_grid, itemsize, kind_of, looped_grid
+from .geometry import ELEMENTS, HALF, dtype_of, fold_grid, itemsize, kind_of, looped_grid
 from .buffers import BufferPool, Storage
 from .replay import Lowering
 from ..scalars import ScalarCache
@@ -47,14 +48,20 @@ def launcher_of(op, record):
                                   f"which {__package__} does not have ({err})") from None
 
 
-# Launchers that read and write f16 elements themselves: the elementwise shaders and matmul
-# load them as f32 and store f16, views only re-describe a buffer. Other kernels compute in
-# f32 copies.
-_F16_AWARE = frozenset(("elementwise.run", "views.run", "matmul.matmul"))
+# Launchers that read and write 2-byte floats themselves (geometry.HALF), and which kinds: the
+# elementwise shaders load any of them as f32 and store them rounded, matmul reads and writes
+# f16, views only re-describe a buffer. Other kernels compute in f32 copies (``_widened``).
+_HALF_AWARE = {"elementwise.run": HALF, "views.run": HALF, "movement.copy_into": HALF, "matmul.matmul": ("f16",)}
 # Launchers whose results hold only their inputs' values (or elementwise ones, which narrow
 # each result as they write it): no narrowing pass after them.
 _KEEPS_VALUES = frozenset(("elementwise.run", "views.run", "movement.cat", "movement.flip", "movement.unslice",
                            "index.gather", "index.take", "scan.argsort", "reduce.arg_reduce"))
+
+def _widened(record, kinds) -> bool:
+    """Whether ``record``'s launcher must run on f32 copies: a 2-byte float kind it does not handle."""
+    aware = _HALF_AWARE.get(record.launch, ())
+    return any(kind in HALF and kind not in aware for kind in kinds)
+
 
 INDEX_OUT_OF_RANGE = 1  # bits of the error flag (index.wgsl, softmax.wgsl, binary.wgsl)
 INTEGER_DIVISION_BY_ZERO = 2
@@ -124,11 +131,12 @@ class WebGPUBackend(Lowering):
         record = op.impls.get("wgsl")
         arrays = [t._data for t in inputs]
         launcher = launcher_of(op, record)
-        if record.launch not in _F16_AWARE and (kind_of(dtype) == "f16" or any(a.kind == "f16" for a in arrays)):
-            # f16 in or out of a kernel that computes in f32: widen the inputs, store the result as f16
-            wide = [elementwise.converted(self, a, "f32") if a.kind == "f16" else a for a in arrays]
-            out = launcher(self, op, record, wide, attrs, shape, dtype_of("f32") if kind_of(dtype) == "f16" else dtype)
-            return elementwise.converted(self, out, "f16") if kind_of(dtype) == "f16" else out
+        out_kind = kind_of(dtype)
+        if _widened(record, [out_kind, *(a.kind for a in arrays)]):
+            # a 2-byte float in or out of a kernel that computes in f32: widen the inputs, round the result
+            wide = [elementwise.converted(self, a, "f32") if a.kind in HALF else a for a in arrays]
+            out = launcher(self, op, record, wide, attrs, shape, dtype_of("f32") if out_kind in HALF else dtype)
+            return elementwise.converted(self, out, out_kind) if out_kind in HALF else out
         out = launcher(self, op, record, arrays, attrs, shape, dtype)
         if dtype.name in elementwise.NARROW and record.launch not in _KEEPS_VALUES \
                 and not any(out.storage is a.storage for a in arrays):
@@ -139,11 +147,11 @@ class WebGPUBackend(Lowering):
         record = op.impls.get("wgsl")
         arrays = [t._data for t in tensors]
         launcher = launcher_of(op, record)
-        if any(a.kind == "f16" for a in arrays):  # in-place kernels compute in f32: on f32 copies, written back
-            wide = [elementwise.converted(self, a, "f32") if a.kind == "f16" else a for a in arrays]
+        if _widened(record, [a.kind for a in arrays]):  # the kernel computes in f32: on f32 copies, written back
+            wide = [elementwise.converted(self, a, "f32") if a.kind in HALF else a for a in arrays]
             launcher(self, op, record, wide, attrs, None, None)
             for a, w in zip(arrays[:op.mutates], wide[:op.mutates]):
-                if a.kind == "f16":
+                if a.kind in HALF:
                     elementwise.copy_into(self, w, a)
             return
         launcher(self, op, record, arrays, attrs, None, None)
@@ -196,7 +204,7 @@ class WebGPUBackend(Lowering):
                                     f"stored on the device (integers are 32-bit there)")
         if dtype.rounding is not None:  # a bfloat16 value from a scalar, not yet rounded
             host = dtype.rounding(host)
-        host = host.astype(ELEMENTS[kind].numpy)
+        host = bfloat16_bits(host) if kind == "bf16" else host.astype(ELEMENTS[kind].numpy)
         out = self.empty(host.shape, kind, "upload")
         if host.size:
             raw = host.tobytes()
@@ -223,8 +231,10 @@ class WebGPUBackend(Lowering):
     def _decode(data, raw):
         host_dtype = ELEMENTS[data.kind].numpy
         if data.numel() == 0:
-            return np.zeros(data.shape, dtype=host_dtype)
+            return np.zeros(data.shape, dtype=np.float32 if data.kind == "bf16" else host_dtype)
         host = np.frombuffer(raw, dtype=host_dtype)[:data.numel()]
+        if data.kind == "bf16":
+            return bfloat16_values(host).reshape(data.shape)  # float32 holding the values, as on the cpu
         return host.reshape(data.shape).copy()
 
     def is_contiguous(self, data: GPUArray) -> bool:
@@ -261,12 +271,12 @@ class WebGPUBackend(Lowering):
 
     def _drawn(self, draw, shape, a, b, dtype):
         """Samples drawn in f32 (random.wgsl), stored as ``dtype``."""
-        if kind_of(dtype) == "f16":
-            return elementwise.converted(self, draw(self, shape, a, b, dtype_of("f32")), "f16")
+        if kind_of(dtype) in HALF:
+            return elementwise.converted(self, draw(self, shape, a, b, dtype_of("f32")), kind_of(dtype))
         return elementwise.narrowed(self, draw(self, shape, a, b, dtype), dtype)
 
     def randint(self, shape, low, high, dtype):
-        return device_random.randint(self, shape, low, high, dtype)
+        return self._drawn(device_random.randint, shape, low, high, dtype)
 
     def synchronize(self) -> None:
         self.device.submit()

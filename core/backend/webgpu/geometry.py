@@ -30,16 +30,23 @@ ELEMENTS = {
     "i32": Element("i32", 4, np.int32, "int32"),
     "u32": Element("u32", 4, np.uint32, "bool"),  # bool as 0/1
     "f16": Element("f16", 2, np.float16, "float16"),  # where the device has 'shader-f16' (use_f16)
+    # Packed: two 16-bit elements to a u32 word (element 2k in the low half), which WGSL can
+    # hold without any extension. Only the elementwise shaders read and write them (source.py
+    # makes their loads and stores); every other kernel gets f32 copies (backend.run).
+    "f16p": Element("u32", 2, np.float16, "float16"),  # float16 where the device lacks 'shader-f16'
+    "bf16": Element("u32", 2, np.uint16, "bfloat16"),  # bfloat16: the high half of a float32's bits
 }
-# The kind a kernel computes in for each stored kind: f16 is loaded into f32 and rounded back
-# when stored, so sums and products accumulate in f32 (as torch's half kernels do).
-COMPUTE = {"f16": "f32"}
+PACKED = ("f16p", "bf16")
+HALF = ("f16", *PACKED)  # 2-byte floats: loaded into f32, rounded back when stored
+# The kind a kernel computes in for each stored kind: 2-byte floats are loaded into f32 and
+# rounded back when stored, so sums and products accumulate in f32 (as torch's half kernels do).
+COMPUTE = {kind: "f32" for kind in HALF}
 # The kind each webgrad dtype is stored as on the device; int64 values must fit in 32 bits.
-# uint8, int8 and int16 are i32 too, bfloat16 f32, and float16 f16 where the device has
-# 'shader-f16' (use_f16), else f32: every result is narrowed to the dtype (its range, or its
-# precision: elementwise.NARROW), so values match the cpu's.
+# uint8, int8 and int16 are i32 too: every result is wrapped to the dtype's range
+# (elementwise.NARROW), so values match the cpu's. float16 is f16 where the device has
+# 'shader-f16' (use_f16), else packed.
 KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32", "uint8": "i32", "int8": "i32", "int16": "i32",
-        "float16": "f32", "bfloat16": "f32"}
+        "float16": "f16p", "bfloat16": "bf16"}
 _HALF_WARNED: list = []
 
 
@@ -49,12 +56,12 @@ OPTIONAL_FEATURES = ("timestamp-query", "shader-f16")
 
 
 def use_f16(available: bool) -> None:
-    """Store float16 as f16 elements (the device has 'shader-f16'), or as f32 rounded to float16."""
-    KIND["float16"] = "f16" if available else "f32"
+    """Store float16 as f16 elements (the device has 'shader-f16'), or packed two to a u32 word."""
+    KIND["float16"] = "f16" if available else "f16p"
 
 
 def compute_kind(kind: str) -> str:
-    """The kind kernels compute ``kind``'s values in (f32 for f16, else itself)."""
+    """The kind kernels compute ``kind``'s values in (f32 for the 2-byte floats, else itself)."""
     return COMPUTE.get(kind, kind)
 
 
@@ -70,11 +77,11 @@ def kind_of(dtype) -> str:
     except KeyError:
         raise TypeError(f"webgpu: {dtype.name} tensors are not supported on the device; "
                         f"convert with .float() (or keep the tensor on 'cpu')") from None
-    if kind == "f32" and dtype.name in ("float16", "bfloat16") and not _HALF_WARNED:
+    if kind == "f16p" and not _HALF_WARNED:
         _HALF_WARNED.append(True)
-        reason = "no bfloat16 storage yet" if dtype.name == "bfloat16" else "this adapter lacks 'shader-f16'"
-        warnings.warn(f"webgpu: {dtype.name} tensors are stored as float32 on the device ({reason}), each result "
-                      f"rounded to {dtype.name}: the values of half precision without its memory saving", stacklevel=3)
+        warnings.warn("webgpu: this adapter lacks 'shader-f16': float16 tensors are stored as 2-byte float16 and "
+                      "computed in float32 (each kernel's inputs widened, its result rounded back), so they keep "
+                      "their memory saving but not their speed", stacklevel=3)
     return kind
 
 

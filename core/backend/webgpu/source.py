@@ -20,7 +20,7 @@ import re
 from importlib import resources
 from string import Template
 
-from .geometry import ELEMENTS, KIND, compute_kind
+from .geometry import ELEMENTS, KIND, PACKED, compute_kind
 
 PRELUDES = {
     "unary.wgsl": ("strided.wgsl", "math.wgsl"),
@@ -36,6 +36,13 @@ SPLICE_SIGNATURE = {
     "matmul.wgsl": "fn epilogue(v: vec4<T>, batch: u32, row: u32, col: u32) -> vec4<T>",
 }
 _TYPE_NAME = re.compile(r"\b([ABO])\b")
+# The input buffers of the elementwise shaders and the type each is computed in; each
+# gets a load_<buffer>(i) and the output a store_out(i, v) (``accessors``).
+OPERANDS = {"unary.wgsl": (("a", "A"),), "binary.wgsl": (("a", "A"), ("b", "A")),
+            "ternary.wgsl": (("a", "A"), ("b", "B"), ("c", "B"))}
+# math.wgsl's bits <-> value functions of the packed kinds.
+UNPACK = {"f16p": "wg_f16_value", "bf16": "wg_bf16_value"}
+PACK = {"f16p": "wg_f16_bits", "bf16": "wg_bf16_bits"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,10 +53,32 @@ def read(file: str) -> str:
 def aliases(types) -> list[str]:
     """The ``alias`` lines of each (name, element kind) pair: ``name`` is the type a kernel
     computes in, ``Sname`` the type its buffer stores (they differ for f16: stored f16,
-    computed f32). A kernel that meets f16 starts with ``enable f16;``."""
+    computed f32). A kernel that meets f16 starts with ``enable f16;``. A packed output (O)
+    is stored as atomic words: two threads write the halves of one word."""
     lines = ["enable f16;"] if any(kind == "f16" for _, kind in types) else []
     for name, kind in types:
-        lines += [f"alias {name} = {ELEMENTS[compute_kind(kind)].wgsl};", f"alias S{name} = {ELEMENTS[kind].wgsl};"]
+        stored = "atomic<u32>" if name == "O" and kind in PACKED else ELEMENTS[kind].wgsl
+        lines += [f"alias {name} = {ELEMENTS[compute_kind(kind)].wgsl};", f"alias S{name} = {stored};"]
+    return lines
+
+
+def accessors(file: str, types) -> list[str]:
+    """An elementwise shader's ``load_a(i)``... (element i of a buffer, as the type it is
+    computed in) and ``store_out(i, v)``: a conversion, or for a packed kind the half word
+    it lives in (a store clears its half, then sets it: atomics, as the other half may be
+    another thread's)."""
+    kinds = dict(types)
+    lines = []
+    for buffer, name in OPERANDS[file]:
+        kind = kinds[name]
+        value = f"{UNPACK[kind]}({buffer}[i >> 1u] >> ((i & 1u) * 16u))" if kind in PACKED else f"{name}({buffer}[i])"
+        lines.append(f"fn load_{buffer}(i: u32) -> {name} {{ return {value}; }}")
+    if kinds["O"] in PACKED:
+        lines += ["fn store_out(i: u32, v: O) {", "  let shift = (i & 1u) * 16u;",
+                  "  atomicAnd(&out[i >> 1u], ~(0xffffu << shift));",
+                  f"  atomicOr(&out[i >> 1u], {PACK[kinds['O']]}(v) << shift);", "}"]
+    else:
+        lines.append("fn store_out(i: u32, v: O) { out[i] = SO(v); }")
     return lines
 
 
@@ -74,6 +103,8 @@ def assemble(file: str, types: tuple = (), expr: str | None = None, chain=None) 
     """``file`` with its type aliases and preludes, and its hook ``op()`` returning ``expr``
     or running the fused chain ``chain`` (over the inputs a, b, c)."""
     parts = aliases(types) + [read(p) for p in PRELUDES.get(file, ())]
+    if file in OPERANDS:
+        parts += accessors(file, types)
     if expr is not None:
         parts.append(f"{SPLICE_SIGNATURE[file]} {{\n  return {expr};\n}}")
     if chain is not None:
@@ -104,6 +135,8 @@ def splice(signature: str, chain, inputs) -> str:
 
 
 def _step(name, op_name, record, in_kinds, out_kind) -> str:
+    in_kinds = [compute_kind(k) if k in PACKED else k for k in in_kinds]  # values, never words
+    out_kind = compute_kind(out_kind) if out_kind in PACKED else out_kind
     in_kind = in_kinds[0] if len(in_kinds) < 3 else in_kinds[1]
     expr = record.expression(in_kind, out_kind)
     if expr is None:
