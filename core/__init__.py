@@ -118,7 +118,7 @@ def __getattr__(name):
     import importlib
 
     if name in ("nn", "optim", "data", "utils", "webgpu", "serialize", "profiler", "backends",
-                "cuda", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx", "graph",
+                "cuda", "cpu", "accelerator", "mps", "store", "datasets", "display", "amp", "onnx", "graph",
                 "lite", "special", "distributions", "sparse", "distributed", "linalg", "fft", "ao"):
         return importlib.import_module(f"webgrad.{name}")
     if name in ("det", "logdet", "slogdet", "inverse", "pinverse", "matrix_power", "cholesky", "cholesky_solve",

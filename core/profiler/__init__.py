@@ -25,9 +25,9 @@ import enum
 import functools
 import sys
 import time
-import weakref
 from typing import Any
 
+from .. import cpu
 from ..ops import registry
 from .events import EventList, FunctionEvent, FunctionEventAvg
 
@@ -137,7 +137,6 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
         self._started = False
         self._step_event = None
         self._memory: list = []
-        self._cpu_in_use = 0
         self._finished: EventList | None = None
         self._timer: Any = None
         self._sync = False
@@ -200,7 +199,9 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
         if registry.observer_of(profile) is not None:
             raise RuntimeError("profile: another webgrad.profiler.profile is recording; stop it first "
                                "(profiles do not nest)")
-        self._events, self._stack, self._memory, self._cpu_in_use = [], [], [], 0
+        self._events, self._stack, self._memory = [], [], []
+        if self.profile_memory:
+            cpu.counter()  # counting starts with the cpu tensors alive now
         self._origin = _now()
         self._attach_device()
         self._recording = True
@@ -327,15 +328,10 @@ class profile(registry.Observer):  # noqa: N801  (torch's name)
         data = out._data
         if out.device == "cpu" and getattr(data, "base", 0) is None:  # a fresh numpy array, not a view
             event.cpu_mem = data.nbytes
-            self._cpu_in_use += data.nbytes
-            weakref.finalize(data, self._cpu_freed, data.nbytes)
-        values = {"cpu": self._cpu_in_use}
+        values = {"cpu": cpu.counter().in_use}  # the figures of webgrad.cpu and webgrad.webgpu
         if self._backend is not None:
             values["webgpu"] = self._backend.pool.in_use
         self._memory.append((event.end_ns, values))
-
-    def _cpu_freed(self, nbytes) -> None:
-        self._cpu_in_use -= nbytes
 
     # -- results ----------------------------------------------------------------
     def _finish(self) -> EventList:

@@ -9,6 +9,16 @@ import numpy as np
 # count (or the wasm GEMM). Taken once, so a test that wraps np.matmul still sees it.
 NP_MATMUL = np.matmul
 
+# webgrad.cpu's memory counter, once a user asks for the figures: called with every array
+# webgrad makes for a cpu tensor (``counted``); None until then, so uncounted runs pay one check.
+COUNT = None
+
+
+def counted(array: np.ndarray) -> np.ndarray:
+    if COUNT is not None and isinstance(array, np.ndarray):  # (a 0-d bfloat16 result may be a numpy scalar)
+        COUNT(array)
+    return array
+
 
 def takes_out(kernel):
     """Mark a numpy kernel that, as a ufunc does, takes ``out=`` (an array of its result's shape
@@ -29,4 +39,8 @@ def stored_result(result, dtype) -> np.ndarray:
         result = np.asarray(result)
     if result.dtype != dtype.np:
         result = result.astype(dtype.np)
-    return result if dtype.rounding is None else dtype.rounding(result)
+    if dtype.rounding is not None:
+        result = dtype.rounding(result)
+    if COUNT is not None:  # (inline: every cpu op passes here)
+        counted(result)
+    return result

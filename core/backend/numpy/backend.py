@@ -12,7 +12,7 @@ from ... import random as wg_random
 from . import replay as numpy_replay
 from . import wasm_gemm
 from .blas import blas_threads, matmul_size
-from .arrays import NP_MATMUL, stored_result, takes_out, writes_out  # noqa: F401  (imported from here)
+from .arrays import NP_MATMUL, counted, stored_result, takes_out, writes_out  # noqa: F401  (imported from here)
 from .wasm_gemm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy.use_wasm_gemm)
 
 # The graph passes, in order (graph/passes/__init__.py names them): no functionalization (a
@@ -20,12 +20,6 @@ from .wasm_gemm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy.use_w
 # a fused chain's steps share one planned array (replay.py).
 PASSES = ("dce", "folded", "cse", "dce", "transposed", "copies", "fused")
 
-
-def _stored(array: np.ndarray, dtype) -> np.ndarray:
-    """``array`` as ``dtype`` stores it (bfloat16: float32 rounded to bfloat16)."""
-    if array.dtype != dtype.np:
-        array = array.astype(dtype.np)
-    return array if dtype.rounding is None else dtype.rounding(array)
 
 
 class NumpyBackend:
@@ -96,29 +90,29 @@ class NumpyBackend:
         return result, numpy_replay.NumpyList(plan, recording)
 
     def contiguous(self, data) -> np.ndarray:
-        return data.copy()
+        return counted(data.copy())
 
     # -- data in and out ------------------------------------------------------
     def from_numpy(self, array: np.ndarray, dtype):
-        return _stored(array, dtype)
+        return stored_result(array, dtype)
 
     def to_numpy(self, data) -> np.ndarray:
         return data
 
     def full(self, shape, value, dtype):
-        return _stored(np.full(shape, value, dtype=dtype.np), dtype)
+        return stored_result(np.full(shape, value, dtype=dtype.np), dtype)
 
     def arange(self, start, step, count, dtype):
-        return _stored((start + step * np.arange(count)).astype(dtype.np, copy=False), dtype)
+        return stored_result((start + step * np.arange(count)).astype(dtype.np, copy=False), dtype)
 
     def uniform(self, shape, low, high, dtype):
-        return _stored(wg_random.numpy_generator().uniform(low, high, size=shape), dtype)
+        return stored_result(wg_random.numpy_generator().uniform(low, high, size=shape), dtype)
 
     def normal(self, shape, mean, std, dtype):
-        return _stored(wg_random.numpy_generator().standard_normal(size=shape) * std + mean, dtype)
+        return stored_result(wg_random.numpy_generator().standard_normal(size=shape) * std + mean, dtype)
 
     def randint(self, shape, low, high, dtype):
-        return wg_random.numpy_generator().integers(low, high, size=shape).astype(dtype.np)
+        return stored_result(wg_random.numpy_generator().integers(low, high, size=shape), dtype)
 
     def is_contiguous(self, data) -> bool:
         return data.flags.c_contiguous

@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from .arrays import NP_MATMUL, stored_result, takes_out, writes_out
+from .arrays import NP_MATMUL, counted, stored_result, takes_out, writes_out
 from .wasm_gemm import IN_PYODIDE
 
 
@@ -108,7 +108,7 @@ class NumpyList:
             if (kernel is not None and out in recording.fresh and out not in outside
                     and writes_out(kernel, attrs)):
                 key = (shape, dtype.np)
-                array = free[key].pop() if free.get(key) else np.empty(shape, dtype.np)
+                array = free[key].pop() if free.get(key) else counted(np.empty(shape, dtype.np))
                 self.planned += 1
                 end = max(last_read.get(v, n) for v in sharing[out])
                 dying.setdefault(end, []).append((key, array))
