@@ -41,6 +41,7 @@ def test_quantize_dynamic_matches_torch(device, per_channel):
     for i in (0, 2):
         weight = tq[i].weight()
         assert wq[i]._packed_params.weight.dtype is webgrad.int8
+        assert wq[i]._packed_params.weight._data.nbytes == weight.int_repr().numel()  # one byte each, on any device
         np.testing.assert_array_equal(wq[i]._packed_params.weight.cpu().numpy(), weight.int_repr().numpy())
         scales = weight.q_per_channel_scales().numpy() if per_channel else weight.q_scale()
         np.testing.assert_allclose(wq[i]._packed_params.weight_scale.cpu().numpy(), scales, rtol=1e-7)

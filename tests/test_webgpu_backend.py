@@ -103,6 +103,34 @@ def test_float64_is_refused_and_int64_is_stored_narrow():
         webgrad.tensor([2 ** 40]).to("webgpu")
 
 
+@pytest.mark.parametrize("name", ["int8", "uint8", "int16"])
+def test_small_ints_take_their_own_width(name):
+    """int8/uint8 are one byte on the device and int16 two (packed in u32 words); every result
+    wraps as on the cpu (torch's two's complement), and writes into a few elements of a word
+    leave its other elements alone (threads share words)."""
+    dtype = getattr(webgrad, name)
+    values = np.array([-300, -129, -128, -1, 0, 1, 127, 128, 255, 256, 40000, 70000, 3], dtype=np.int64)
+    cpu = webgrad.tensor(values).to(dtype)
+    gpu = webgrad.tensor(values, device="webgpu").to(dtype)
+    assert gpu._data.nbytes == values.size * dtype.itemsize
+    np.testing.assert_array_equal(gpu.cpu().numpy(), cpu.numpy())
+    ops = [lambda x: x + x, lambda x: x * 3 - 7, lambda x: x.sum(), lambda x: x.float() / 3, lambda x: x > 0,
+           lambda x: x[1::2], lambda x: x.flip(0), lambda x: webgrad.cat([x, x[1:4]]), lambda x: x.cumsum(0),
+           lambda x: x.max(), lambda x: x.sort().values, lambda x: x[:12].reshape(3, 4).t().contiguous(),
+           lambda x: x.abs(), lambda x: x[webgrad.tensor([5, 0, 5, 12], device=x.device)]]
+    for f in ops:
+        want, got = f(cpu), f(gpu)
+        assert got.dtype is want.dtype
+        np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
+    for x in (cpu, gpu):
+        x[1::3] = 5
+        x[::4] += 100
+        x[2:5].mul_(-3)
+    np.testing.assert_array_equal(gpu.cpu().numpy(), cpu.numpy())
+    drawn = webgrad.randint(0, 100, (1000,), dtype=dtype, device="webgpu").cpu().numpy()
+    assert drawn.dtype == dtype.np and drawn.min() >= 0 and drawn.max() < 100
+
+
 def test_mixing_devices_is_a_clear_error():
     with pytest.raises(RuntimeError, match="same device"):
         webgrad.ones(2, device="webgpu") + webgrad.ones(2)

@@ -194,23 +194,21 @@ def test_buffer_bytes_follow_the_itemsize(monkeypatch):
     assert WebGPUBackend._decode(view, raw).dtype == geometry.np.float16
 
 
-def test_wgsl_aliases_come_from_the_table(monkeypatch):
+def test_wgsl_aliases_come_from_the_table():
     from webgrad.backend.webgpu import source
 
-    source.assemble.cache_clear()
-    monkeypatch.setitem(geometry.ELEMENTS, "i8", geometry.Element("u32", 1, geometry.np.int8, "int8"))
-    try:
-        code = source.assemble("unary.wgsl", (("A", "i8"), ("O", "f32")), "O(a)")
-    finally:
-        source.assemble.cache_clear()
-    assert code.startswith("alias A = u32;\nalias SA = u32;\nalias O = f32;\nalias SO = f32;\n")
+    code = source.assemble("unary.wgsl", (("A", "i32"), ("O", "f32")), "O(a)")
+    assert code.startswith("alias A = i32;\nalias SA = i32;\nalias O = f32;\nalias SO = f32;\n")
     # f16: stored as f16 (S-alias), computed as f32, with the extension enabled first
     code = source.assemble("unary.wgsl", (("A", "f16"), ("O", "f16")), "O(a)")
     assert code.startswith("enable f16;\nalias A = f32;\nalias SA = f16;\nalias O = f32;\nalias SO = f16;\n")
-    # packed kinds: u32 words, atomic where written (two threads share a word); no extension
+    # packed kinds: u32 words, atomic where written (other threads share a word); no extension
     code = source.assemble("unary.wgsl", (("A", "bf16"), ("O", "f16p")), "O(a)")
     assert code.startswith("alias A = f32;\nalias SA = u32;\nalias O = f32;\nalias SO = atomic<u32>;\n")
     assert "wg_bf16_value(a[i >> 1u] >> ((i & 1u) * 16u))" in code and "wg_f16_bits(v) << shift" in code
+    code = source.assemble("unary.wgsl", (("A", "i8"), ("O", "u8")), "O(a)")
+    assert code.startswith("alias A = i32;\nalias SA = u32;\nalias O = i32;\nalias SO = atomic<u32>;\n")
+    assert "wg_i8_value(a[i >> 2u] >> ((i & 3u) * 8u))" in code and "~(0xffu << shift)" in code
 
 
 def test_broadcast_strides():

@@ -33,10 +33,30 @@ fn wg_round_bf16(x: f32) -> f32 {
   return bitcast<f32>((bits + 0x7fffu + ((bits >> 16u) & 1u)) & 0xffff0000u);
 }
 
-// Packed 2-byte floats (geometry.PACKED: two to a u32 word, where WGSL has no f16 or no
-// bfloat16): the bits of a value rounded to the dtype, and a value from its 16 bits (the
-// low half of h). Worked out by hand, so that rounding and subnormals never depend on the
-// implementation's float conversions.
+// Packed kinds (geometry.PACKED: several to a u32 word, where WGSL has no such type): the
+// bits of a value rounded or wrapped to the dtype, and a value from its bits (the low bits of
+// h; the rest are ignored). The floats are worked out by hand, so that rounding and
+// subnormals never depend on the implementation's float conversions.
+fn wg_i8_value(h: u32) -> i32 {
+  return bitcast<i32>(h << 24u) >> 24u;
+}
+
+fn wg_u8_value(h: u32) -> i32 {
+  return i32(h & 0xffu);
+}
+
+fn wg_i16_value(h: u32) -> i32 {
+  return bitcast<i32>(h << 16u) >> 16u;
+}
+
+fn wg_low8_bits(v: i32) -> u32 {  // two's complement wraps, as a cast to int8 or uint8
+  return bitcast<u32>(v) & 0xffu;
+}
+
+fn wg_low16_bits(v: i32) -> u32 {
+  return bitcast<u32>(v) & 0xffffu;
+}
+
 fn wg_bf16_bits(x: f32) -> u32 {
   return bitcast<u32>(wg_round_bf16(x)) >> 16u;
 }

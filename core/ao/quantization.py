@@ -12,7 +12,7 @@ The integers are multiplied as float32, which is exact while in_features <= 1032
 
 Example:
     >>> qmodel = webgrad.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=webgrad.qint8)
-    >>> qmodel(x)        # int8 weights: a quarter of the float32 bytes on the cpu (WebGPU holds int8 in i32)
+    >>> qmodel(x)        # int8 weights: a quarter of the float32 bytes (WebGPU packs four to a word)
     >>> webgrad.save(qmodel.state_dict(), "q.safetensors")
 """
 from __future__ import annotations

@@ -21,7 +21,7 @@ from ...kernels import Program
 from . import elementwise, large
 from . import random as device_random
 from .array import GPUArray
-from .geometry import ELEMENTS, HALF, dtype_of, fold_grid, itemsize, kind_of, looped_grid
+from .geometry import COMPUTE, ELEMENTS, compute_kind, dtype_of, fold_grid, itemsize, kind_of, looped_grid
 from .buffers import BufferPool, Storage
 from .replay import Lowering
 from ..scalars import ScalarCache
@@ -48,19 +48,21 @@ def launcher_of(op, record):
                                   f"which {__package__} does not have ({err})") from None
 
 
-# Launchers that read and write 2-byte floats themselves (geometry.HALF), and which kinds: the
-# elementwise shaders load any of them as f32 and store them rounded, matmul reads and writes
-# f16, views only re-describe a buffer. Other kernels compute in f32 copies (``_widened``).
-_HALF_AWARE = {"elementwise.run": HALF, "views.run": HALF, "movement.copy_into": HALF, "matmul.matmul": ("f16",)}
+# Launchers that read and write the narrow kinds (geometry.COMPUTE: 2-byte floats, packed small
+# ints) themselves, and which: the elementwise shaders load any of them as f32 or i32 and store
+# them rounded or wrapped, matmul reads and writes f16, views only re-describe a buffer. Other
+# kernels compute on copies in the wider kind (``_widened``).
+_NARROW_AWARE = {"elementwise.run": tuple(COMPUTE), "views.run": tuple(COMPUTE), "movement.copy_into": tuple(COMPUTE),
+                 "matmul.matmul": ("f16",)}
 # Launchers whose results hold only their inputs' values (or elementwise ones, which narrow
 # each result as they write it): no narrowing pass after them.
 _KEEPS_VALUES = frozenset(("elementwise.run", "views.run", "movement.cat", "movement.flip", "movement.unslice",
                            "index.gather", "index.take", "scan.argsort", "reduce.arg_reduce"))
 
 def _widened(record, kinds) -> bool:
-    """Whether ``record``'s launcher must run on f32 copies: a 2-byte float kind it does not handle."""
-    aware = _HALF_AWARE.get(record.launch, ())
-    return any(kind in HALF and kind not in aware for kind in kinds)
+    """Whether ``record``'s launcher must run on wider copies: a narrow kind it does not handle."""
+    aware = _NARROW_AWARE.get(record.launch, ())
+    return any(kind in COMPUTE and kind not in aware for kind in kinds)
 
 
 INDEX_OUT_OF_RANGE = 1  # bits of the error flag (index.wgsl, softmax.wgsl, binary.wgsl)
@@ -133,10 +135,11 @@ class WebGPUBackend(Lowering):
         launcher = launcher_of(op, record)
         out_kind = kind_of(dtype)
         if _widened(record, [out_kind, *(a.kind for a in arrays)]):
-            # a 2-byte float in or out of a kernel that computes in f32: widen the inputs, round the result
-            wide = [elementwise.converted(self, a, "f32") if a.kind in HALF else a for a in arrays]
-            out = launcher(self, op, record, wide, attrs, shape, dtype_of("f32") if out_kind in HALF else dtype)
-            return elementwise.converted(self, out, out_kind) if out_kind in HALF else out
+            # a narrow kind in or out of a kernel that does not read it: widen the inputs, narrow the result
+            wide = [elementwise.converted(self, a, compute_kind(a.kind)) for a in arrays]
+            out = launcher(self, op, record, wide, attrs, shape,
+                           dtype_of(compute_kind(out_kind)) if out_kind in COMPUTE else dtype)
+            return elementwise.converted(self, out, out_kind) if out_kind in COMPUTE else out
         out = launcher(self, op, record, arrays, attrs, shape, dtype)
         if dtype.name in elementwise.NARROW and record.launch not in _KEEPS_VALUES \
                 and not any(out.storage is a.storage for a in arrays):
@@ -147,11 +150,11 @@ class WebGPUBackend(Lowering):
         record = op.impls.get("wgsl")
         arrays = [t._data for t in tensors]
         launcher = launcher_of(op, record)
-        if _widened(record, [a.kind for a in arrays]):  # the kernel computes in f32: on f32 copies, written back
-            wide = [elementwise.converted(self, a, "f32") if a.kind in HALF else a for a in arrays]
+        if _widened(record, [a.kind for a in arrays]):  # the kernel runs on wider copies, written back
+            wide = [elementwise.converted(self, a, compute_kind(a.kind)) for a in arrays]
             launcher(self, op, record, wide, attrs, None, None)
             for a, w in zip(arrays[:op.mutates], wide[:op.mutates]):
-                if a.kind in HALF:
+                if w is not a:
                     elementwise.copy_into(self, w, a)
             return
         launcher(self, op, record, arrays, attrs, None, None)
@@ -271,8 +274,9 @@ class WebGPUBackend(Lowering):
 
     def _drawn(self, draw, shape, a, b, dtype):
         """Samples drawn in f32 (random.wgsl), stored as ``dtype``."""
-        if kind_of(dtype) in HALF:
-            return elementwise.converted(self, draw(self, shape, a, b, dtype_of("f32")), kind_of(dtype))
+        kind = kind_of(dtype)
+        if kind in COMPUTE:
+            return elementwise.converted(self, draw(self, shape, a, b, dtype_of(compute_kind(kind))), kind)
         return elementwise.narrowed(self, draw(self, shape, a, b, dtype), dtype)
 
     def randint(self, shape, low, high, dtype):

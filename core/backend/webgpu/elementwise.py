@@ -8,7 +8,7 @@ import numpy as np
 
 from . import large
 from .array import contiguous_strides
-from .geometry import HALF, KIND, MAX_RANK, broadcast_strides, coalesce, compute_kind, kind_of
+from .geometry import COMPUTE, KIND, MAX_RANK, broadcast_strides, coalesce, compute_kind, kind_of
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
 WORKGROUP = 256  # threads per workgroup, one thread per element
@@ -63,19 +63,22 @@ def run(backend, op, record, arrays, attrs, shape, dtype):
 def narrowed(backend, array, dtype):
     """The values a non-elementwise kernel wrote into ``array``, narrowed to ``dtype`` (NARROW):
     a new array (a buffer cannot be read and written by one dispatch)."""
-    if dtype.name not in NARROW or array.kind in HALF or not array.numel():
-        return array  # a 2-byte float's values were rounded as they were stored
+    if dtype.name not in NARROW or array.kind in COMPUTE or not array.numel():
+        return array  # a narrow kind's values were rounded or wrapped as they were stored
     return launch(backend, "narrow", Narrowed(CAST, NARROW[dtype.name]), [array], array.shape, array.kind)
 
 
 def converted(backend, array, kind: str):
-    """``array`` as a new contiguous array of ``kind`` (2-byte floats <-> f32 around kernels that compute in f32)."""
+    """``array`` as a new contiguous array of ``kind`` (a narrow kind <-> its compute kind around
+    kernels that do not read it); ``array`` itself when it already is one."""
+    if array.kind == kind:
+        return array
     return launch(backend, "convert", CAST, [array], array.shape, kind)
 
 
 def narrow_in_place(backend, array, dtype) -> None:
     """``narrowed``, written back into ``array`` (an in-place op's target)."""
-    if dtype.name in NARROW and array.kind not in HALF and array.numel():
+    if dtype.name in NARROW and array.kind not in COMPUTE and array.numel():
         copy_into(backend, narrowed(backend, array, dtype), array)
 
 

@@ -30,22 +30,23 @@ ELEMENTS = {
     "i32": Element("i32", 4, np.int32, "int32"),
     "u32": Element("u32", 4, np.uint32, "bool"),  # bool as 0/1
     "f16": Element("f16", 2, np.float16, "float16"),  # where the device has 'shader-f16' (use_f16)
-    # Packed: two 16-bit elements to a u32 word (element 2k in the low half), which WGSL can
-    # hold without any extension. Only the elementwise shaders read and write them (source.py
-    # makes their loads and stores); every other kernel gets f32 copies (backend.run).
+    # Packed: two 16-bit or four 8-bit elements to a u32 word (element 0 in the low bits),
+    # which WGSL can hold without any extension. Only the elementwise shaders read and write
+    # them (source.py makes their loads and stores); other kernels get wider copies (backend.run).
     "f16p": Element("u32", 2, np.float16, "float16"),  # float16 where the device lacks 'shader-f16'
     "bf16": Element("u32", 2, np.uint16, "bfloat16"),  # bfloat16: the high half of a float32's bits
+    "i16": Element("u32", 2, np.int16, "int16"),
+    "i8": Element("u32", 1, np.int8, "int8"),
+    "u8": Element("u32", 1, np.uint8, "uint8"),
 }
-PACKED = ("f16p", "bf16")
-HALF = ("f16", *PACKED)  # 2-byte floats: loaded into f32, rounded back when stored
-# The kind a kernel computes in for each stored kind: 2-byte floats are loaded into f32 and
-# rounded back when stored, so sums and products accumulate in f32 (as torch's half kernels do).
-COMPUTE = {kind: "f32" for kind in HALF}
-# The kind each webgrad dtype is stored as on the device; int64 values must fit in 32 bits.
-# uint8, int8 and int16 are i32 too: every result is wrapped to the dtype's range
-# (elementwise.NARROW), so values match the cpu's. float16 is f16 where the device has
-# 'shader-f16' (use_f16), else packed.
-KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32", "uint8": "i32", "int8": "i32", "int16": "i32",
+PACKED = ("f16p", "bf16", "i16", "i8", "u8")
+# The kind a kernel computes in for each narrower stored kind: 2-byte floats are loaded into
+# f32 and rounded back when stored, so sums and products accumulate in f32 (as torch's half
+# kernels do); the small integers are i32, wrapped to their range as they are stored.
+COMPUTE = {"f16": "f32", "f16p": "f32", "bf16": "f32", "i16": "i32", "i8": "i32", "u8": "i32"}
+# The kind each webgrad dtype is stored as on the device, at its own width; int64 values must
+# fit in 32 bits. float16 is f16 where the device has 'shader-f16' (use_f16), else packed.
+KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32", "uint8": "u8", "int8": "i8", "int16": "i16",
         "float16": "f16p", "bfloat16": "bf16"}
 _HALF_WARNED: list = []
 
@@ -61,7 +62,7 @@ def use_f16(available: bool) -> None:
 
 
 def compute_kind(kind: str) -> str:
-    """The kind kernels compute ``kind``'s values in (f32 for the 2-byte floats, else itself)."""
+    """The kind kernels compute ``kind``'s values in (f32 for the 2-byte floats, i32 for the small ints)."""
     return COMPUTE.get(kind, kind)
 
 

@@ -40,9 +40,11 @@ _TYPE_NAME = re.compile(r"\b([ABO])\b")
 # gets a load_<buffer>(i) and the output a store_out(i, v) (``accessors``).
 OPERANDS = {"unary.wgsl": (("a", "A"),), "binary.wgsl": (("a", "A"), ("b", "A")),
             "ternary.wgsl": (("a", "A"), ("b", "B"), ("c", "B"))}
-# math.wgsl's bits <-> value functions of the packed kinds.
-UNPACK = {"f16p": "wg_f16_value", "bf16": "wg_bf16_value"}
-PACK = {"f16p": "wg_f16_bits", "bf16": "wg_bf16_bits"}
+# The packed kinds' bits per element, and math.wgsl's functions from an element's bits to its
+# value and from a value to its bits.
+PACKING = {"f16p": (16, "wg_f16_value", "wg_f16_bits"), "bf16": (16, "wg_bf16_value", "wg_bf16_bits"),
+           "i16": (16, "wg_i16_value", "wg_low16_bits"), "i8": (8, "wg_i8_value", "wg_low8_bits"),
+           "u8": (8, "wg_u8_value", "wg_low8_bits")}
 
 
 @functools.lru_cache(maxsize=None)
@@ -64,22 +66,35 @@ def aliases(types) -> list[str]:
 
 def accessors(file: str, types) -> list[str]:
     """An elementwise shader's ``load_a(i)``... (element i of a buffer, as the type it is
-    computed in) and ``store_out(i, v)``: a conversion, or for a packed kind the half word
-    it lives in (a store clears its half, then sets it: atomics, as the other half may be
-    another thread's)."""
+    computed in) and ``store_out(i, v)``: a conversion, or for a packed kind the bits of the
+    word it lives in (a store clears them, then sets them: atomics, as the rest of the word
+    may be other threads')."""
     kinds = dict(types)
     lines = []
     for buffer, name in OPERANDS[file]:
         kind = kinds[name]
-        value = f"{UNPACK[kind]}({buffer}[i >> 1u] >> ((i & 1u) * 16u))" if kind in PACKED else f"{name}({buffer}[i])"
+        if kind in PACKED:
+            word, shift, _ = _packed_at(kind)
+            value = f"{PACKING[kind][1]}({buffer}[{word}] >> {shift})"
+        else:
+            value = f"{name}({buffer}[i])"
         lines.append(f"fn load_{buffer}(i: u32) -> {name} {{ return {value}; }}")
-    if kinds["O"] in PACKED:
-        lines += ["fn store_out(i: u32, v: O) {", "  let shift = (i & 1u) * 16u;",
-                  "  atomicAnd(&out[i >> 1u], ~(0xffffu << shift));",
-                  f"  atomicOr(&out[i >> 1u], {PACK[kinds['O']]}(v) << shift);", "}"]
+    kind = kinds["O"]
+    if kind in PACKED:
+        word, shift, mask = _packed_at(kind)
+        lines += ["fn store_out(i: u32, v: O) {", f"  let shift = {shift};",
+                  f"  atomicAnd(&out[{word}], ~({mask} << shift));",
+                  f"  atomicOr(&out[{word}], {PACKING[kind][2]}(v) << shift);", "}"]
     else:
         lines.append("fn store_out(i: u32, v: O) { out[i] = SO(v); }")
     return lines
+
+
+def _packed_at(kind: str) -> tuple[str, str, str]:
+    """WGSL for element i of a packed ``kind``: its word, its bits' shift in the word, their mask."""
+    bits = PACKING[kind][0]
+    per_word = 32 // bits
+    return (f"i >> {per_word.bit_length() - 1}u", f"((i & {per_word - 1}u) * {bits}u)", f"{(1 << bits) - 1:#x}u")
 
 
 def fill(file: str, rows=(), **fields) -> str:
