@@ -3,8 +3,8 @@
 Views (reshape of contiguous data, permute, expand, slicing) only change shape,
 strides and offset; kernels read strided inputs directly, so they cost no copy.
 Element kinds on the device: f32 (float32), i32 (int32 and int64), u32 (bool as
-0/1); their sizes and types are in ``geometry.ELEMENTS``. Shapes, strides and
-offsets count elements, not bytes.
+0/1), f16 and the packed narrow kinds; their sizes and types are in
+``geometry.ELEMENTS``. Shapes, strides and offsets count elements, not bytes.
 """
 from __future__ import annotations
 

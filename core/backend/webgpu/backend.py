@@ -4,8 +4,9 @@ when asked (``.numpy()``, ``.item()``, printing).
 
 Device dtypes: float32 (f32), int32 (i32), bool (u32 0/1). int64 tensors are
 stored as i32 on the device (values must fit in 32 bits; checked on upload) and
-read back as int64, so int64 indices from numpy just work; the small ints are i32,
-narrowed after every kernel; float16 and bfloat16 take 2 bytes (geometry.KIND).
+read back as int64, so int64 indices from numpy just work; int8, uint8, int16, float16
+and bfloat16 take their own width (packed in u32 words where WGSL has no such type:
+geometry.KIND).
 float64 cannot go to the device: convert with ``.float()`` first.
 """
 from __future__ import annotations
