@@ -15,6 +15,7 @@ import json
 import numpy as np
 import pytest
 
+import webgrad
 from .conftest import install_files_code, project_files
 
 # The runner's own installer (webgrad.web.runner), then pytest's version as the result.
@@ -128,6 +129,11 @@ for amp in (False, True):
                          "grad": model[0].weight.grad.dtype.name}
 half = webgrad.tensor([0.1, 70000.0], device="webgpu").half()
 results["half"] = {"values": half.float().cpu().tolist(), "kind": half._data.kind}
+ints = webgrad.tensor([-129, 3, 255, 7], device="webgpu").to(webgrad.int8)
+ints[1::2] += 1
+tenths = webgrad.tensor([0.1, 1 / 3, 70000.0], device="webgpu").bfloat16()
+results["narrow"] = {"int8": (ints * 2).cpu().tolist(), "int8_kind": ints._data.kind,
+                     "bfloat16": (tenths * 3).float().cpu().tolist(), "bfloat16_kind": tenths._data.kind}
 results
 """
 
@@ -143,6 +149,12 @@ def test_autocast_trains_in_the_page(suite_runtime):
     assert full["accuracy"] >= 0.9 and abs(mixed["accuracy"] - full["accuracy"]) <= 0.01, out
     assert out["half"]["values"] == [0.0999755859375, float("inf")]  # rounded as float16, overflowing to inf
     assert out["half"]["kind"] in ("f16", "f16p")
+    # int8 and bfloat16 packed in words by the page's shaders too, with the cpu's values
+    ints = webgrad.tensor([-129, 3, 255, 7]).to(webgrad.int8)
+    ints[1::2] += 1
+    tenths = webgrad.tensor([0.1, 1 / 3, 70000.0]).bfloat16()
+    assert out["narrow"] == {"int8": (ints * 2).tolist(), "int8_kind": "i8",
+                             "bfloat16": (tenths * 3).float().tolist(), "bfloat16_kind": "bf16"}, out["narrow"]
     print(f"autocast in the page: accuracy {mixed['accuracy']:.4f} vs float32 {full['accuracy']:.4f}, "
           f"float16 stored as {out['half']['kind']}")
 
