@@ -24,7 +24,7 @@ import numpy as np
 from ...kernels import Program
 from . import elementwise, geometry, large
 from .fused import launch_fused, reduction_source
-from .geometry import KIND, MAX_RANK, coalesce_dims, kind_of
+from .geometry import KIND, MAX_RANK, coalesce_dims, compute_kind, kind_of
 
 FILE = "reduce.wgsl"
 WORKGROUP = 128          # threads per workgroup (capped by the device limit)
@@ -137,7 +137,7 @@ def run(backend, entry, x, reduced, out_shape, out_kind, hooks=PLAIN):
         return out
     chunk_len = -(-inner // chunks)
     chunks = -(-inner // chunk_len)
-    partial = backend.empty((outer, chunks), hooks.accumulator or x.kind, f"{entry} partial")
+    partial = backend.empty((outer, chunks), hooks.accumulator or compute_kind(x.kind), f"{entry} partial")
     dispatch(backend, entry, x, partial, kept, red, outer * chunks, inner, chunks, chunk_len, hooks.first_pass())
     kept, red = coalesce_dims([(outer, chunks)]), [(chunks, 1)]
     dispatch(backend, entry, partial, out, kept, red, outer, chunks, 1, chunks, hooks.second_pass())
@@ -159,15 +159,15 @@ def dispatch(backend, entry, x, out, kept, red, rows, inner, chunks, chunk_len, 
         if trips > LOOP_TRIP_LIMIT:
             raise ValueError(f"{entry}: rows of {chunk_len} elements ({tuple(x.shape)}) are too long for "
                              f"this CPU adapter's loop limit; reduce in two steps or move the tensor to 'cpu'")
-    accumulator = hooks.accumulator or x.kind
+    accumulator = hooks.accumulator or compute_kind(x.kind)  # f16 sums in f32
     constants = {"WG": workgroup, "LANES": lanes, "IS_FLOAT": accumulator == "f32",
                  "KEEP_FLAT": len(kept) <= 1, "ROW_FLAT": len(red) <= 1,
                  "KEEP_RANK": len(kept), "RED_RANK": len(red)}
     label = f"{FILE}:{entry} {tuple(x.shape)}"
     if hooks is PLAIN:
         params = pack_params(rows, inner, x.offset, groups, kept, red, chunks, chunk_len)
-        backend.dispatch(FILE, entry, (("T", x.kind), ("O", out.kind)), None, constants, [x.buffer, out.buffer],
-                         params, launch, label)
+        types = (("X", x.kind), ("T", accumulator), ("O", out.kind))
+        backend.dispatch(FILE, entry, types, None, constants, [x.buffer, out.buffer], params, launch, label)
         return
     extras = (*hooks.prologue_inputs, *hooks.epilogue_inputs)
     types = (("X", x.kind), ("T", accumulator), ("O", out.kind), *((f"S{k}", e.kind) for k, e in enumerate(extras)))
@@ -187,10 +187,14 @@ def reduce(backend, op, record, arrays, attrs, shape, dtype):
     """sum / prod / amax / amin over ``attrs["dims"]``; keepdim only changes the
     output's shape, not its (contiguous) layout."""
     (x,) = arrays
-    _check_kind(op, x, ("f32", "i32") if op.name in ("sum", "prod") else ("f32", "i32", "u32"))
+    _check_kind(op, x, ("f32", "f16", "i32") if op.name in ("sum", "prod") else ("f32", "f16", "i32", "u32"))
+    out_kind = kind_of(dtype)
+    if out_kind == "f16":  # f16 is read as it is, summed in f32; the (smaller) result rounded by a cast
+        wide = reduce(backend, op, record, arrays, attrs, shape, geometry.dtype_of("f32"))
+        return elementwise.converted(backend, wide, "f16")
     if large.too_large(backend, [x]):
-        return _in_windows(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype))
-    return run(backend, record.entry, x, set(attrs["dims"]), shape, kind_of(dtype))
+        return _in_windows(backend, record.entry, x, set(attrs["dims"]), shape, out_kind)
+    return run(backend, record.entry, x, set(attrs["dims"]), shape, out_kind)
 
 
 def _in_windows(backend, entry, x, reduced, shape, out_kind):
@@ -242,7 +246,7 @@ def _fused_in_windows(backend, op, record, x, before, after, attrs, shape, dtype
 def arg_reduce(backend, op, record, arrays, attrs, shape, dtype):
     """argmax / argmin along ``attrs["dim"]``, or over the flattened tensor when None."""
     (x,) = arrays
-    _check_kind(op, x, ("f32", "i32", "u32"))
+    _check_kind(op, x, ("f32", "f16", "i32", "u32"))
     dim = attrs["dim"]
     reduced = set(range(len(x.shape))) if dim is None else {dim}
     return run(backend, record.entry, x, reduced, shape, "i32")
