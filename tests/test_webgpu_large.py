@@ -92,6 +92,16 @@ def test_elementwise_views_and_broadcasts_split(small_bindings):
     np.testing.assert_array_equal(y.numpy(), want)
     half = x.half()  # a 2-byte kind: windows still start on 256 bytes
     np.testing.assert_array_equal(half.float().numpy(), a.astype(np.float16).astype(np.float32))
+    np.testing.assert_allclose(half.sum(0).float().numpy(), a.astype(np.float16).sum(0, dtype=np.float32),
+                               rtol=2e-3, atol=2e-3)  # f16 read in windows, summed in f32
+    small = (x * 50).to(webgrad.int8)  # packed kinds: two or four to a word, written by atomics
+    small[::2, 1::3] = -7
+    want = np.trunc(a * 50).astype(np.int64).astype(np.int8)
+    want[::2, 1::3] = -7
+    np.testing.assert_array_equal(small.numpy(), want)
+    np.testing.assert_array_equal((small + 1).numpy(), want + np.int8(1))
+    brain = x.bfloat16() * 3
+    np.testing.assert_array_equal(brain.numpy(), (webgrad.tensor(a).bfloat16() * 3).numpy())
     np.testing.assert_array_equal(webgrad.zeros(300, 200, device="webgpu").numpy(), np.zeros((300, 200)))
 
 
