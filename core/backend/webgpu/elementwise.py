@@ -33,9 +33,9 @@ _PLANS: dict = {}
 _MAX_PLANS = 4096
 
 
-# The small integer dtypes live in i32 elements; every result is wrapped into the dtype's
+# The small integer dtypes are computed in i32; every result is wrapped into the dtype's
 # range (two's complement, as a cast or an overflow in PyTorch does). float16 and bfloat16
-# results are rounded to the dtype (math.wgsl) as they are stored.
+# results are rounded to the dtype (math.wgsl). Stores into their packed kinds do both too.
 ROUND_F16 = "wg_round_f16("
 NARROW = {"uint8": "(({}) & 255)", "int8": "((({}) << 24u) >> 24u)", "int16": "((({}) << 16u) >> 16u)",
           "float16": ROUND_F16 + "{})", "bfloat16": "wg_round_bf16({})"}

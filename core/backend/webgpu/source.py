@@ -56,7 +56,7 @@ def aliases(types) -> list[str]:
     """The ``alias`` lines of each (name, element kind) pair: ``name`` is the type a kernel
     computes in, ``Sname`` the type its buffer stores (they differ for f16: stored f16,
     computed f32). A kernel that meets f16 starts with ``enable f16;``. A packed output (O)
-    is stored as atomic words: two threads write the halves of one word."""
+    is stored as atomic words: several threads write parts of one word."""
     lines = ["enable f16;"] if any(kind == "f16" for _, kind in types) else []
     for name, kind in types:
         stored = "atomic<u32>" if name == "O" and kind in PACKED else ELEMENTS[kind].wgsl
