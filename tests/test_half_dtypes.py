@@ -150,3 +150,37 @@ def _half_computes_the_cpus_values(name, storage):
     got = weights[1].detach().float().cpu().numpy()
     np.testing.assert_array_equal(got, torch_round(got, name))
     np.testing.assert_allclose(got, weights[0].detach().float().numpy(), rtol=2 * ulp, atol=2 * ulp)
+
+
+@requires_webgpu
+def test_webgpu_float16_kernels_read_f16_without_a_float32_copy(monkeypatch):
+    """Reductions, softmax, cross entropy and layer norm read f16 as stored (and softmax and layer
+    norm write it): no float32 copy of the input is made, only a reduction's small result is cast."""
+    from webgrad.backend.webgpu import elementwise, geometry
+
+    if geometry.KIND["float16"] != "f16":
+        pytest.skip("this adapter lacks 'shader-f16'")
+    copies = []
+    convert = elementwise.converted
+
+    def counted(backend, array, kind):
+        if array.kind != kind:
+            copies.append(array.numel())
+        return convert(backend, array, kind)
+
+    monkeypatch.setattr(elementwise, "converted", counted)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((64, 100)).astype(np.float32)
+    labels = webgrad.tensor(rng.integers(0, 100, 64))
+    cpu = webgrad.tensor(a).half().requires_grad_()
+    gpu = webgrad.tensor(a, device="webgpu").half().requires_grad_()
+    results = []
+    for x in (cpu, gpu):
+        F = webgrad.nn.functional
+        outs = [x.softmax(-1), x.log_softmax(0), F.layer_norm(x, (100,)), x.sum(1), x.amax(0),
+                F.cross_entropy(x, labels.to(x.device))]
+        sum(o.float().sum() for o in outs).backward()
+        results.append([o.detach().float().cpu().numpy() for o in outs] + [x.grad.float().cpu().numpy()])
+    assert copies and max(copies) < a.size, copies  # the webgpu run made no input-sized copy
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)

@@ -14,7 +14,8 @@
 // exact for nearby values, so a large common offset costs no digits, neither
 // in the f32 sum nor in rounding the mean itself; out[r] = ((x[r] - x0) - d) * rstd.
 //
-// Bindings: 0 Params, 1 x (read, array<f32>), 2 out (read_write, array<f32>).
+// Bindings: 0 Params, 1 x (read, array<SX>: f32, or f16 read as f32), 2 out (read_write,
+// array<SO>: f32, or f16 rounded from f32).
 //
 // Grid. A workgroup of WG threads is cut into WG / LANES teams of LANES threads;
 // each team handles one row in three passes: sum, sum of squared deviations,
@@ -46,12 +47,13 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<SX>;
+@group(0) @binding(2) var<storage, read_write> out: array<SO>;
 
 override WG: u32 = 128;
 override LANES: u32 = 1;
 override KEEP_FLAT: bool = true;  // at most one kept dim after merging: row o starts at o * stride
+override ROUND_OUT: bool = false;  // out is f16: round each value first (WGSL leaves it to the implementation)
 
 var<workgroup> scratch: array<f32, WG>;
 
@@ -83,7 +85,11 @@ fn row_start(o: u32) -> i32 {
 }
 
 fn load(base: i32, r: u32) -> f32 {
-  return x[u32(base + i32(r) * p.row_stride)];
+  return f32(x[u32(base + i32(r) * p.row_stride)]);
+}
+
+fn store(i: u32, v: f32) {
+  if (ROUND_OUT) { out[i] = SO(wg_round_f16(v)); } else { out[i] = SO(v); }
 }
 
 // This lane's sum of ((x[r] - x0) - d)^power over r = lane, lane + LANES, ...
@@ -122,13 +128,13 @@ fn write_row(base: i32, o: u32, lane: u32, x0: f32, d: f32, rstd: f32) {
   var r = lane;
   loop {
     if (r + 3u * LANES >= p.inner) { break; }
-    out[out_base + r] = centered(base, r, x0, d) * rstd;
-    out[out_base + r + LANES] = centered(base, r + LANES, x0, d) * rstd;
-    out[out_base + r + 2u * LANES] = centered(base, r + 2u * LANES, x0, d) * rstd;
-    out[out_base + r + 3u * LANES] = centered(base, r + 3u * LANES, x0, d) * rstd;
+    store(out_base + r, centered(base, r, x0, d) * rstd);
+    store(out_base + r + LANES, centered(base, r + LANES, x0, d) * rstd);
+    store(out_base + r + 2u * LANES, centered(base, r + 2u * LANES, x0, d) * rstd);
+    store(out_base + r + 3u * LANES, centered(base, r + 3u * LANES, x0, d) * rstd);
     r = r + 4u * LANES;
   }
-  for (; r < p.inner; r = r + LANES) { out[out_base + r] = centered(base, r, x0, d) * rstd; }
+  for (; r < p.inner; r = r + LANES) { store(out_base + r, centered(base, r, x0, d) * rstd); }
 }
 
 // Add every lane's value of a team and hand the total to all of them. Called

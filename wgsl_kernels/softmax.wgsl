@@ -20,7 +20,8 @@
 // A label outside [0, n) that is not ignore_index counts as ignored and sets errors[0],
 // which the host raises as an IndexError at its next read.
 //
-// Bindings: 0 Params, 1 x (read, array<f32>), 2 out (read_write, array<f32>);
+// Bindings: 0 Params, 1 x (read, array<SX>: f32, or f16 read as f32), 2 out (read_write,
+// array<SO>: f32, or f16 rounded from f32; the loss of cross_entropy is f32);
 // cross entropy adds 3 labels (read, array<i32>, contiguous over the rows),
 // 4 errors (atomic<u32>), and for the backward 5 g (read, array<f32>, g[g_offset + o * g_step]).
 //
@@ -60,8 +61,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<SX>;
+@group(0) @binding(2) var<storage, read_write> out: array<SO>;
 @group(0) @binding(3) var<storage, read> labels: array<i32>;
 @group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> g_rows: array<f32>;
@@ -69,6 +70,7 @@ struct Params {
 override WG: u32 = 128;
 override LANES: u32 = 1;
 override KEEP_FLAT: bool = true;  // at most one kept dim after merging: row o starts at o * stride
+override ROUND_OUT: bool = false;  // out is f16: round each value first (WGSL leaves it to the implementation)
 
 var<workgroup> scratch: array<f32, WG>;
 
@@ -105,11 +107,15 @@ fn row_start(o: u32) -> Row {
 }
 
 fn load(row: Row, r: u32) -> f32 {
-  return x[u32(row.base + i32(r) * p.row_stride)];
+  return f32(x[u32(row.base + i32(r) * p.row_stride)]);
 }
 
 fn store(row: Row, r: u32, v: f32) {
-  out[u32(row.out_base) + r * p.out_row_stride] = v;
+  if (ROUND_OUT) {
+    out[u32(row.out_base) + r * p.out_row_stride] = SO(wg_round_f16(v));
+  } else {
+    out[u32(row.out_base) + r * p.out_row_stride] = SO(v);
+  }
 }
 
 // This lane's maximum over r = lane, lane + LANES, ... (four a loop trip).
@@ -263,7 +269,7 @@ fn run_cross_entropy(wid: vec3<u32>, lid: u32, nwg: vec3<u32>) {
         let m = ms.x;
         loss = (1.0 - p.smoothing) * (m - load(row, u32(t))) + p.smoothing * (m - total / f32(p.inner)) + log(ms.y);
       }
-      out[o] = loss;
+      out[o] = SO(loss);
     }
   }
 }

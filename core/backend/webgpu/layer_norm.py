@@ -54,11 +54,12 @@ def pack_params(rows, inner, offset, groups, kept, row_stride, eps) -> bytes:
 
 
 def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
-    """layer_norm_core of ``arrays[0]`` over its last ``attrs["ndims"]`` dims."""
+    """layer_norm_core of ``arrays[0]`` over its last ``attrs["ndims"]`` dims; f16 in and out is
+    read and written as it is, computed in f32."""
     (x,) = arrays
-    if x.kind != "f32":
+    if x.kind not in ("f32", "f16"):
         raise TypeError(f"layer_norm: not supported on webgpu for element type {x.kind}; convert with .float()")
-    out = backend.empty(shape, "f32", "layer_norm")
+    out = backend.empty(shape, x.kind, "layer_norm")
     if out.numel() == 0:
         return out
     ndims = attrs["ndims"]
@@ -79,8 +80,8 @@ def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
     lanes, groups, launch = gpu_reduce.widen_for_long_rows(
         backend, "layer_norm", x.shape, rows, inner, lanes, workgroup, cpu_adapter, loop_trips)
 
-    constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1}
+    constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1, "ROUND_OUT": out.kind == "f16"}
     params = pack_params(rows, inner, x.offset, groups, kept, row_stride, attrs["eps"])
-    backend.dispatch(FILE, record.entry, (), None, constants, [x.buffer, out.buffer], params,
-                     launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
+    backend.dispatch(FILE, record.entry, (("X", x.kind), ("O", out.kind)), None, constants, [x.buffer, out.buffer],
+                     params, launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
     return out

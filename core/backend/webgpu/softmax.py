@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import elementwise, geometry
 from . import reduce as gpu_reduce
 from .array import contiguous_strides
 from .geometry import MAX_RANK, coalesce_dims
@@ -75,38 +76,52 @@ def plan_rows(backend, op_name, x, dim):
     return x, constants, launch, (rows, inner, x.offset, groups, kept, x.strides[dim], out_strides[dim])
 
 
-def _require_f32(op_name, x):
-    if x.kind != "f32":
+def _require_float(op_name, x):
+    if x.kind not in ("f32", "f16"):
         raise TypeError(f"{op_name}: not supported on webgpu for element type {x.kind}; convert with .float()")
 
 
+def _dispatch(backend, record, x, out, constants, buffers, params, launch) -> None:
+    """One dispatch of ``record``'s entry reading ``x`` into ``out``: f16 is read as f32, and
+    stored rounded from f32."""
+    backend.dispatch(FILE, record.entry, (("X", x.kind), ("O", out.kind)), None,
+                     {**constants, "ROUND_OUT": out.kind == "f16"}, buffers, params, launch,
+                     f"{FILE}:{record.entry} {tuple(x.shape)}")
+
+
 def softmax(backend, op, record, arrays, attrs, shape, dtype):
-    """softmax / log_softmax (``op.name``) of ``arrays[0]`` along ``attrs["dim"]``."""
+    """softmax / log_softmax (``op.name``) of ``arrays[0]`` along ``attrs["dim"]``; f16 in and
+    out is read and written as it is, computed in f32."""
     (x,) = arrays
-    _require_f32(op.name, x)
-    out = backend.empty(shape, "f32", op.name)
+    _require_float(op.name, x)
+    out = backend.empty(shape, x.kind, op.name)
     if out.numel() == 0:
         return out
     x, constants, launch, rows = plan_rows(backend, op.name, x, attrs["dim"])
-    backend.dispatch(FILE, record.entry, (), None, constants, [x.buffer, out.buffer], pack_params(*rows),
-                     launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
+    _dispatch(backend, record, x, out, constants, [x.buffer, out.buffer], pack_params(*rows), launch)
     return out
 
 
 def cross_entropy(backend, op, record, arrays, attrs, shape, dtype):
     """cross_entropy (per-position loss) or cross_entropy_backward (its gradient, given
-    ``g`` per position) of logits ``arrays[0]`` (N, C, ...) and labels ``arrays[1]``."""
+    ``g`` per position) of logits ``arrays[0]`` (N, C, ...) and labels ``arrays[1]``. f16
+    logits are read as they are; the loss is computed and stored in f32 (then rounded by a
+    cast when its dtype is float16), the gradient stored as the logits are."""
     x, labels = arrays[:2]
-    _require_f32(op.name, x)
-    out = backend.empty(shape, "f32", op.name)
+    _require_float(op.name, x)
+    backward = len(arrays) == 3
+    if not backward and geometry.kind_of(dtype) == "f16":
+        loss = cross_entropy(backend, op, record, arrays, attrs, shape, geometry.dtype_of("f32"))
+        return elementwise.converted(backend, loss, "f16")
+    out = backend.empty(shape, x.kind if backward else "f32", op.name)
     if out.numel() == 0:
         return out
     if not labels.is_contiguous():  # the kernel reads labels[offset + o]: rows run row-major over (N, d1, ...)
         labels = backend.contiguous(labels)
     buffers = [x.buffer, out.buffer, labels.buffer, backend.index_errors.buffer_for(op.name)]
     extra = {}
-    if len(arrays) == 3:  # the upstream gradient, one per position: contiguous, or one value broadcast
-        g = arrays[2]
+    if backward:  # the upstream gradient, one per position: contiguous, or one value broadcast
+        g = elementwise.converted(backend, arrays[2], "f32")  # (read as f32)
         if any(g.strides) and not g.is_contiguous():
             g = backend.contiguous(g)
         extra = {"g_offset": g.offset, "g_step": int(any(g.strides))}
@@ -114,6 +129,5 @@ def cross_entropy(backend, op, record, arrays, attrs, shape, dtype):
     x, constants, launch, rows = plan_rows(backend, op.name, x, 1)
     params = pack_params(*rows, labels_offset=labels.offset, ignore_index=attrs["ignore_index"],
                          smoothing=attrs["smoothing"], **extra)
-    backend.dispatch(FILE, record.entry, (), None, constants, buffers, params, launch,
-                     f"{FILE}:{record.entry} {tuple(x.shape)}")
+    _dispatch(backend, record, x, out, constants, buffers, params, launch)
     return out

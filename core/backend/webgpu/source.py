@@ -27,6 +27,7 @@ PRELUDES = {
     "binary.wgsl": ("strided.wgsl", "math.wgsl"),
     "ternary.wgsl": ("strided.wgsl", "math.wgsl"),
     "softmax.wgsl": ("math.wgsl",),
+    "layer_norm.wgsl": ("math.wgsl",),
     "reduce.wgsl": ("reduce_plain.wgsl",),
 }
 SPLICE_SIGNATURE = {

@@ -449,6 +449,12 @@ class Module:
     def double(self) -> "Module":
         return self.to(dtypes.float64)
 
+    def half(self) -> "Module":
+        return self.to(dtypes.float16)
+
+    def bfloat16(self) -> "Module":
+        return self.to(dtypes.bfloat16)
+
     def type(self, dtype) -> "Module":
         return self.to(dtypes.to_dtype(dtype))
 
