@@ -28,6 +28,8 @@ class _Buffer(weakref.ref):
     """A weak reference to a counted buffer, with what to give back when it is freed."""
 
     __slots__ = ("key", "nbytes")
+    key: int
+    nbytes: int
 
 
 class _Counter:

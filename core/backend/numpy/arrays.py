@@ -3,6 +3,8 @@ stored as its dtype. A leaf (numpy only): the numpy backend, its list of calls
 (replay.py) and the graph passes that build numpy kernels for fused nodes use it."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 # A plain product: the kernel MATMUL declares, which the backend routes to BLAS with a thread
@@ -11,7 +13,7 @@ NP_MATMUL = np.matmul
 
 # webgrad.cpu's memory counter, once a user asks for the figures: called with every array
 # webgrad makes for a cpu tensor (``counted``); None until then, so uncounted runs pay one check.
-COUNT = None
+COUNT: Callable[[np.ndarray], None] | None = None
 
 
 def counted(array: np.ndarray) -> np.ndarray:
