@@ -7,10 +7,10 @@
 
 What is counted: every numpy array webgrad makes for a cpu tensor (op results, creation,
 the arrays a compiled step plans once), each buffer once however many views share it,
-until it is freed. Counting every result costs about 1.5 µs per op (a 16x16 add takes 6 µs), so it starts
-at the first call of one of these functions (or a profile with ``profile_memory=True``):
-the cpu tensors alive then are found with one walk of the heap, and from then on each
-result is counted as it is made. Arrays a user hands in (``from_numpy``) are counted as
+until it is freed. Counting every result costs about 1.5 µs per op (a 16x16 add takes
+6 µs), so it starts at the first call of one of these functions (or a profile with
+``profile_memory=True``): the cpu tensors alive then are found with one walk of the heap,
+and from then on each result is counted as it is made. Arrays a user hands in (``from_numpy``) are counted as
 the tensor's, as they are its memory.
 """
 from __future__ import annotations

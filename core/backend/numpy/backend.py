@@ -21,7 +21,6 @@ from .wasm_gemm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy.use_w
 PASSES = ("dce", "folded", "cse", "dce", "transposed", "copies", "fused")
 
 
-
 class NumpyBackend:
     """Implements backend/protocol.py's ``Backend``."""
     name = "numpy"
