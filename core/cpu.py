@@ -67,7 +67,8 @@ def counter() -> _Counter:
     if _COUNTER is None:
         _COUNTER = _Counter()
         for obj in gc.get_objects():
-            if isinstance(obj, Tensor) and isinstance(getattr(obj, "_data", None), np.ndarray):
+            # (type(), not isinstance: that reads __class__, which some module proxies warn on)
+            if issubclass(type(obj), Tensor) and isinstance(getattr(obj, "_data", None), np.ndarray):
                 _COUNTER.count(obj._data)
         arrays.COUNT = _COUNTER.count
     return _COUNTER

@@ -11,8 +11,9 @@
 //   argmax / argmin: the smallest r holding the extreme (or the first NaN), as i32.
 //
 // Bindings: 0 Params, 1 x (read, array<X>), 2 out (read_write, array<O>).
-// Types: X is the input's element type (read from its buffer's SX: f16 is read as f32),
-// T the accumulator's, O the output's (T, or i32 for arg*). Two hooks: prologue(v) makes each element from the input's (X -> T)
+// Types: X is the input's element type (load_x, source.accessors, reads it from its buffer of
+// SX: f16 and the packed kinds are read as f32 or i32), T the accumulator's, O the output's
+// (T, or i32 for arg*). Two hooks: prologue(v) makes each element from the input's (X -> T)
 // and epilogue(v) each stored result (T -> O). A plain reduction takes them from
 // reduce_plain.wgsl (X = T, a cast); a fused one (graph.passes.reduce) has them
 // generated from its chains, whose one-element inputs are bound at 3.. and read at
@@ -113,8 +114,8 @@ fn row_offset(o: u32) -> i32 {
 }
 
 fn load(base: i32, r: u32) -> T {
-  if (ROW_FLAT) { return prologue(X(x[u32(base + i32(r) * p.red_strides[0].x)])); }
-  return prologue(X(x[u32(base + walk_offset(r, RED_RANK, p.red_shape, p.red_strides))]));
+  if (ROW_FLAT) { return prologue(load_x(u32(base + i32(r) * p.red_strides[0].x))); }
+  return prologue(load_x(u32(base + walk_offset(r, RED_RANK, p.red_shape, p.red_strides))));
 }
 
 // Bit test rather than x != x: compilers may fold that to false.

@@ -51,11 +51,11 @@ def launcher_of(op, record):
 
 # Launchers that read and write the narrow kinds (geometry.COMPUTE: 2-byte floats, packed small
 # ints) themselves, and which: the elementwise shaders load any of them as f32 or i32 and store
-# them rounded or wrapped, matmul, softmax, cross entropy and layer norm read and write f16,
-# reductions read f16 (summing in f32), views only re-describe a buffer. Other kernels compute
+# them rounded or wrapped, reductions read any (summing in f32 or i32), matmul, softmax, cross
+# entropy and layer norm read and write f16, views only re-describe a buffer. Other kernels compute
 # on copies in the wider kind (``_widened``).
 _NARROW_AWARE = {"elementwise.run": tuple(COMPUTE), "views.run": tuple(COMPUTE), "movement.copy_into": tuple(COMPUTE),
-                 "matmul.matmul": ("f16",), "reduce.reduce": ("f16",), "reduce.arg_reduce": ("f16",),
+                 "matmul.matmul": ("f16",), "reduce.reduce": tuple(COMPUTE), "reduce.arg_reduce": tuple(COMPUTE),
                  "softmax.softmax": ("f16",), "softmax.cross_entropy": ("f16",), "layer_norm.layer_norm": ("f16",)}
 # Launchers whose results hold only their inputs' values (or elementwise ones, which narrow
 # each result as they write it): no narrowing pass after them.

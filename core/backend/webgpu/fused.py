@@ -13,7 +13,7 @@ from ...kernels import Program
 from . import large
 from .elementwise import _plan
 from .geometry import broadcast_strides, kind_of
-from .source import aliases, assemble, fill, read, splice
+from .source import accessors, aliases, assemble, fill, read, splice
 
 
 _PLANS: dict = {}  # launch geometry by (record, operands' geometry): replays repeat the same shapes
@@ -60,7 +60,7 @@ def reduction_source(prologue, epilogue, types: tuple) -> str:
     """reduce.wgsl with hooks running the chains ``prologue`` (input 0: the element read)
     and ``epilogue`` (input 0: the result stored), either None; their other inputs are
     the one-element arrays S0, S1, ... (prologue's first) bound at 3.. and read at Params.ext."""
-    parts = aliases(types)
+    parts = aliases(types) + accessors("reduce.wgsl", types)
     extras = range(sum(n.startswith("S") for n, _ in types))
     parts += [read("math.wgsl"), fill("reduce_fused.wgsl", [{"k": k, "binding": 3 + k} for k in extras])]
     reads = [f"s{k}_value()" for k in extras]

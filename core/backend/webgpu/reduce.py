@@ -24,7 +24,7 @@ import numpy as np
 from ...kernels import Program
 from . import elementwise, geometry, large
 from .fused import launch_fused, reduction_source
-from .geometry import KIND, MAX_RANK, coalesce_dims, compute_kind, kind_of
+from .geometry import COMPUTE, KIND, MAX_RANK, coalesce_dims, compute_kind, kind_of
 
 FILE = "reduce.wgsl"
 WORKGROUP = 128          # threads per workgroup (capped by the device limit)
@@ -187,11 +187,11 @@ def reduce(backend, op, record, arrays, attrs, shape, dtype):
     """sum / prod / amax / amin over ``attrs["dims"]``; keepdim only changes the
     output's shape, not its (contiguous) layout."""
     (x,) = arrays
-    _check_kind(op, x, ("f32", "f16", "i32") if op.name in ("sum", "prod") else ("f32", "f16", "i32", "u32"))
+    _check_kind(op, x, ("f32", "i32", *COMPUTE) if op.name in ("sum", "prod") else ("f32", "i32", "u32", *COMPUTE))
     out_kind = kind_of(dtype)
-    if out_kind == "f16":  # f16 is read as it is, summed in f32; the (smaller) result rounded by a cast
-        wide = reduce(backend, op, record, arrays, attrs, shape, geometry.dtype_of("f32"))
-        return elementwise.converted(backend, wide, "f16")
+    if out_kind in COMPUTE:  # a narrow kind is read as it is, summed in f32 or i32; the (smaller) result cast
+        wide = reduce(backend, op, record, arrays, attrs, shape, geometry.dtype_of(compute_kind(out_kind)))
+        return elementwise.converted(backend, wide, out_kind)
     if large.too_large(backend, [x]):
         return _in_windows(backend, record.entry, x, set(attrs["dims"]), shape, out_kind)
     return run(backend, record.entry, x, set(attrs["dims"]), shape, out_kind)
@@ -246,7 +246,7 @@ def _fused_in_windows(backend, op, record, x, before, after, attrs, shape, dtype
 def arg_reduce(backend, op, record, arrays, attrs, shape, dtype):
     """argmax / argmin along ``attrs["dim"]``, or over the flattened tensor when None."""
     (x,) = arrays
-    _check_kind(op, x, ("f32", "f16", "i32", "u32"))
+    _check_kind(op, x, ("f32", "i32", "u32", *COMPUTE))
     dim = attrs["dim"]
     reduced = set(range(len(x.shape))) if dim is None else {dim}
     return run(backend, record.entry, x, reduced, shape, "i32")

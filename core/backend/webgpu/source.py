@@ -28,7 +28,7 @@ PRELUDES = {
     "ternary.wgsl": ("strided.wgsl", "math.wgsl"),
     "softmax.wgsl": ("math.wgsl",),
     "layer_norm.wgsl": ("math.wgsl",),
-    "reduce.wgsl": ("reduce_plain.wgsl",),
+    "reduce.wgsl": ("math.wgsl", "reduce_plain.wgsl"),
 }
 SPLICE_SIGNATURE = {
     "unary.wgsl": "fn op(a: A) -> O",
@@ -37,10 +37,12 @@ SPLICE_SIGNATURE = {
     "matmul.wgsl": "fn epilogue(v: vec4<T>, batch: u32, row: u32, col: u32) -> vec4<T>",
 }
 _TYPE_NAME = re.compile(r"\b([ABO])\b")
-# The input buffers of the elementwise shaders and the type each is computed in; each
-# gets a load_<buffer>(i) and the output a store_out(i, v) (``accessors``).
+# The input buffers of the shaders that read any element kind, packed ones too, and the type
+# each is computed in: each gets a load_<buffer>(i), and an elementwise shader's output a
+# store_out(i, v) (``accessors``).
 OPERANDS = {"unary.wgsl": (("a", "A"),), "binary.wgsl": (("a", "A"), ("b", "A")),
-            "ternary.wgsl": (("a", "A"), ("b", "B"), ("c", "B"))}
+            "ternary.wgsl": (("a", "A"), ("b", "B"), ("c", "B")), "reduce.wgsl": (("x", "X"),)}
+STORES = ("unary.wgsl", "binary.wgsl", "ternary.wgsl")
 # The packed kinds' bits per element, and math.wgsl's functions from an element's bits to its
 # value and from a value to its bits.
 PACKING = {"f16p": (16, "wg_f16_value", "wg_f16_bits"), "bf16": (16, "wg_bf16_value", "wg_bf16_bits"),
@@ -66,8 +68,8 @@ def aliases(types) -> list[str]:
 
 
 def accessors(file: str, types) -> list[str]:
-    """An elementwise shader's ``load_a(i)``... (element i of a buffer, as the type it is
-    computed in) and ``store_out(i, v)``: a conversion, or for a packed kind the bits of the
+    """A shader's ``load_a(i)``... (element i of a buffer, as the type it is computed in) and an
+    elementwise shader's ``store_out(i, v)``: a conversion, or for a packed kind the bits of the
     word it lives in (a store clears them, then sets them: atomics, as the rest of the word
     may be other threads')."""
     kinds = dict(types)
@@ -80,6 +82,8 @@ def accessors(file: str, types) -> list[str]:
         else:
             value = f"{name}({buffer}[i])"
         lines.append(f"fn load_{buffer}(i: u32) -> {name} {{ return {value}; }}")
+    if file not in STORES:
+        return lines
     kind = kinds["O"]
     if kind in PACKED:
         word, shift, mask = _packed_at(kind)
