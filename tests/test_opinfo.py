@@ -82,6 +82,10 @@ def test_entry(key, device, dtype_name, float16_kind):
     if float16_kind is None:
         _check_entry(key, device, dtype_name)
     else:
+        from webgrad.backend.webgpu import geometry
+
+        if geometry.KIND["float16"] == float16_kind:  # e.g. SwiftShader in the page: the column above ran it
+            pytest.skip(f"float16 is already stored as {float16_kind} on this adapter")
         with float16_stored_as(float16_kind):
             _check_entry(key, device, dtype_name)
 
