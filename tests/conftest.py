@@ -82,7 +82,8 @@ requires_webgpu = pytest.mark.skipif("webgpu" not in DEVICES, reason="no WebGPU 
 @contextlib.contextmanager
 def float16_stored_as(kind: str):
     """WebGPU float16 tensors made inside are stored as ``kind``: 'f16' (an adapter with
-    'shader-f16', as both here have) or 'f16p' (packed two to a word: an adapter without it)."""
+    'shader-f16', as llvmpipe has) or 'f16p' (packed two to a word: an adapter without it, as
+    SwiftShader in Chromium)."""
     from webgrad.backend.webgpu import geometry
 
     def forget_cached_scalars():  # made in one storage, they must not meet the other

@@ -94,15 +94,16 @@ def test_gradient_in_half_precision():
 @pytest.mark.parametrize("name,storage", [("float16", "f16"), ("float16", "f16p"), ("bfloat16", "bf16")],
                          ids=["float16-f16", "float16-without-shader-f16", "bfloat16"])
 def test_webgpu_half_computes_the_cpus_values(name, storage):
-    """float16 is stored as f16 where the adapter has 'shader-f16' (both here do), else packed
-    two to a u32 word (forced here); bfloat16 is always packed. Either way: casts
+    """float16 is stored as f16 where the adapter has 'shader-f16' (llvmpipe does, SwiftShader in
+    Chromium does not), else packed two to a u32 word (forced here); bfloat16 is always packed.
+    Either way: casts
     round exactly as torch; exactly rounded ops (+ * /) equal the cpu's bit for bit;
     transcendental ones, products, reductions, softmax and an optimizer step on half weights
     agree within a few ulps (f32 approximations can tip a rounding)."""
     from webgrad.backend.webgpu import geometry
 
     if name == "float16" and storage == "f16" and geometry.KIND["float16"] != "f16":
-        pytest.skip("this adapter lacks 'shader-f16'")  # llvmpipe and SwiftShader both have it
+        pytest.skip("this adapter lacks 'shader-f16'")  # llvmpipe has it
     with float16_stored_as(storage if name == "float16" else geometry.KIND["float16"]):
         _half_computes_the_cpus_values(name, storage)
 
