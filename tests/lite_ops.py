@@ -74,6 +74,13 @@ CASES = [
     # products
     Case("linear", _seeded(lambda: (nn.Linear(7, 5), (_randn(3, 7),)))),
     Case("linear_no_bias_3d", _seeded(lambda: (nn.Linear(6, 4, bias=False), (_randn(2, 3, 6),)))),
+    # int8 weights as stored; a bundle keeps activations float32 where eager quantizes them (255 levels)
+    Case("quantized_linear", _seeded(lambda: (
+        webgrad.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(7, 5))), (_randn(3, 7),))), tol=0.03),
+    Case("quantized_linear_per_channel_3d", _seeded(lambda: (
+        webgrad.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(6, 4, bias=False)),
+                                                 {nn.Linear: webgrad.ao.quantization.per_channel_dynamic_qconfig}),
+        (_randn(2, 3, 6),))), tol=0.03),
     Case("bmm_broadcast", _seeded(lambda: (_fn(lambda x, y: x @ y), (_randn(2, 3, 4, 5), _randn(2, 1, 5, 6, seed=1))))),
     Case("matmul_vector", _seeded(lambda: (_fn(lambda x: x @ webgrad.arange(5.0)), (_randn(3, 5),)))),
     Case("conv2d", _seeded(lambda: (nn.Conv2d(3, 4, 3, padding=1), (_randn(2, 3, 6, 6),)))),

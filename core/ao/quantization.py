@@ -7,8 +7,10 @@ At each call the input is quantized to 0..127 (uint8 with torch's ``reduce_range
 scale and zero point from its own min and max, the integer product is summed, and the result
 is scaled back to float32 and the bias added: torch's fbgemm arithmetic, on every device.
 
-The integers are multiplied as float32, which is exact while in_features <= 1032 (|q_x q_w| <=
-127 x 128 and sums stay below 2**24); wider layers round the sum as float32 does.
+All of it is one op, ``quantized_linear``: on WebGPU four dispatches (min and max of x, x to
+packed int8, the int8 product in i32 with ``dot4I8Packed`` where the WGSL feature exists; see
+qlinear.wgsl); on numpy the integers are multiplied by BLAS as float32, exact while in_features <=
+1032 (|q_x q_w| <= 127 x 128, sums below 2**24), as float64 past that.
 
 Example:
     >>> qmodel = webgrad.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=webgrad.qint8)
@@ -18,12 +20,15 @@ Example:
 from __future__ import annotations
 
 import copy
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 from .. import creation, dtypes
-from ..ops import where
+from ..kernels import Kernel
+from ..ops._helpers import describe
+from ..ops.registry import OpError, apply, defop
 from ..nn.modules.linear import Linear
 from ..nn.modules.module import Module
 from ..tensor import Tensor
@@ -55,16 +60,36 @@ def quantize_weight(weight: Tensor, per_channel: bool) -> tuple[Tensor, Tensor]:
     return creation.tensor(q, device=weight.device), creation.tensor(scale, device=weight.device)
 
 
+def _quantized_linear_numpy(x, weight, weight_scale, bias=None):
+    """torch's arithmetic (see qlinear.wgsl): x quantized to 0..127 by its own range."""
+    one = np.float32(1)
+    lo = np.minimum(x.min(initial=0), 0).astype(np.float32)
+    hi = np.maximum(x.max(initial=0), 0).astype(np.float32)
+    scale = (hi - lo) / np.float32(_ACTIVATION_MAX)
+    scale = scale if scale > 0 else one
+    zero_point = np.clip(np.rint(-lo / scale), 0, _ACTIVATION_MAX)
+    centered = np.clip(np.rint(x / scale) + zero_point, 0, _ACTIVATION_MAX) - zero_point
+    wide = np.float32 if x.shape[-1] <= 1032 else np.float64  # sums of integers stay exact
+    out = (np.matmul(centered.astype(wide), weight.T.astype(wide)).astype(np.float32) * (scale * weight_scale))
+    return (out if bias is None else out + bias).astype(np.float32)
+
+
+def _quantized_linear_infer(x, weight, weight_scale, bias=None):
+    if x.dtype is not dtypes.float32 or weight.dtype is not dtypes.int8 or x.shape[-1:] != weight.shape[1:]:
+        raise OpError(f"quantized_linear: needs float32 x (..., k) and an int8 weight (n, k); got "
+                      f"{describe(x)} and {describe(weight)}")
+    return (*x.shape[:-1], weight.shape[0]), dtypes.float32
+
+
+QUANTIZED_LINEAR = defop("quantized_linear", kind="matmul", infer=_quantized_linear_infer,
+                         numpy=_quantized_linear_numpy,
+                         wgsl=Kernel("qlinear.wgsl", "qmatmul", "qlinear.quantized_linear"),
+                         flops=lambda shapes, out, **_: 2 * math.prod(out) * shapes[1][1])
+
+
 def quantized_linear(x: Tensor, weight: Tensor, weight_scale: Tensor, bias: Tensor | None) -> Tensor:
     """torch's dynamic quantized linear: x quantized to 0..127 by its own range, int8 weight."""
-    lo = x.amin().clamp(max=0.0)
-    hi = x.amax().clamp(min=0.0)
-    scale = (hi - lo) / _ACTIVATION_MAX
-    scale = where(scale > 0, scale, creation.ones_like(scale))
-    zero_point = (-lo / scale).round().clamp(0, _ACTIVATION_MAX)
-    centered = ((x / scale).round() + zero_point).clamp(0, _ACTIVATION_MAX) - zero_point
-    out = (centered @ weight.float().t()) * (scale * weight_scale)
-    return out if bias is None else out + bias
+    return apply(QUANTIZED_LINEAR, x, weight, weight_scale, *(() if bias is None else (bias,)))
 
 
 class LinearPackedParams(Module):

@@ -23,7 +23,8 @@ import numpy as np
 from .. import get_backend
 from ...graph.passes.fold import _Slot
 from ...graph.passes.fuse import FusedOp, chain_record, fuse_elementwise
-from ...kernels import Elementwise
+from ...kernels import Elementwise, Fused
+from ...ops.registry import OPS
 from ...onnx._traced import ExportError, Size, Traced
 from . import kernels
 from .dims import Dim, contiguous_strides, dim, product
@@ -277,6 +278,11 @@ def _reshaped(ref: Ref, shape):
 def lower_matmul(low: Lowering, node, attrs) -> Ref:
     a, b = (low.ref(v) for v in node.inputs)
     out = low.new(node.output)
+    _matmul_step(low, a, b, out)
+    return out
+
+
+def _matmul_step(low: Lowering, a: Ref, b: Ref, out: Ref) -> None:
     if len(a.shape) == 1:
         a = Ref(a.buffer, (1, *a.shape), (0, *a.strides), a.offset)
     if len(b.shape) == 1:
@@ -292,6 +298,29 @@ def lower_matmul(low: Lowering, node, attrs) -> Ref:
     quantized = _read_weight(b, params, inputs)
     wgsl = kernels.matmul(len(batch), quantized)
     low.add_step("matmul", inputs, out, {"m": m, "n": n, "k": k, "batch": list(batch)}, wgsl, params, total)
+
+
+def lower_quantized_linear(low: Lowering, node, attrs) -> Ref:
+    """A dynamic-quantized Linear (webgrad.ao.quantization) as the bundle's int8 matmul: the weight
+    as stored (int8, its scale per row), then the bias. A bundle does not quantize activations, so
+    its results differ from the eager layer's by x's rounding to 255 levels there."""
+    x = low.ref(node.inputs[0])
+    weight, scale, *bias = node.inputs[1:]
+    if any(v.source != "capture" for v in (weight, scale)):
+        raise ExportError(f"webgrad.export: a quantized Linear's weight is computed in forward ({low.where()}); "
+                          f"a bundle stores it as it is")
+    q = np.ascontiguousarray(low.backend.to_numpy(weight.data))
+    (n, k), name = q.shape, low.param_names.get(id(weight.data)) or f"const.{weight.id}"
+    stored = low.buffer("int8", q.shape, "weight", q, name)
+    scales = np.broadcast_to(low.backend.to_numpy(scale.data).astype(np.float32), (n,)).copy()
+    stored.scale = low.buffer("float32", (n,), "weight", scales, name + ".scale")
+    out = low.new(node.output)
+    product = Ref(low.buffer("float32", out.shape, "step"), out.shape, out.strides) if bias else out
+    _matmul_step(low, x, Ref(stored, (k, n), (1, k)), product)
+    if bias:
+        add = OPS["add"].impls["wgsl"]
+        record = Fused(((("add", (("in", 0), ("in", 1)), ("float32", "float32"), "float32", ())),), 2, (add,))
+        low.elementwise_step([product, low.ref(bias[0])], out, record)
     return out
 
 
@@ -433,7 +462,8 @@ def lower_elementwise(low: Lowering, node, attrs) -> Ref:
 
 
 LOWERINGS = {
-    "matmul": lower_matmul, "conv2d": lower_conv2d, "max_pool2d_select": lower_max_pool,
+    "matmul": lower_matmul, "quantized_linear": lower_quantized_linear, "conv2d": lower_conv2d,
+    "max_pool2d_select": lower_max_pool,
     "softmax": lower_softmax, "log_softmax": lower_softmax, "layer_norm_core": lower_layer_norm,
     "take": lower_take, "cat": lower_cat, "unslice": lower_unslice, **dict.fromkeys(REDUCTIONS, lower_reduce),
     **dict.fromkeys(("permute", "expand", "slice", "reshape"), lower_view),

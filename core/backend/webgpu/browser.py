@@ -20,7 +20,7 @@ so a conversion never leaves a ``PyProxy`` behind; the only long-lived
 """
 from __future__ import annotations
 
-from .geometry import OPTIONAL_FEATURES, is_cpu_adapter, use_f16
+from .geometry import OPTIONAL_FEATURES, PACKED_DOT_FEATURE, is_cpu_adapter, use_f16
 from .recorder import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, DispatchTimer, Recorder, Window
 
 
@@ -66,6 +66,8 @@ class BrowserDevice(Recorder):
         except Exception as err:
             raise DeviceError(f"webgpu: requestDevice failed: {err}") from err
         use_f16("shader-f16" in features)
+        language = getattr(gpu, "wgslLanguageFeatures", None)
+        self.packed_dot = bool(language is not None and language.has(PACKED_DOT_FEATURE))
         limits = self.device.limits
         self.limits = {
             "max_storage_buffer_binding_size": int(limits.maxStorageBufferBindingSize),

@@ -33,6 +33,7 @@ from .recorder import (  # noqa: F401  (re-exported: the names callers import fr
 )
 
 _LOST = "The WGPU device was lost"  # how wgpu-py's lost callback starts its log message
+PACKED_DOT_PROBE = "fn probe(a: u32, b: u32) -> i32 { return dot4I8Packed(a, b); }"  # geometry.PACKED_DOT_FEATURE
 
 
 class _WgpuErrors(logging.Handler):
@@ -86,6 +87,7 @@ class NativeDevice(Recorder):
                                                   label="webgrad")
         self.timestamps = "timestamp-query" in features
         use_f16("shader-f16" in features)
+        self.packed_dot = self._compiles(PACKED_DOT_PROBE)
         limits = self.device.limits
         self.limits = {
             "max_storage_buffer_binding_size": int(limits["max-storage-buffer-binding-size"]),
@@ -99,6 +101,14 @@ class NativeDevice(Recorder):
         self._probe = None        # a 4-byte buffer read back by wait()
         self._listener = _WgpuErrors(self)
         logging.getLogger("wgpu").addHandler(self._listener)
+
+    def _compiles(self, source: str) -> bool:
+        """Whether ``source`` compiles here (wgpu-py lists no WGSL language features: ask naga)."""
+        try:
+            self.device.create_shader_module(code=source)
+        except Exception:  # wgpu's validation error: the feature is missing
+            return False
+        return True
 
     def make_timer(self) -> DispatchTimer:
         """A timer for webgrad.profiler to attach as ``self.timer`` (needs ``self.timestamps``)."""

@@ -54,6 +54,8 @@ _HALF_WARNED: list = []
 # The features a device is asked for where its adapter has them: 'timestamp-query' lets the
 # profiler time dispatches on the GPU; 'shader-f16' stores float16 tensors as f16 (use_f16).
 OPTIONAL_FEATURES = ("timestamp-query", "shader-f16")
+# The WGSL language feature whose dot4I8Packed sums four int8 products at once (qlinear.wgsl).
+PACKED_DOT_FEATURE = "packed_4x8_integer_dot_product"
 
 
 def use_f16(available: bool) -> None:
