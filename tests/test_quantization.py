@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import webgrad
-from conftest import assert_close, need_module
+from conftest import assert_close, need_module, requires_webgpu
 from webgrad import nn
 
 torch = need_module("torch")
@@ -100,3 +100,83 @@ def test_specs_by_name_in_place_and_errors():
         quantization.quantize_dynamic(ours, {nn.Conv2d})
     with pytest.raises(RuntimeError, match="in_features = 96"):
         ours[2](webgrad.randn(2, 5))
+
+
+def _operands(m, k, n, per_channel, bias, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((m, k)) * 2 + 0.5).astype(np.float32)
+    weight = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    scale = (rng.random(n) * 0.01 + 1e-3).astype(np.float32) if per_channel else np.float32(0.004)
+    return x, weight, scale, (rng.standard_normal(n).astype(np.float32) if bias else None)
+
+
+def _exact(x, weight, scale, bias):
+    """torch's arithmetic with the integer sums in int64 (the reference for every kernel)."""
+    lo, hi = np.float32(min(x.min(initial=0), 0)), np.float32(max(x.max(initial=0), 0))
+    s = (hi - lo) / np.float32(127)
+    s = s if s > 0 else np.float32(1)
+    zp = np.clip(np.rint(-lo / s), 0, 127)
+    q = (np.clip(np.rint(x / s) + zp, 0, 127) - zp).astype(np.int64)
+    out = (q @ weight.T.astype(np.int64)).astype(np.float32) * (s * scale)
+    return out if bias is None else out + bias
+
+
+@pytest.mark.parametrize("m, k, n, per_channel, bias", [
+    (16, 64, 96, False, True),     # rows of whole vec4s
+    (5, 37, 10, True, False),      # rows padded to 16, a narrow output
+    (130, 1024, 70, True, True),   # several tiles each way
+    (3, 1, 1, False, True),
+    (2, 1500, 3, False, False),    # sums past float32's exact integers (k > 1032)
+])
+def test_quantized_linear_is_exact(device, m, k, n, per_channel, bias):
+    """The op's integer sums are exact on every device (numpy: BLAS, float64 past k = 1032)."""
+    x, weight, scale, b = _operands(m, k, n, per_channel, bias)
+    args = [webgrad.tensor(a, device=device) for a in (x, weight, scale)]
+    got = quantization.quantized_linear(*args, None if b is None else webgrad.tensor(b, device=device))
+    np.testing.assert_allclose(got.numpy(), _exact(x, weight, scale, b), rtol=1e-6, atol=1e-6)
+
+
+@pytest.fixture(params=[True, False], ids=["dot4I8Packed", "unpacked"])
+def packed_dot(request, monkeypatch):
+    from webgrad.backend.webgpu import qlinear
+
+    monkeypatch.setattr(qlinear, "PACKED_DOT", request.param)
+    return request.param
+
+
+@requires_webgpu
+@pytest.mark.parametrize("small", [True, False], ids=["one_dispatch", "reductions"])
+def test_webgpu_kernels_match_numpy(packed_dot, small, monkeypatch):
+    """Both ways of multiplying four int8 pairs, both ways of quantizing x, a strided x and a
+    weight that starts mid-word: the same numbers as the numpy kernel, bit for bit."""
+    from webgrad.backend.webgpu import qlinear
+
+    if not small:
+        monkeypatch.setattr(qlinear, "SMALL_X", 0)
+    x, weight, scale, b = _operands(24, 48, 33, True, True, seed=3)
+    want = quantization.quantized_linear(*(webgrad.tensor(a) for a in (x, weight, scale, b))).numpy()
+    got = quantization.quantized_linear(*(webgrad.tensor(a, device="webgpu") for a in (x, weight, scale, b)))
+    np.testing.assert_array_equal(got.numpy(), want)
+    x3 = webgrad.tensor(np.ascontiguousarray(x.reshape(4, 6, 48).transpose(1, 0, 2)), device="webgpu")
+    flat = webgrad.tensor(np.concatenate([np.zeros(5, np.int8), weight.reshape(-1)]), device="webgpu")
+    got = quantization.quantized_linear(x3.transpose(0, 1), flat[5:].reshape(33, 48),
+                                        webgrad.tensor(scale, device="webgpu"), None)
+    unbiased = quantization.quantized_linear(*(webgrad.tensor(a) for a in (x, weight, scale)), None).numpy()
+    np.testing.assert_array_equal(got.numpy(), unbiased.reshape(4, 6, 33))
+
+
+@requires_webgpu
+def test_webgpu_forward_keeps_the_weight_int8():
+    """The forward multiplies the int8 weight as stored: no float32 copy of it (1 MiB here) is
+    made, the peak above the model is the quantized input and the output."""
+    model = quantization.quantize_dynamic(nn.Sequential(nn.Linear(1024, 256))).to("webgpu")
+    x = webgrad.randn(8, 1024, device="webgpu")
+    with webgrad.no_grad():
+        model(x)
+        webgrad.webgpu.synchronize()
+        webgrad.webgpu.reset_peak_memory_stats()
+        before = webgrad.webgpu.memory_allocated()
+        out = model(x)
+        peak = webgrad.webgpu.max_memory_allocated() - before
+    assert out.shape == (8, 256)
+    assert peak <= 8 * 1024 + 8 * 256 * 4 + 1024, peak  # x as int8 (and its scale), the output

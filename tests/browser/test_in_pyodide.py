@@ -134,6 +134,13 @@ ints[1::2] += 1
 tenths = webgrad.tensor([0.1, 1 / 3, 70000.0], device="webgpu").bfloat16()
 results["narrow"] = {"int8": (ints * 2).cpu().tolist(), "int8_kind": ints._data.kind,
                      "bfloat16": (tenths * 3).float().cpu().tolist(), "bfloat16_kind": tenths._data.kind}
+quantized = webgrad.ao.quantization.quantize_dynamic(model)  # the int8 kernels in the page's WGSL
+with webgrad.no_grad():
+    on_gpu = quantized(tx)
+    agree = (on_gpu.argmax(-1) == model(tx).argmax(-1)).float().mean().item()
+    on_cpu = quantized.to("cpu")(tx.cpu())
+results["int8"] = {"agree": agree, "cpu_difference": float(np.abs(on_gpu.cpu().numpy() - on_cpu.numpy()).max()),
+                   "packed_dot": webgrad.backend.get_backend("webgpu").device.packed_dot}
 results
 """
 
@@ -155,8 +162,11 @@ def test_autocast_trains_in_the_page(suite_runtime):
     tenths = webgrad.tensor([0.1, 1 / 3, 70000.0]).bfloat16()
     assert out["narrow"] == {"int8": (ints * 2).tolist(), "int8_kind": "i8",
                              "bfloat16": (tenths * 3).float().tolist(), "bfloat16_kind": "bf16"}, out["narrow"]
+    # a quantize_dynamic model runs its int8 kernels in the page with the cpu's numbers
+    assert out["int8"]["agree"] >= 0.99 and out["int8"]["cpu_difference"] <= 1e-5, out["int8"]
     print(f"autocast in the page: accuracy {mixed['accuracy']:.4f} vs float32 {full['accuracy']:.4f}, "
-          f"float16 stored as {out['half']['kind']}")
+          f"float16 stored as {out['half']['kind']}; int8 Linear top-1 agreement {out['int8']['agree']:.4f} "
+          f"(dot4I8Packed: {out['int8']['packed_dot']})")
 
 
 # What "flat" means here, measured inside the worker after a warm-up and again at
