@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import creation, dtypes
+from ..backend.numpy.backend import product_kernel
 from ..kernels import Kernel
 from ..ops._helpers import describe
 from ..ops.registry import OpError, apply, defop
@@ -62,15 +63,18 @@ def quantize_weight(weight: Tensor, per_channel: bool) -> tuple[Tensor, Tensor]:
 
 def _quantized_linear_numpy(x, weight, weight_scale, bias=None):
     """torch's arithmetic (see qlinear.wgsl): x quantized to 0..127 by its own range."""
-    one = np.float32(1)
     lo = np.minimum(x.min(initial=0), 0).astype(np.float32)
     hi = np.maximum(x.max(initial=0), 0).astype(np.float32)
     scale = (hi - lo) / np.float32(_ACTIVATION_MAX)
-    scale = scale if scale > 0 else one
+    scale = scale if scale > 0 else np.float32(1)
     zero_point = np.clip(np.rint(-lo / scale), 0, _ACTIVATION_MAX)
     centered = np.clip(np.rint(x / scale) + zero_point, 0, _ACTIVATION_MAX) - zero_point
-    wide = np.float32 if x.shape[-1] <= 1032 else np.float64  # sums of integers stay exact
-    out = (np.matmul(centered.astype(wide), weight.T.astype(wide)).astype(np.float32) * (scale * weight_scale))
+    if x.shape[-1] <= 1032:  # sums of integers exact in float32: the product as matmul takes it
+        w = weight.T.astype(np.float32)
+        product = product_kernel(centered, w)(centered, w)
+    else:
+        product = np.matmul(centered, weight.T.astype(np.float64)).astype(np.float32)
+    out = product * (scale * weight_scale)
     return (out if bias is None else out + bias).astype(np.float32)
 
 

@@ -21,6 +21,18 @@ from .wasm_gemm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy.use_w
 PASSES = ("dce", "folded", "cse", "dce", "transposed", "copies", "fused")
 
 
+def product_kernel(x, y):
+    """The function that computes ``x @ y`` here: the wasm GEMM in Pyodide, else numpy's BLAS with
+    the thread count set for the product's size (matmul, and kernels made of products)."""
+    size = matmul_size(x, y)
+    if wasm_gemm.wants(x, y, size):  # Pyodide: float32 products in wasm (see wasm/)
+        return wasm_gemm.matmul
+    blas_threads.choose(size)  # one BLAS thread for small products (see blas.py)
+    if wasm_gemm.IN_PYODIDE:  # numpy's own loop there: y goes k-major first (see wasm/)
+        return wasm_gemm.numpy_matmul
+    return NP_MATMUL
+
+
 class NumpyBackend:
     """Implements backend/protocol.py's ``Backend``."""
     name = "numpy"
@@ -40,15 +52,7 @@ class NumpyBackend:
         kernel = op.impls.get("numpy")
         if kernel is None:
             raise NotImplementedError(f"{op.name}: no numpy kernel")
-        if kernel is NP_MATMUL:
-            x, y = arrays
-            size = matmul_size(x, y)
-            if wasm_gemm.wants(x, y, size):  # Pyodide: float32 products in wasm (see wasm/)
-                return wasm_gemm.matmul
-            blas_threads.choose(size)  # one BLAS thread for small products (see blas.py)
-            if wasm_gemm.IN_PYODIDE:  # numpy's own loop there: y goes k-major first (see wasm/)
-                return wasm_gemm.numpy_matmul
-        return kernel
+        return product_kernel(*arrays) if kernel is NP_MATMUL else kernel
 
     def run_inplace(self, op, tensors, attrs):
         op.impls["numpy"](*[t._data for t in tensors], **attrs)
