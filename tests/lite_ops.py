@@ -74,7 +74,7 @@ CASES = [
     # products
     Case("linear", _seeded(lambda: (nn.Linear(7, 5), (_randn(3, 7),)))),
     Case("linear_no_bias_3d", _seeded(lambda: (nn.Linear(6, 4, bias=False), (_randn(2, 3, 6),)))),
-    # int8 weights as stored; a bundle keeps activations float32 where eager quantizes them (255 levels)
+    # int8 weights as stored; a bundle keeps activations float32 where eager quantizes them (128 levels)
     Case("quantized_linear", _seeded(lambda: (
         webgrad.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(7, 5))), (_randn(3, 7),))), tol=0.03),
     Case("quantized_linear_per_channel_3d", _seeded(lambda: (

@@ -127,6 +127,8 @@ def _exact(x, weight, scale, bias):
     (130, 1024, 70, True, True),   # several tiles each way
     (3, 1, 1, False, True),
     (2, 1500, 3, False, False),    # sums past float32's exact integers (k > 1032)
+    (3, 0, 4, False, True),        # no in features: the bias
+    (0, 5, 4, True, False),        # an empty batch
 ])
 def test_quantized_linear_is_exact(device, m, k, n, per_channel, bias):
     """The op's integer sums are exact on every device (numpy: BLAS, float64 past k = 1032)."""

@@ -7,8 +7,8 @@ At each call the input is quantized to 0..127 (uint8 with torch's ``reduce_range
 scale and zero point from its own min and max, the integer product is summed, and the result
 is scaled back to float32 and the bias added: torch's fbgemm arithmetic, on every device.
 
-All of it is one op, ``quantized_linear``: on WebGPU four dispatches (min and max of x, x to
-packed int8, the int8 product in i32 with ``dot4I8Packed`` where the WGSL feature exists; see
+All of it is one op, ``quantized_linear``: on WebGPU two dispatches (x's range and x as packed
+int8, then the int8 product summed in i32, ``dot4I8Packed`` where the WGSL feature exists; see
 qlinear.wgsl); on numpy the integers are multiplied by BLAS as float32, exact while in_features <=
 1032 (|q_x q_w| <= 127 x 128, sums below 2**24), as float64 past that.
 

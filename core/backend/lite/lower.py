@@ -303,7 +303,7 @@ def _matmul_step(low: Lowering, a: Ref, b: Ref, out: Ref) -> None:
 def lower_quantized_linear(low: Lowering, node, attrs) -> Ref:
     """A dynamic-quantized Linear (webgrad.ao.quantization) as the bundle's int8 matmul: the weight
     as stored (int8, its scale per row), then the bias. A bundle does not quantize activations, so
-    its results differ from the eager layer's by x's rounding to 255 levels there."""
+    its results differ from the eager layer's by x's rounding to 128 levels there."""
     x = low.ref(node.inputs[0])
     weight, scale, *bias = node.inputs[1:]
     if any(v.source != "capture" for v in (weight, scale)):

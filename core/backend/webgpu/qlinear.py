@@ -21,9 +21,9 @@ from .geometry import dtype_of, fold_grid, is_cpu_adapter
 from .source import read
 
 FILE = "qlinear.wgsl"
-TM = TN = 8       # a thread's block of out (the shader's consts)
+TM = TN = 8  # a thread's block of out (the shader's consts)
 WORKGROUP = 16  # threads: WG_X x WG_Y, WG_X as wide as out's columns need, up to all 16
-QUANTIZE_WG = 64   # quantize's workgroup size
+QUANTIZE_WG = 64  # quantize's @workgroup_size
 # Inputs up to this many elements are quantized by one workgroup in one dispatch (its range
 # found there too); larger ones take the reductions' two passes each, then one thread per vec4.
 SMALL_X = 1 << 17
@@ -64,8 +64,9 @@ def pack_params(m, n, k, k16, x_offset=0, lo=None, hi=None, w_offset=0, scale=No
                 bias=None, tiles_n=0, tiles=0) -> bytes:
     words = np.zeros(16, dtype=np.uint32)
     words[0:4] = (m, n, k, k16)
-    words[4:7] = (x_offset, lo.offset if lo else 0, hi.offset if hi else 0)
-    words[7:12] = (w_offset, scale.offset if scale else 0, per_row, bias.offset if bias else 0, bias is not None)
+    words[4:7] = (x_offset, 0 if lo is None else lo.offset, 0 if hi is None else hi.offset)
+    words[7:12] = (w_offset, 0 if scale is None else scale.offset, per_row, 0 if bias is None else bias.offset,
+                   bias is not None)
     words[12:14] = (tiles_n, tiles)
     return words.tobytes()
 
