@@ -185,3 +185,36 @@ def test_webgpu_float16_kernels_read_f16_without_a_float32_copy(monkeypatch):
     assert copies and max(copies) < a.size, copies  # the webgpu run made no input-sized copy
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+
+
+@requires_webgpu
+@pytest.mark.parametrize("path", ["direct", "product"])
+def test_webgpu_float16_conv2d_reads_f16_without_a_float32_copy(monkeypatch, path):
+    """conv2d forward and both backward passes read and write f16 (direct kernel, and the im2col
+    product on matmul.wgsl's f16 path): no float32 copy of x, w or the gradient, the cpu's values."""
+    from webgrad.backend.webgpu import conv, elementwise, geometry
+
+    if geometry.KIND["float16"] != "f16":
+        pytest.skip("this adapter lacks 'shader-f16'")
+    monkeypatch.setattr(conv, "PRODUCT_MIN_MACS", 0 if path == "product" else 1 << 62)
+    copies = []
+    convert = elementwise.converted
+
+    def counted(backend, array, kind):
+        if array.kind != kind:
+            copies.append(array.numel())
+        return convert(backend, array, kind)
+
+    monkeypatch.setattr(elementwise, "converted", counted)
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((2, 8, 9, 9)).astype(np.float32), rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    results = []
+    for device in ("cpu", "webgpu"):
+        xs, ws = (webgrad.tensor(a, device=device).half().requires_grad_() for a in (x, w))
+        out = webgrad.nn.functional.conv2d(xs, ws, padding=1, groups=2)
+        (out.float() * webgrad.arange(out.numel(), device=device).reshape(out.shape).cos()).sum().backward()
+        assert out.dtype is webgrad.float16 and xs.grad.dtype is webgrad.float16
+        results.append([t.detach().float().cpu().numpy() for t in (out, xs.grad, ws.grad)])
+    assert not copies, copies  # nothing on the way was widened
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=4e-3, atol=4e-3)

@@ -12,7 +12,8 @@
 //                   over the (i, j) whose divisions are exact and land inside (Ho, Wo);
 //   gw[o,c,i,j]   = sum_{n,y,x} g[n,o,y,x] * x[n, G*Cg + c, y*sh + i*dh - top, x*sw + j*dw - left].
 //
-// Bindings: 0 Params, 1 a (read), 2 b (read), 3 out (read_write, contiguous):
+// Bindings: 0 Params, 1 a (read), 2 b (read), 3 out (read_write, contiguous), each f32, or
+// f16 read as f32 (the sums are f32) and, for out, rounded as the cpu rounds:
 //   conv2d_forward          a = x, b = w, out (N, O, Ho, Wo)
 //   conv2d_backward_input   a = g, b = w, out (N, C, H, W)
 //   conv2d_backward_weight  a = g, b = x, out (O, Cg, kh, kw)
@@ -42,15 +43,23 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<SA>;
+@group(0) @binding(2) var<storage, read> b: array<SB>;
+@group(0) @binding(3) var<storage, read_write> out: array<SO>;
 
 override WG: u32 = 64;     // threads per workgroup, a power of two
 override OB: u32 = 1;      // forward / backward_input: output / input channels per thread (1 or 4)
 override LANES: u32 = 1;   // backward_weight: threads per weight element (a power of two <= WG)
+override ROUND_OUT: bool = false;  // out is f16: round each value first (WGSL leaves it to the implementation)
 
 var<workgroup> partial: array<f32, WG>;
+
+fn stored(v: f32) -> SO {
+  if (ROUND_OUT) {
+    return SO(wg_round_f16(v));
+  }
+  return SO(v);
+}
 
 fn thread_index(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
   return (wid.x + wid.y * nwg.x) * WG + lid;
@@ -91,8 +100,8 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
       var a_at = a_row + (x0 + i32(j * p.dw)) * sa.w;
       var b_at = b_o + i32(i) * sb.z + i32(j) * sb.w;
       for (var c = 0u; c < cg; c++) {
-        let v = a[u32(a_at)];
-        for (var k = 0u; k < OB; k++) { acc[k] += v * b[u32(b_at + i32(k) * sb.x)]; }
+        let v = f32(a[u32(a_at)]);
+        for (var k = 0u; k < OB; k++) { acc[k] += v * f32(b[u32(b_at + i32(k) * sb.x)]); }
         a_at += sa.y;
         b_at += sb.y;
       }
@@ -100,7 +109,7 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
   }
   let plane = p.ho * p.wo;
   let first = (n * p.o + o) * plane + oy * p.wo + ox;
-  for (var k = 0u; k < OB; k++) { out[first + k * plane] = acc[k]; }
+  for (var k = 0u; k < OB; k++) { out[first + k * plane] = stored(acc[k]); }
 }
 
 @compute @workgroup_size(WG)
@@ -136,8 +145,8 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
       var a_at = a_n + i32(oy) * sa.z + i32(ox) * sa.w;
       var b_at = b_c + i32(i) * sb.z + i32(j) * sb.w;
       for (var k = 0u; k < og; k++) {
-        let gv = a[u32(a_at)];
-        for (var q = 0u; q < OB; q++) { acc[q] += gv * b[u32(b_at + i32(q) * sb.y)]; }
+        let gv = f32(a[u32(a_at)]);
+        for (var q = 0u; q < OB; q++) { acc[q] += gv * f32(b[u32(b_at + i32(q) * sb.y)]); }
         a_at += sa.y;
         b_at += sb.x;
       }
@@ -145,7 +154,7 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
   }
   let plane = p.h * p.w;
   let first = (n * p.c + ci) * plane + h * p.w + v;
-  for (var q = 0u; q < OB; q++) { out[first + q * plane] = acc[q]; }
+  for (var q = 0u; q < OB; q++) { out[first + q * plane] = stored(acc[q]); }
 }
 
 @compute @workgroup_size(WG)
@@ -179,7 +188,7 @@ fn conv2d_backward_weight(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
         var a_at = a_n + i32(oy) * sa.z + i32(x_lo) * sa.w;
         var b_at = b_n + (i32(oy * p.sh) + dy) * sb.z + (i32(x_lo * p.sw) + dx) * sb.w;
         for (var ox = x_lo; ox < x_hi; ox++) {
-          acc += a[u32(a_at)] * b[u32(b_at)];
+          acc += f32(a[u32(a_at)]) * f32(b[u32(b_at)]);
           a_at += sa.w;
           b_at += i32(p.sw) * sb.w;
         }
@@ -195,5 +204,5 @@ fn conv2d_backward_weight(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
     }
     acc = partial[lid];
   }
-  if (valid && lane == 0u) { out[e] = acc; }
+  if (valid && lane == 0u) { out[e] = stored(acc); }
 }

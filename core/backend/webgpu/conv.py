@@ -31,7 +31,7 @@ import numpy as np
 from . import elementwise
 from . import reduce as gpu_reduce
 from .array import contiguous_strides
-from .geometry import dtype_of
+from .geometry import dtype_of, itemsize, kind_of
 from .matmul import _product
 
 FILE = "conv.wgsl"
@@ -40,6 +40,7 @@ PRODUCT_MIN_MACS = 1 << 25
 MAX_COLUMN_BYTES = 1 << 27
 WORKGROUP = 64
 LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT
+FLOATS = ("f32", "f16")  # f16 read as it is stored, summed in f32 (the products: matmul.wgsl's f16 path)
 
 
 def pack_params(x_shape, w_shape, out_hw, attrs, a, b, total) -> bytes:
@@ -77,7 +78,7 @@ def choose_lanes(x_shape, w_shape, out_hw, groups, workgroup, cpu_adapter):
 
 def conv2d(backend, op, record, arrays, attrs, shape, dtype):
     a, b = arrays
-    if a.kind != "f32" or b.kind != "f32":
+    if a.kind not in FLOATS or b.kind not in FLOATS:
         raise TypeError(f"{op.name}: not supported on webgpu for element types {a.kind}, {b.kind}; "
                         f"convert with .float()")
     entry = record.entry
@@ -92,13 +93,13 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
         gemm = _as_product(backend, entry, a, b, attrs, tuple(shape), dtype)
         if gemm is not None:
             return gemm
-    out = backend.empty(shape, "f32", op.name)
+    out = backend.empty(shape, kind_of(dtype), op.name)
     if out.numel() == 0:
         return out
     groups = attrs["groups"]
     workgroup = min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"])
     cpu_adapter = gpu_reduce.is_cpu_adapter(backend)
-    constants = {"WG": workgroup}
+    constants = {"WG": workgroup, "ROUND_OUT": out.kind == "f16"}
     total = out.numel()
     if entry == "conv2d_forward":  # four output channels per thread when they divide a group
         constants["OB"] = 4 if (w_shape[0] // groups) % 4 == 0 else 1
@@ -118,15 +119,16 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
                          f"per thread, past this CPU adapter's limit of {LOOP_TRIP_LIMIT}; split the batch or "
                          f"the channels into smaller convolutions, or move the tensors to 'cpu'")
     params = pack_params(x_shape, w_shape, out_hw, attrs, a, b, threads)
-    backend.dispatch(FILE, entry, (), None, constants, [a.buffer, b.buffer, out.buffer], params,
+    types = (("A", a.kind), ("B", b.kind), ("O", out.kind))
+    backend.dispatch(FILE, entry, types, None, constants, [a.buffer, b.buffer, out.buffer], params,
                      backend.grid(workgroups, op.name), f"{FILE}:{entry} {tuple(x_shape)} {tuple(w_shape)}")
     return out
 
 
 # -- the passes as products over im2col columns ---------------------------------------------
-def _fits(backend, elements: int) -> bool:
+def _fits(backend, elements: int, kind: str) -> bool:
     limit = min(MAX_COLUMN_BYTES, backend.limits["max_storage_buffer_binding_size"])
-    return elements * 4 <= limit
+    return elements * itemsize(kind) <= limit
 
 
 def _padded(backend, x, padding):
@@ -164,7 +166,7 @@ def _forward(backend, x, w, stride, padding, dilation, groups, dtype):
     ho = (h + top + bottom - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     wo = (wd + left + right - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     k, og = cg * kh * kw, o // groups
-    if not _fits(backend, n * groups * k * ho * wo):
+    if not _fits(backend, n * groups * k * ho * wo, x.kind):
         return None
     xp = _padded(backend, x, padding)
     cols = _contiguous_as(backend, _windows(xp, groups, (kh, kw), (ho, wo), stride, dilation),
@@ -199,7 +201,7 @@ def _as_product(backend, entry, a, b, attrs, shape, dtype):
     o, cg, kh, kw = shape
     n, _, ho, wo = a.shape
     og, k, l_total = o // groups, cg * kh * kw, n * ho * wo
-    if og < GEMM_MIN_CHANNELS or not _fits(backend, groups * k * l_total):
+    if og < GEMM_MIN_CHANNELS or not _fits(backend, groups * k * l_total, b.kind):
         return None
     if l_total > LOOP_TRIP_LIMIT and gpu_reduce.is_cpu_adapter(backend):
         return None  # the product's loop over N*L could pass a CPU adapter's silent trip limit

@@ -29,6 +29,7 @@ PRELUDES = {
     "softmax.wgsl": ("math.wgsl",),
     "layer_norm.wgsl": ("math.wgsl",),
     "reduce.wgsl": ("math.wgsl", "reduce_plain.wgsl"),
+    "conv.wgsl": ("math.wgsl",),
 }
 SPLICE_SIGNATURE = {
     "unary.wgsl": "fn op(a: A) -> O",
