@@ -153,15 +153,12 @@ def _half_computes_the_cpus_values(name, storage):
     np.testing.assert_allclose(got, weights[0].detach().float().numpy(), rtol=2 * ulp, atol=2 * ulp)
 
 
-@requires_webgpu
-def test_webgpu_float16_kernels_read_f16_without_a_float32_copy(monkeypatch):
-    """Reductions, softmax, cross entropy and layer norm read f16 as stored (and softmax and layer
-    norm write it): no float32 copy of the input is made, only a reduction's small result is cast."""
-    from webgrad.backend.webgpu import elementwise, geometry
+@pytest.fixture
+def widening_copies(monkeypatch) -> list:
+    """The sizes of the arrays WebGPU converts to another kind (a kernel's widened copies)."""
+    from webgrad.backend.webgpu import elementwise
 
-    if geometry.KIND["float16"] != "f16":
-        pytest.skip("this adapter lacks 'shader-f16'")
-    copies = []
+    copies: list = []
     convert = elementwise.converted
 
     def counted(backend, array, kind):
@@ -170,6 +167,17 @@ def test_webgpu_float16_kernels_read_f16_without_a_float32_copy(monkeypatch):
         return convert(backend, array, kind)
 
     monkeypatch.setattr(elementwise, "converted", counted)
+    return copies
+
+
+@requires_webgpu
+def test_webgpu_float16_kernels_read_f16_without_a_float32_copy(widening_copies):
+    """Reductions, softmax, cross entropy and layer norm read f16 as stored (and softmax and layer
+    norm write it): no float32 copy of the input is made, only a reduction's small result is cast."""
+    from webgrad.backend.webgpu import geometry
+
+    if geometry.KIND["float16"] != "f16":
+        pytest.skip("this adapter lacks 'shader-f16'")
     rng = np.random.default_rng(4)
     a = rng.standard_normal((64, 100)).astype(np.float32)
     labels = webgrad.tensor(rng.integers(0, 100, 64))
@@ -182,30 +190,21 @@ def test_webgpu_float16_kernels_read_f16_without_a_float32_copy(monkeypatch):
                 F.cross_entropy(x, labels.to(x.device))]
         sum(o.float().sum() for o in outs).backward()
         results.append([o.detach().float().cpu().numpy() for o in outs] + [x.grad.float().cpu().numpy()])
-    assert copies and max(copies) < a.size, copies  # the webgpu run made no input-sized copy
+    assert widening_copies and max(widening_copies) < a.size, widening_copies  # no input-sized copy
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
 
 
 @requires_webgpu
 @pytest.mark.parametrize("path", ["direct", "product"])
-def test_webgpu_float16_conv2d_reads_f16_without_a_float32_copy(monkeypatch, path):
+def test_webgpu_float16_conv2d_reads_f16_without_a_float32_copy(monkeypatch, widening_copies, path):
     """conv2d forward and both backward passes read and write f16 (direct kernel, and the im2col
     product on matmul.wgsl's f16 path): no float32 copy of x, w or the gradient, the cpu's values."""
-    from webgrad.backend.webgpu import conv, elementwise, geometry
+    from webgrad.backend.webgpu import conv, geometry
 
     if geometry.KIND["float16"] != "f16":
         pytest.skip("this adapter lacks 'shader-f16'")
     monkeypatch.setattr(conv, "PRODUCT_MIN_MACS", 0 if path == "product" else 1 << 62)
-    copies = []
-    convert = elementwise.converted
-
-    def counted(backend, array, kind):
-        if array.kind != kind:
-            copies.append(array.numel())
-        return convert(backend, array, kind)
-
-    monkeypatch.setattr(elementwise, "converted", counted)
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((2, 8, 9, 9)).astype(np.float32), rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
     results = []
@@ -215,6 +214,6 @@ def test_webgpu_float16_conv2d_reads_f16_without_a_float32_copy(monkeypatch, pat
         (out.float() * webgrad.arange(out.numel(), device=device).reshape(out.shape).cos()).sum().backward()
         assert out.dtype is webgrad.float16 and xs.grad.dtype is webgrad.float16
         results.append([t.detach().float().cpu().numpy() for t in (out, xs.grad, ws.grad)])
-    assert not copies, copies  # nothing on the way was widened
+    assert not widening_copies, widening_copies  # nothing on the way was widened
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=4e-3, atol=4e-3)
