@@ -217,3 +217,30 @@ def test_webgpu_float16_conv2d_reads_f16_without_a_float32_copy(monkeypatch, wid
     assert not widening_copies, widening_copies  # nothing on the way was widened
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=4e-3, atol=4e-3)
+
+
+@requires_webgpu
+@pytest.mark.parametrize("variant", ["register", "tiled", "four"])
+@pytest.mark.parametrize("kind", ["bf16", "f16p"])
+def test_webgpu_matmul_reads_packed_16_bit_floats(monkeypatch, widening_copies, kind, variant):
+    """bfloat16, and float16 packed two to a word (an adapter without 'shader-f16'), are multiplied as
+    stored, by every kernel variant and through vec4 and element reads: the only conversion is the
+    f32 result rounded into the packed kind, and the values are the cpu's."""
+    from webgrad.backend.webgpu import geometry, matmul as gpu_matmul
+
+    monkeypatch.setattr(gpu_matmul, "VARIANT", variant)
+    dtype = webgrad.bfloat16 if kind == "bf16" else webgrad.float16
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((8, 40)).astype(np.float32)
+    results = []
+    with float16_stored_as("f16p" if kind == "f16p" else geometry.KIND["float16"]):
+        for device in ("cpu", "webgpu"):
+            x, w = webgrad.tensor(a, device=device).to(dtype), webgrad.tensor(b, device=device).to(dtype)
+            outs = [x @ w.t(), x[:, 1:38] @ w[:, 1:38].t(), x.t()[3:7].t() @ w[:, 3:7].t()]  # vec4 and element reads
+            if device == "webgpu":
+                assert x._data.kind == kind and all(o.dtype is dtype for o in outs)
+            results.append([o.float().cpu().numpy() for o in outs])
+    assert widening_copies and max(widening_copies) <= 24 * 8, widening_copies  # the results' rounding only
+    ulp = 2.0 ** (-8 if kind == "bf16" else -11)
+    for got, want in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, want, rtol=2 * ulp, atol=2 * ulp * np.abs(want).max())

@@ -8,11 +8,15 @@
 // applied to C (bias add, activation, a mask: webgrad.graph's epilogue pass) that
 // reads up to two extra inputs bound at 4 and 5, addressed through ext0/ext1.
 //
-// Bindings: 0 Params, 1 a, 2 b, 3 out. Every buffer is bound as array<vec4<T>>
+// Bindings: 0 Params, 1 a, 2 b, 3 out. Every buffer is bound as array<vec4<S..>>
 // (pooled buffers are multiples of 256 bytes), so one binding serves both
-// element reads (a[e >> 2][e & 3]) and vec4 reads where the strides allow them.
+// element reads and vec4 reads where the strides allow them.
 // T is f32 or i32 (an alias line prepended by the loader), the type the kernel computes in;
-// ST the one the buffers hold: T, or f16 for float16 (loaded as f32, summed in f32, stored as f16).
+// SA, SB, SO the ones the buffers hold: T, f16 for float16 (loaded as f32, summed in f32, stored
+// as f16), or u32 words of two packed 16-bit floats (bfloat16, float16 without 'shader-f16'; read
+// only: such a product is stored as f32 and rounded by the launcher). The loader generates
+// a_at(e) / b_at(e) (element e as T) and a_vec(e) / b_vec(e) (elements e .. e + 3, e a multiple
+// of 4, as vec4<T>) for the operands' kinds (source.matmul_readers).
 //
 // Element addresses (in elements; strides may be 0 or negative):
 //   A[b, i, k] = a_offset + batch_a(b) + i * stride_am + k * stride_ak
@@ -55,9 +59,9 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<vec4<ST>>;
-@group(0) @binding(2) var<storage, read> b: array<vec4<ST>>;
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<ST>>;
+@group(0) @binding(1) var<storage, read> a: array<vec4<SA>>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<SB>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<SO>>;
 
 override WG_X: u32 = 8u;         // threads along N
 override WG_Y: u32 = 8u;         // threads along M
@@ -73,24 +77,6 @@ const MAX_TN4: u32 = 4u;
 const MAX_TN: u32 = 16u;         // 4 * MAX_TN4
 const TILED_MAX_TM: u32 = 8u;
 const TILED_MAX_TN4: u32 = 2u;
-
-fn a_at(e: i32) -> T {
-  let u = u32(e);
-  return T(a[u >> 2u][u & 3u]);
-}
-
-fn b_at(e: i32) -> T {
-  let u = u32(e);
-  return T(b[u >> 2u][u & 3u]);
-}
-
-fn a_vec(e: i32) -> vec4<T> {
-  return vec4<T>(a[u32(e) >> 2u]);
-}
-
-fn b_vec(e: i32) -> vec4<T> {
-  return vec4<T>(b[u32(e) >> 2u]);
-}
 
 // Which tile of which batch a workgroup computes, and where that batch's A and B start.
 struct Place {
@@ -131,10 +117,10 @@ fn store4(v: vec4<T>, batch: u32, row: u32, col: u32) {
   let w = epilogue(v, batch, row, col);
   let e = (batch * m + row) * n + col;
   if (p.grid.w == 1u) {  // N % 4 == 0: rows of C start at multiples of 4, write whole vec4s
-    out[e >> 2u] = vec4<ST>(w);
+    out[e >> 2u] = vec4<SO>(w);
   } else {
     for (var c = 0u; c < min(4u, n - col); c = c + 1u) {
-      out[(e + c) >> 2u][(e + c) & 3u] = ST(w[c]);
+      out[(e + c) >> 2u][(e + c) & 3u] = SO(w[c]);
     }
   }
 }

@@ -13,7 +13,7 @@ from ...kernels import Program
 from . import large
 from .elementwise import _plan
 from .geometry import broadcast_strides, kind_of
-from .source import accessors, aliases, assemble, fill, read, splice
+from .source import accessors, aliases, assemble, fill, matmul_readers, read, splice
 
 
 _PLANS: dict = {}  # launch geometry by (record, operands' geometry): replays repeat the same shapes
@@ -46,11 +46,11 @@ def launch_fused(backend, op, record, arrays, attrs, shape, dtype, out=None):
 
 
 @functools.lru_cache(maxsize=256)
-def matmul_epilogue_source(record, kind: str) -> str:
+def matmul_epilogue_source(record, types) -> str:
     """matmul.wgsl whose ``epilogue()`` runs the chain ``record`` on each stored value of C:
     chain input 0 is the product, inputs 1 and 2 the float32 buffers of matmul_epilogue.wgsl."""
     reads = ["v", "ext0_at(batch, row, col)", "ext1_at(batch, row, col)"][:record.inputs]
-    return "\n".join(aliases([("T", kind)]) + [read("math.wgsl"), read("matmul_epilogue.wgsl"),
+    return "\n".join(aliases(types) + matmul_readers(types) + [read("math.wgsl"), read("matmul_epilogue.wgsl"),
                       splice("fn chain(v: T, batch: u32, row: u32, col: u32) -> T", record, reads),
                       read("matmul.wgsl")])
 

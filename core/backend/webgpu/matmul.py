@@ -21,7 +21,7 @@ import numpy as np
 from ...kernels import Elementwise, Program
 from .array import contiguous_strides
 from . import elementwise, fused, geometry, large
-from .geometry import broadcast_strides, coalesce, is_cpu_adapter, kind_of
+from .geometry import broadcast_strides, coalesce, dtype_of, is_cpu_adapter, kind_of
 from .reduce import LOOP_TRIP_LIMIT
 
 FILE = "matmul.wgsl"
@@ -30,6 +30,10 @@ VARIANT: str | None = None  # None: chosen per adapter; "register" or "tiled" to
 
 
 ADD = Elementwise("a + b")  # the partial products of a product split along its inner dimension
+# What the kernels read (source.matmul_readers): the kind computed in, f16, and 16-bit floats
+# packed two to a word (bfloat16; float16 on an adapter without 'shader-f16'), never stored.
+PACKED_FLOATS = ("f16p", "bf16")
+KINDS = ("f32", "i32", "f16", *PACKED_FLOATS)
 
 # Largest per-thread blocks the kernels hold (MAX_TM/MAX_TN4 and TILED_MAX_* in matmul.wgsl).
 LIMITS = {"matmul": (16, 4), "matmul_tiled": (8, 2), "matmul_4x4": (4, 1)}
@@ -264,7 +268,9 @@ def matmul_epilogue(backend, op, record, arrays, attrs, shape, dtype):
 
 def _product(backend, a, b, shape, dtype, epilogue=None):
     kind = kind_of(dtype)
-    if kind not in ("f32", "i32", "f16"):
+    if kind in PACKED_FLOATS:  # read as stored; the sums are stored as f32, then rounded into the packed kind
+        return elementwise.converted(backend, _product(backend, a, b, shape, dtype_of("f32"), epilogue), kind)
+    if kind not in ("f32", "i32", "f16") or a.kind not in KINDS or b.kind not in KINDS:
         raise TypeError(f"matmul: not supported on webgpu for {dtype.name} tensors")
     out = backend.empty(shape, kind, "matmul")
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
@@ -296,15 +302,16 @@ def _product(backend, a, b, shape, dtype, epilogue=None):
     else:
         constants.update(A_VEC=a_mode, B_VEC=b_mode)
     grid = fold_grid(backend, total, label)
+    types = (("T", kind), ("A", a.kind), ("B", b.kind), ("O", kind))
     if epilogue is None:
         params = pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, dims, a_batch, b_batch)
-        backend.dispatch(FILE, blocking.entry, (("T", kind),), "v", constants,
-                         [a.buffer, b.buffer, out.buffer], params, grid, label)
+        backend.dispatch(FILE, blocking.entry, types, "v", constants, [a.buffer, b.buffer, out.buffer], params, grid,
+                         label)
         return out
     chain, ext, strides = epilogue
     params = pack_params(m, n, k, count, tiles_n, tiles_m, total, a, b, dims, a_batch, b_batch,
                          [(e.offset, s) for e, s in zip(ext, strides)])
-    program = Program.of(FILE, blocking.entry, (("T", kind),), None, constants, generated=chain)
+    program = Program.of(FILE, blocking.entry, types, None, constants, generated=chain)
     backend.run_program(program, [a.buffer, b.buffer, out.buffer] + [e.buffer for e in ext], params, grid, label,
-                   source=fused.matmul_epilogue_source(chain, kind))
+                        source=fused.matmul_epilogue_source(chain, types))
     return out

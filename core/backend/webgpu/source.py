@@ -30,6 +30,7 @@ PRELUDES = {
     "layer_norm.wgsl": ("math.wgsl",),
     "reduce.wgsl": ("math.wgsl", "reduce_plain.wgsl"),
     "conv.wgsl": ("math.wgsl",),
+    "matmul.wgsl": ("math.wgsl",),
 }
 SPLICE_SIGNATURE = {
     "unary.wgsl": "fn op(a: A) -> O",
@@ -96,6 +97,30 @@ def accessors(file: str, types) -> list[str]:
     return lines
 
 
+def matmul_readers(types) -> list[str]:
+    """matmul.wgsl's a_at(e) / b_at(e) and a_vec(e) / b_vec(e) (see there) for the kinds of A and B:
+    a buffer of vec4s of the element, or of packed 16-bit floats (two to a word, a vec4 of words
+    holding 8)."""
+    kinds = dict(types)
+    lines = []
+    for buffer in "ab":
+        kind = kinds[buffer.upper()]
+        if kind in PACKED:
+            value = PACKING[kind][1]  # the value of a word's low 16 bits
+            lines += [f"fn {buffer}_at(e: i32) -> T {{",
+                      "  let u = u32(e);",
+                      f"  return {value}({buffer}[u >> 3u][(u >> 1u) & 3u] >> ((u & 1u) * 16u));", "}",
+                      f"fn {buffer}_vec(e: i32) -> vec4<T> {{",
+                      f"  let q = {buffer}[u32(e) >> 3u];",
+                      "  let w = select(q.xy, q.zw, (u32(e) & 4u) != 0u);",
+                      f"  return vec4<T>({value}(w.x), {value}(w.x >> 16u), {value}(w.y), {value}(w.y >> 16u));",
+                      "}"]
+        else:
+            lines += [f"fn {buffer}_at(e: i32) -> T {{ return T({buffer}[u32(e) >> 2u][u32(e) & 3u]); }}",
+                      f"fn {buffer}_vec(e: i32) -> vec4<T> {{ return vec4<T>({buffer}[u32(e) >> 2u]); }}"]
+    return lines
+
+
 def _packed_at(kind: str) -> tuple[str, str, str]:
     """WGSL for element i of a packed ``kind``: its word, its bits' shift in the word, their mask."""
     bits = PACKING[kind][0]
@@ -126,6 +151,8 @@ def assemble(file: str, types: tuple = (), expr: str | None = None, chain=None) 
     parts = aliases(types) + [read(p) for p in PRELUDES.get(file, ())]
     if file in OPERANDS:
         parts += accessors(file, types)
+    if file == "matmul.wgsl":
+        parts += matmul_readers(types)
     if expr is not None:
         parts.append(f"{SPLICE_SIGNATURE[file]} {{\n  return {expr};\n}}")
     if chain is not None:
