@@ -155,7 +155,8 @@ def _half_computes_the_cpus_values(name, storage):
 
 @pytest.fixture
 def widening_copies(monkeypatch) -> list:
-    """The sizes of the arrays WebGPU converts to another kind (a kernel's widened copies)."""
+    """(kind, size) of each array WebGPU converts to another kind: a kernel's widened copies of
+    its inputs, or a result computed in f32 rounded into a narrow kind."""
     from webgrad.backend.webgpu import elementwise
 
     copies: list = []
@@ -163,7 +164,7 @@ def widening_copies(monkeypatch) -> list:
 
     def counted(backend, array, kind):
         if array.kind != kind:
-            copies.append(array.numel())
+            copies.append((array.kind, array.numel()))
         return convert(backend, array, kind)
 
     monkeypatch.setattr(elementwise, "converted", counted)
@@ -190,33 +191,39 @@ def test_webgpu_float16_kernels_read_f16_without_a_float32_copy(widening_copies)
                 F.cross_entropy(x, labels.to(x.device))]
         sum(o.float().sum() for o in outs).backward()
         results.append([o.detach().float().cpu().numpy() for o in outs] + [x.grad.float().cpu().numpy()])
-    assert widening_copies and max(widening_copies) < a.size, widening_copies  # no input-sized copy
+    assert widening_copies and max(n for _, n in widening_copies) < a.size, widening_copies  # no input-sized copy
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
 
 
 @requires_webgpu
 @pytest.mark.parametrize("path", ["direct", "product"])
-def test_webgpu_float16_conv2d_reads_f16_without_a_float32_copy(monkeypatch, widening_copies, path):
-    """conv2d forward and both backward passes read and write f16 (direct kernel, and the im2col
-    product on matmul.wgsl's f16 path): no float32 copy of x, w or the gradient, the cpu's values."""
+@pytest.mark.parametrize("kind", ["f16", "f16p", "bf16"])
+def test_webgpu_half_conv2d_reads_its_inputs_as_stored(monkeypatch, widening_copies, kind, path):
+    """conv2d forward and both backward passes read f16, bfloat16 and packed float16 as stored
+    (direct kernel, and the im2col product on matmul.wgsl's readers): no float32 copy of x, w or
+    the gradient (a packed result is summed in f32, then rounded), the cpu's values."""
     from webgrad.backend.webgpu import conv, geometry
 
-    if geometry.KIND["float16"] != "f16":
+    if kind == "f16" and geometry.KIND["float16"] != "f16":
         pytest.skip("this adapter lacks 'shader-f16'")
+    dtype = webgrad.bfloat16 if kind == "bf16" else webgrad.float16
     monkeypatch.setattr(conv, "PRODUCT_MIN_MACS", 0 if path == "product" else 1 << 62)
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((2, 8, 9, 9)).astype(np.float32), rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
     results = []
-    for device in ("cpu", "webgpu"):
-        xs, ws = (webgrad.tensor(a, device=device).half().requires_grad_() for a in (x, w))
-        out = webgrad.nn.functional.conv2d(xs, ws, padding=1, groups=2)
-        (out.float() * webgrad.arange(out.numel(), device=device).reshape(out.shape).cos()).sum().backward()
-        assert out.dtype is webgrad.float16 and xs.grad.dtype is webgrad.float16
-        results.append([t.detach().float().cpu().numpy() for t in (out, xs.grad, ws.grad)])
-    assert not widening_copies, widening_copies  # nothing on the way was widened
+    with float16_stored_as("f16p" if kind == "f16p" else geometry.KIND["float16"]):
+        for device in ("cpu", "webgpu"):
+            xs, ws = (webgrad.tensor(a, device=device).to(dtype).requires_grad_() for a in (x, w))
+            out = webgrad.nn.functional.conv2d(xs, ws, padding=1, groups=2)
+            (out.float() * webgrad.arange(out.numel(), device=device).reshape(out.shape).cos()).sum().backward()
+            assert out.dtype is dtype and xs.grad.dtype is dtype
+            assert device == "cpu" or xs._data.kind == kind
+            results.append([t.detach().float().cpu().numpy() for t in (out, xs.grad, ws.grad)])
+    assert not [n for k, n in widening_copies if k != "f32"], widening_copies  # nothing read was widened
+    ulp = 2.0 ** (-8 if kind == "bf16" else -11)
     for got, want in zip(results[1], results[0]):
-        np.testing.assert_allclose(got, want, rtol=4e-3, atol=4e-3)
+        np.testing.assert_allclose(got, want, rtol=4 * ulp, atol=4 * ulp * np.abs(want).max())
 
 
 @requires_webgpu
@@ -240,7 +247,7 @@ def test_webgpu_matmul_reads_packed_16_bit_floats(monkeypatch, widening_copies, 
             if device == "webgpu":
                 assert x._data.kind == kind and all(o.dtype is dtype for o in outs)
             results.append([o.float().cpu().numpy() for o in outs])
-    assert widening_copies and max(widening_copies) <= 24 * 8, widening_copies  # the results' rounding only
+    assert not [n for k, n in widening_copies if k != "f32"], widening_copies  # only results are rounded
     ulp = 2.0 ** (-8 if kind == "bf16" else -11)
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=2 * ulp, atol=2 * ulp * np.abs(want).max())

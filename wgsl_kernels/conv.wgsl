@@ -12,8 +12,9 @@
 //                   over the (i, j) whose divisions are exact and land inside (Ho, Wo);
 //   gw[o,c,i,j]   = sum_{n,y,x} g[n,o,y,x] * x[n, G*Cg + c, y*sh + i*dh - top, x*sw + j*dw - left].
 //
-// Bindings: 0 Params, 1 a (read), 2 b (read), 3 out (read_write, contiguous), each f32, or
-// f16 read as f32 (the sums are f32) and, for out, rounded as the cpu rounds:
+// Bindings: 0 Params, 1 a (read), 2 b (read), 3 out (read_write, contiguous). a and b are read
+// through load_a/load_b (generated: f32, f16, or 16-bit floats packed two to a word, each as f32;
+// the sums are f32); out is f32, or f16 rounded as the cpu rounds:
 //   conv2d_forward          a = x, b = w, out (N, O, Ho, Wo)
 //   conv2d_backward_input   a = g, b = w, out (N, C, H, W)
 //   conv2d_backward_weight  a = g, b = x, out (O, Cg, kh, kw)
@@ -100,8 +101,8 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
       var a_at = a_row + (x0 + i32(j * p.dw)) * sa.w;
       var b_at = b_o + i32(i) * sb.z + i32(j) * sb.w;
       for (var c = 0u; c < cg; c++) {
-        let v = f32(a[u32(a_at)]);
-        for (var k = 0u; k < OB; k++) { acc[k] += v * f32(b[u32(b_at + i32(k) * sb.x)]); }
+        let v = load_a(u32(a_at));
+        for (var k = 0u; k < OB; k++) { acc[k] += v * load_b(u32(b_at + i32(k) * sb.x)); }
         a_at += sa.y;
         b_at += sb.y;
       }
@@ -145,8 +146,8 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
       var a_at = a_n + i32(oy) * sa.z + i32(ox) * sa.w;
       var b_at = b_c + i32(i) * sb.z + i32(j) * sb.w;
       for (var k = 0u; k < og; k++) {
-        let gv = f32(a[u32(a_at)]);
-        for (var q = 0u; q < OB; q++) { acc[q] += gv * f32(b[u32(b_at + i32(q) * sb.y)]); }
+        let gv = load_a(u32(a_at));
+        for (var q = 0u; q < OB; q++) { acc[q] += gv * load_b(u32(b_at + i32(q) * sb.y)); }
         a_at += sa.y;
         b_at += sb.x;
       }
@@ -188,7 +189,7 @@ fn conv2d_backward_weight(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
         var a_at = a_n + i32(oy) * sa.z + i32(x_lo) * sa.w;
         var b_at = b_n + (i32(oy * p.sh) + dy) * sb.z + (i32(x_lo * p.sw) + dx) * sb.w;
         for (var ox = x_lo; ox < x_hi; ox++) {
-          acc += f32(a[u32(a_at)]) * f32(b[u32(b_at)]);
+          acc += load_a(u32(a_at)) * load_b(u32(b_at));
           a_at += sa.w;
           b_at += i32(p.sw) * sb.w;
         }

@@ -43,7 +43,8 @@ _TYPE_NAME = re.compile(r"\b([ABO])\b")
 # each is computed in: each gets a load_<buffer>(i), and an elementwise shader's output a
 # store_out(i, v) (``accessors``).
 OPERANDS = {"unary.wgsl": (("a", "A"),), "binary.wgsl": (("a", "A"), ("b", "A")),
-            "ternary.wgsl": (("a", "A"), ("b", "B"), ("c", "B")), "reduce.wgsl": (("x", "X"),)}
+            "ternary.wgsl": (("a", "A"), ("b", "B"), ("c", "B")), "reduce.wgsl": (("x", "X"),),
+            "conv.wgsl": (("a", "A"), ("b", "B"))}
 STORES = ("unary.wgsl", "binary.wgsl", "ternary.wgsl")
 # The packed kinds' bits per element, and math.wgsl's functions from an element's bits to its
 # value and from a value to its bits.
