@@ -251,3 +251,39 @@ def test_webgpu_matmul_reads_packed_16_bit_floats(monkeypatch, widening_copies, 
     ulp = 2.0 ** (-8 if kind == "bf16" else -11)
     for got, want in zip(results[1], results[0]):
         np.testing.assert_allclose(got, want, rtol=2 * ulp, atol=2 * ulp * np.abs(want).max())
+
+
+@requires_webgpu
+@pytest.mark.parametrize("kind", ["f16", "f16p", "bf16"])
+@pytest.mark.parametrize("name, kwargs", [("Adam", {"lr": 0.01}), ("AdamW", {"lr": 0.01, "amsgrad": True}),
+                                          ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
+                                          ("RMSprop", {"lr": 0.01, "centered": True}), ("Adadelta", {})])
+def test_webgpu_optimizers_update_half_parameters_as_stored(monkeypatch, widening_copies, kind, name, kwargs):
+    """An optimizer updates float16 and bfloat16 parameters and states in place as stored (f32
+    arithmetic, each value rounded once): no widened copies, the same bits as the widened run."""
+    import importlib
+
+    from webgrad.backend.webgpu import geometry
+
+    if kind == "f16" and geometry.KIND["float16"] != "f16":
+        pytest.skip("this adapter lacks 'shader-f16'")
+    dtype = webgrad.bfloat16 if kind == "bf16" else webgrad.float16
+    rng = np.random.default_rng(7)
+    start, grads = rng.standard_normal(37).astype(np.float32), rng.standard_normal((3, 37)).astype(np.float32)
+
+    def trained():
+        with float16_stored_as("f16p" if kind == "f16p" else geometry.KIND["float16"]):
+            w = webgrad.tensor(start, device="webgpu").to(dtype).requires_grad_()
+            opt = getattr(webgrad.optim, name)([w], **kwargs)
+            for g in grads:
+                w.grad = webgrad.tensor(g, device="webgpu").to(dtype)
+                opt.step()
+            assert w._data.kind == kind
+            return w.detach().float().cpu().numpy()
+
+    as_stored = trained()
+    assert not [n for k, n in widening_copies if k != "f32"], widening_copies
+    backend = importlib.import_module("webgrad.backend.webgpu.backend")
+    monkeypatch.delitem(backend._NARROW_AWARE, "optim.optim_step")  # the update on widened copies
+    np.testing.assert_array_equal(as_stored, trained())
+    assert [n for k, n in widening_copies if k != "f32"]  # that run did widen

@@ -7,7 +7,8 @@
 //
 // Uniform: Params (the scalars, shared: members of a group have equal attrs), then one
 // Member each. Bindings, member by member: its gradient (read), then its parameter and
-// state buffers in the op's order (read_write), all contiguous f32.
+// state buffers in the op's order (read_write), all contiguous: f32, f16 or 16-bit floats packed
+// two to a word (optim_member.wgsl loads and stores each as f32).
 // Grid: ceil(total elements / WG) workgroups, folded into (x, y) past the per-dimension limit.
 
 struct Member {

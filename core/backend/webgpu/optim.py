@@ -7,7 +7,9 @@ The op's inputs come "written first, gradient last" (core/optim/updates.py); the
 kernel binds the gradient first (1) and the written buffers after it (2, 3, ...).
 Every scalar is rounded to float32 here, from the same float64 expressions the
 numpy kernels use (``1 - dampening``, ``-lr``, ...), so both backends see the
-same constants.
+same constants. float16 and bfloat16 parameters, states and gradients are updated as
+stored (``KINDS``): loaded as f32, each result rounded once as it is written back,
+the same bits as an update on widened copies without the copies.
 """
 from __future__ import annotations
 
@@ -19,12 +21,14 @@ import numpy as np
 from ...kernels import Program
 from . import large
 from .elementwise import WORKGROUP
-from .source import fill, read
+from .geometry import ELEMENTS, PACKED
+from .source import PACKING, fill, read
 
 FILE = "optim.wgsl"  # the update functions
 TEMPLATE = "optim_step.wgsl"  # the entry point over one or a group of parameters
 MEMBER = "optim_member.wgsl"
 MEMBER_BYTES = 32
+KINDS = ("f32", "f16", "f16p", "bf16")  # parameters, states and gradients updated as stored (f32 arithmetic)
 MAXIMIZE, NESTEROV, FIRST_STEP, DAMPENED, DECOUPLED, LERP_FROM_END = 1, 2, 4, 8, 16, 32
 FIELDS = ("weight_decay", "neg_lr", "momentum", "one_minus_dampening", "decay", "rate", "one_minus_rate",
           "lerp_weight", "lerp_complement", "bias_correction2_sqrt", "eps")
@@ -118,9 +122,9 @@ def optim_step(backend, op, record, arrays, attrs, shape, dtype):
 def update(backend, op_name, arrays, attrs):
     """One optimizer step ``op_name`` on (param, *state buffers, grad)."""
     *written, grad = arrays
-    for name, a in zip(("param",) + ("state",) * len(written), written):
-        if a.kind != "f32":
-            raise TypeError(f"{op_name}: webgpu optimizers update float32 tensors, got a {a.kind} {name}")
+    for name, a in zip(("param",) + ("state",) * len(written) + ("grad",), arrays):
+        if a.kind not in KINDS:
+            raise TypeError(f"{op_name}: webgpu optimizers update floating-point tensors, got a {a.kind} {name}")
         if not a.is_contiguous():
             raise ValueError(f"{op_name}: webgpu updates contiguous parameters and state in place; this "
                              f"{name} of shape {a.shape} is a strided view (use .contiguous() parameters)")
@@ -137,8 +141,8 @@ def update(backend, op_name, arrays, attrs):
 
 def run(backend, op_name, members, attrs, label) -> None:
     """One dispatch of the update ``op_name`` over ``members``, each (param, *state buffers,
-    grad), contiguous float32 with no buffer bound twice: optim_step.wgsl."""
-    arity, rows, start = len(members[0]), [], 0
+    grad), contiguous, of KINDS, with no buffer bound twice: optim_step.wgsl."""
+    rows, start = [], 0
     for *written, grad in members:
         n = written[0].numel()
         rows.append((n, grad.offset, start, [a.offset for a in written]))
@@ -146,18 +150,45 @@ def run(backend, op_name, members, attrs, label) -> None:
     if start == 0:
         return
     flags, values = _scalars(op_name, attrs)
-    program = Program.of(TEMPLATE, "main", constants={"WG": WORKGROUP}, generated=(op_name, arity, len(members)))
+    kinds = tuple(tuple(a.kind for a in (grad, *written)) for *written, grad in members)
+    program = Program.of(TEMPLATE, "main", constants={"WG": WORKGROUP}, generated=(op_name, kinds))
     buffers = [a.buffer for *written, grad in members for a in (grad, *written)]
     grid = backend.grid(-(-start // WORKGROUP), label)
     backend.run_program(program, buffers, _params(flags, values) + _members(rows), grid, label,
-                        source=step_source(op_name, arity, len(members)))
+                        source=step_source(op_name, kinds))
+
+
+def _access(kind: str, buffer: str, writes: bool) -> tuple[str, str, str]:
+    """(WGSL element type, load of element o as f32, store of f32 ``value`` at o) for a buffer of
+    ``kind``: f32 and f16 as they are; a packed 16-bit float from and into its half of a word
+    (atomics where the buffer is written: the word's other half is another thread's)."""
+    if kind not in PACKED:
+        return ELEMENTS[kind].wgsl, f"f32({buffer}[o])", f"{buffer}[o] = {ELEMENTS[kind].wgsl}(value);"
+    _, value_of, bits_of = PACKING[kind]
+    shift = "((o & 1u) * 16u)"
+    if not writes:
+        return "u32", f"{value_of}({buffer}[o >> 1u] >> {shift})", ""
+    word = f"&{buffer}[o >> 1u]"
+    return ("atomic<u32>", f"{value_of}(atomicLoad({word}) >> {shift})",
+            f"atomicAnd({word}, ~(0xffffu << {shift})); atomicOr({word}, {bits_of}(value) << {shift});")
 
 
 @functools.lru_cache(maxsize=64)
-def step_source(op_name: str, arity: int, count: int) -> str:
-    """optim.wgsl's functions and optim_step.wgsl filled for ``count`` members of ``arity``
-    buffers each (the gradient first at 1 + j * arity, then the written ones)."""
-    members = [fill(MEMBER, [{"k": k, "binding": 2 + j * arity + k} for k in range(arity - 1)],
-                    j=j, grad=1 + j * arity, update=op_name) for j in range(count)]
-    entry = fill(TEMPLATE, [{"k": j} for j in range(count)], count=count, members="\n".join(members))
-    return read(FILE) + "\n" + entry
+def step_source(op_name: str, kinds: tuple) -> str:
+    """optim.wgsl's functions and optim_step.wgsl filled for one member per entry of ``kinds``,
+    the element kinds of its gradient and written buffers (the gradient bound first, at
+    1 + j * arity, then the written ones)."""
+    members = []
+    for j, (grad_kind, *written) in enumerate(kinds):
+        arity = 1 + len(written)
+        grad_type, grad_load, _ = _access(grad_kind, f"grad_{j}", writes=False)
+        rows = []
+        for k, kind in enumerate(written):
+            wgsl_type, load, store = _access(kind, f"w{k}_{j}", writes=True)
+            rows.append({"k": k, "binding": 2 + j * arity + k, "type": wgsl_type, "load": load,
+                         "store": store.replace("value", f"v[{k}]")})
+        members.append(fill(MEMBER, rows, j=j, grad=1 + j * arity, update=op_name, grad_type=grad_type,
+                            grad_load=grad_load))
+    entry = fill(TEMPLATE, [{"k": j} for j in range(len(kinds))], count=len(kinds), members="\n".join(members))
+    used = {kind for member in kinds for kind in member}
+    return "\n".join((["enable f16;"] if "f16" in used else []) + [read("math.wgsl"), read(FILE), entry])
