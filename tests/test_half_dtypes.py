@@ -172,28 +172,33 @@ def widening_copies(monkeypatch) -> list:
 
 
 @requires_webgpu
-def test_webgpu_float16_kernels_read_f16_without_a_float32_copy(widening_copies):
-    """Reductions, softmax, cross entropy and layer norm read f16 as stored (and softmax and layer
-    norm write it): no float32 copy of the input is made, only a reduction's small result is cast."""
+@pytest.mark.parametrize("kind", ["f16", "f16p", "bf16"])
+def test_webgpu_half_kernels_read_their_inputs_as_stored(widening_copies, kind):
+    """Reductions, softmax, cross entropy and layer norm read f16, bfloat16 and packed float16 as
+    stored (and softmax and layer norm write f16): no float32 copy of the input is made, only small
+    results (a reduction's, the loss gradient per row) are converted; the cpu's values."""
     from webgrad.backend.webgpu import geometry
 
-    if geometry.KIND["float16"] != "f16":
+    if kind == "f16" and geometry.KIND["float16"] != "f16":
         pytest.skip("this adapter lacks 'shader-f16'")
+    dtype = webgrad.bfloat16 if kind == "bf16" else webgrad.float16
     rng = np.random.default_rng(4)
     a = rng.standard_normal((64, 100)).astype(np.float32)
     labels = webgrad.tensor(rng.integers(0, 100, 64))
-    cpu = webgrad.tensor(a).half().requires_grad_()
-    gpu = webgrad.tensor(a, device="webgpu").half().requires_grad_()
     results = []
-    for x in (cpu, gpu):
-        F = webgrad.nn.functional
-        outs = [x.softmax(-1), x.log_softmax(0), F.layer_norm(x, (100,)), x.sum(1), x.amax(0),
-                F.cross_entropy(x, labels.to(x.device))]
-        sum(o.float().sum() for o in outs).backward()
-        results.append([o.detach().float().cpu().numpy() for o in outs] + [x.grad.float().cpu().numpy()])
-    assert widening_copies and max(n for _, n in widening_copies) < a.size, widening_copies  # no input-sized copy
+    with float16_stored_as("f16p" if kind == "f16p" else geometry.KIND["float16"]):
+        for device in ("cpu", "webgpu"):
+            x = webgrad.tensor(a, device=device).to(dtype).requires_grad_()
+            F = webgrad.nn.functional
+            outs = [x.softmax(-1), x.log_softmax(0), F.layer_norm(x, (100,)), x.sum(1), x.amax(0),
+                    F.cross_entropy(x, labels.to(x.device))]
+            sum(o.float().sum() for o in outs).backward()
+            assert device == "cpu" or x._data.kind == kind
+            results.append([o.detach().float().cpu().numpy() for o in outs] + [x.grad.float().cpu().numpy()])
+    assert all(n < a.size for k, n in widening_copies if k != "f32"), widening_copies  # no input-sized copy
+    ulp = 2.0 ** (-8 if kind == "bf16" else -11)
     for got, want in zip(results[1], results[0]):
-        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+        np.testing.assert_allclose(got, want, rtol=4 * ulp, atol=4 * ulp)
 
 
 @requires_webgpu

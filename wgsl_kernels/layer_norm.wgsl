@@ -14,7 +14,7 @@
 // exact for nearby values, so a large common offset costs no digits, neither
 // in the f32 sum nor in rounding the mean itself; out[r] = ((x[r] - x0) - d) * rstd.
 //
-// Bindings: 0 Params, 1 x (read, array<SX>: f32, or f16 read as f32), 2 out (read_write,
+// Bindings: 0 Params, 1 x (read through load_x: f32, f16 or a packed 16-bit float, as f32), 2 out (read_write,
 // array<SO>: f32, or f16 rounded from f32).
 //
 // Grid. A workgroup of WG threads is cut into WG / LANES teams of LANES threads;
@@ -85,7 +85,7 @@ fn row_start(o: u32) -> i32 {
 }
 
 fn load(base: i32, r: u32) -> f32 {
-  return f32(x[u32(base + i32(r) * p.row_stride)]);
+  return load_x(u32(base + i32(r) * p.row_stride));
 }
 
 fn store(i: u32, v: f32) {

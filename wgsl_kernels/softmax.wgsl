@@ -20,7 +20,7 @@
 // A label outside [0, n) that is not ignore_index counts as ignored and sets errors[0],
 // which the host raises as an IndexError at its next read.
 //
-// Bindings: 0 Params, 1 x (read, array<SX>: f32, or f16 read as f32), 2 out (read_write,
+// Bindings: 0 Params, 1 x (read through load_x: f32, f16 or a packed 16-bit float, as f32), 2 out (read_write,
 // array<SO>: f32, or f16 rounded from f32; the loss of cross_entropy is f32);
 // cross entropy adds 3 labels (read, array<i32>, contiguous over the rows),
 // 4 errors (atomic<u32>), and for the backward 5 g (read, array<f32>, g[g_offset + o * g_step]).
@@ -107,7 +107,7 @@ fn row_start(o: u32) -> Row {
 }
 
 fn load(row: Row, r: u32) -> f32 {
-  return f32(x[u32(row.base + i32(r) * p.row_stride)]);
+  return load_x(u32(row.base + i32(r) * p.row_stride));
 }
 
 fn store(row: Row, r: u32, v: f32) {

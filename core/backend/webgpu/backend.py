@@ -51,17 +51,18 @@ def launcher_of(op, record):
 
 # Launchers that read and write the narrow kinds (geometry.COMPUTE: 2-byte floats, packed small
 # ints) themselves, and which: the elementwise shaders load any of them as f32 or i32 and store
-# them rounded or wrapped, reductions read any (summing in f32 or i32), matmul and conv2d read the
-# 16-bit floats (writing f16, or f32 rounded after), softmax, cross entropy and layer norm read
-# and write f16, the quantized Linear multiplies int8 as stored, the optimizers update the 16-bit
-# floats in place, views only re-describe a buffer.
-# Other kernels compute on copies in the wider kind (``_widened``).
+# them rounded or wrapped, reductions read any (summing in f32 or i32); matmul, conv2d, softmax,
+# cross entropy and layer norm read the 16-bit floats (HALVES) and write f16, or f32 rounded
+# after into a packed kind; the optimizers update them in place; the quantized Linear multiplies
+# int8 as stored; views only re-describe a buffer. Other kernels compute on copies in the wider
+# kind (``_widened``).
+HALVES = ("f16", "f16p", "bf16")
 _NARROW_AWARE = {"elementwise.run": tuple(COMPUTE), "views.run": tuple(COMPUTE), "movement.copy_into": tuple(COMPUTE),
-                 "matmul.matmul": ("f16", "f16p", "bf16"), "reduce.reduce": tuple(COMPUTE),
+                 "matmul.matmul": HALVES, "reduce.reduce": tuple(COMPUTE),
                  "reduce.arg_reduce": tuple(COMPUTE),
-                 "softmax.softmax": ("f16",), "softmax.cross_entropy": ("f16",), "layer_norm.layer_norm": ("f16",),
-                 "conv.conv2d": ("f16", "f16p", "bf16"), "qlinear.quantized_linear": ("i8",),
-                 "optim.optim_step": ("f16", "f16p", "bf16"), "optim_group.optim_group": ("f16", "f16p", "bf16")}
+                 "softmax.softmax": HALVES, "softmax.cross_entropy": HALVES, "layer_norm.layer_norm": HALVES,
+                 "conv.conv2d": HALVES, "qlinear.quantized_linear": ("i8",),
+                 "optim.optim_step": HALVES, "optim_group.optim_group": HALVES}
 # Launchers whose results hold only their inputs' values (or elementwise ones, which narrow
 # each result as they write it): no narrowing pass after them.
 _KEEPS_VALUES = frozenset(("elementwise.run", "views.run", "movement.cat", "movement.flip", "movement.unslice",

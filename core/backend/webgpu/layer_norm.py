@@ -14,10 +14,14 @@ given more: llvmpipe silently ends an invocation after ~65535 loop trips.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from . import elementwise
 from . import reduce as gpu_reduce
 from .geometry import MAX_RANK, coalesce_dims
+from .softmax import FLOATS, stored_kind
 
 FILE = "layer_norm.wgsl"
 WORKGROUP = 128                                   # threads per workgroup (capped by the device limit)
@@ -55,13 +59,15 @@ def pack_params(rows, inner, offset, groups, kept, row_stride, eps) -> bytes:
 
 def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
     """layer_norm_core of ``arrays[0]`` over its last ``attrs["ndims"]`` dims; f16 in and out is
-    read and written as it is, computed in f32."""
+    read and written as it is, a packed 16-bit float read as it is and the result rounded after,
+    computed in f32."""
     (x,) = arrays
-    if x.kind not in ("f32", "f16"):
+    if x.kind not in FLOATS:
         raise TypeError(f"layer_norm: not supported on webgpu for element type {x.kind}; convert with .float()")
-    out = backend.empty(shape, x.kind, "layer_norm")
-    if out.numel() == 0:
-        return out
+    kind = x.kind
+    if math.prod(shape) == 0:
+        return backend.empty(shape, kind, "layer_norm")
+    out = backend.empty(shape, stored_kind(kind), "layer_norm")
     ndims = attrs["ndims"]
     kept, row = split_rows(x, ndims)
     if len(kept) > MAX_RANK:
@@ -84,4 +90,4 @@ def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
     params = pack_params(rows, inner, x.offset, groups, kept, row_stride, attrs["eps"])
     backend.dispatch(FILE, record.entry, (("X", x.kind), ("O", out.kind)), None, constants, [x.buffer, out.buffer],
                      params, launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
-    return out
+    return elementwise.converted(backend, out, kind)

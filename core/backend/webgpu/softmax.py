@@ -13,12 +13,14 @@ given more: llvmpipe silently ends an invocation after ~65535 loop trips.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import elementwise, geometry
 from . import reduce as gpu_reduce
 from .array import contiguous_strides
-from .geometry import MAX_RANK, coalesce_dims
+from .geometry import MAX_RANK, PACKED, coalesce_dims
 
 FILE = "softmax.wgsl"
 WORKGROUP = 128                              # threads per workgroup (capped by the device limit)
@@ -76,8 +78,18 @@ def plan_rows(backend, op_name, x, dim):
     return x, constants, launch, (rows, inner, x.offset, groups, kept, x.strides[dim], out_strides[dim])
 
 
+# Read as stored (load_x), computed in f32: f16, and 16-bit floats packed two to a word, whose
+# results are stored as f32 and rounded after (``stored_kind``).
+FLOATS = ("f32", "f16", "f16p", "bf16")
+
+
+def stored_kind(kind: str) -> str:
+    """The kind a result of inputs of ``kind`` is written as by the kernel."""
+    return "f32" if kind in PACKED else kind
+
+
 def _require_float(op_name, x):
-    if x.kind not in ("f32", "f16"):
+    if x.kind not in FLOATS:
         raise TypeError(f"{op_name}: not supported on webgpu for element type {x.kind}; convert with .float()")
 
 
@@ -94,12 +106,13 @@ def softmax(backend, op, record, arrays, attrs, shape, dtype):
     out is read and written as it is, computed in f32."""
     (x,) = arrays
     _require_float(op.name, x)
-    out = backend.empty(shape, x.kind, op.name)
-    if out.numel() == 0:
-        return out
+    kind = x.kind
+    if math.prod(shape) == 0:
+        return backend.empty(shape, kind, op.name)
+    out = backend.empty(shape, stored_kind(kind), op.name)
     x, constants, launch, rows = plan_rows(backend, op.name, x, attrs["dim"])
     _dispatch(backend, record, x, out, constants, [x.buffer, out.buffer], pack_params(*rows), launch)
-    return out
+    return elementwise.converted(backend, out, kind)
 
 
 def cross_entropy(backend, op, record, arrays, attrs, shape, dtype):
@@ -110,12 +123,12 @@ def cross_entropy(backend, op, record, arrays, attrs, shape, dtype):
     x, labels = arrays[:2]
     _require_float(op.name, x)
     backward = len(arrays) == 3
-    if not backward and geometry.kind_of(dtype) == "f16":
+    if not backward and geometry.kind_of(dtype) != "f32":  # the loss in f32, then rounded
         loss = cross_entropy(backend, op, record, arrays, attrs, shape, geometry.dtype_of("f32"))
-        return elementwise.converted(backend, loss, "f16")
-    out = backend.empty(shape, x.kind if backward else "f32", op.name)
-    if out.numel() == 0:
-        return out
+        return elementwise.converted(backend, loss, geometry.kind_of(dtype))
+    if math.prod(shape) == 0:
+        return backend.empty(shape, x.kind if backward else "f32", op.name)
+    out = backend.empty(shape, stored_kind(x.kind) if backward else "f32", op.name)
     if not labels.is_contiguous():  # the kernel reads labels[offset + o]: rows run row-major over (N, d1, ...)
         labels = backend.contiguous(labels)
     buffers = [x.buffer, out.buffer, labels.buffer, backend.index_errors.buffer_for(op.name)]
@@ -126,8 +139,9 @@ def cross_entropy(backend, op, record, arrays, attrs, shape, dtype):
             g = backend.contiguous(g)
         extra = {"g_offset": g.offset, "g_step": int(any(g.strides))}
         buffers.append(g.buffer)
+    kind = x.kind
     x, constants, launch, rows = plan_rows(backend, op.name, x, 1)
     params = pack_params(*rows, labels_offset=labels.offset, ignore_index=attrs["ignore_index"],
                          smoothing=attrs["smoothing"], **extra)
     _dispatch(backend, record, x, out, constants, buffers, params, launch)
-    return out
+    return elementwise.converted(backend, out, kind) if backward else out
