@@ -174,9 +174,10 @@ def widening_copies(monkeypatch) -> list:
 @requires_webgpu
 @pytest.mark.parametrize("kind", ["f16", "f16p", "bf16"])
 def test_webgpu_half_kernels_read_their_inputs_as_stored(widening_copies, kind):
-    """Reductions, softmax, cross entropy and layer norm read f16, bfloat16 and packed float16 as
-    stored (and softmax and layer norm write f16): no float32 copy of the input is made, only small
-    results (a reduction's, the loss gradient per row) are converted; the cpu's values."""
+    """Reductions, softmax, cross entropy, layer norm, cat, flip and a slice's gradient read f16,
+    bfloat16 and packed float16 as stored (and softmax and layer norm write f16): no float32 copy
+    of the input is made, only small results (a reduction's, the loss gradient per row) are
+    converted; the cpu's values."""
     from webgrad.backend.webgpu import geometry
 
     if kind == "f16" and geometry.KIND["float16"] != "f16":
@@ -191,7 +192,8 @@ def test_webgpu_half_kernels_read_their_inputs_as_stored(widening_copies, kind):
             x = webgrad.tensor(a, device=device).to(dtype).requires_grad_()
             F = webgrad.nn.functional
             outs = [x.softmax(-1), x.log_softmax(0), F.layer_norm(x, (100,)), x.sum(1), x.amax(0),
-                    F.cross_entropy(x, labels.to(x.device))]
+                    F.cross_entropy(x, labels.to(x.device)), webgrad.cat([x, x[:, :7]], 1), x.flip((0,)),
+                    x[3:40, ::2]]  # the last three: copies, and a slice's gradient (unslice)
             sum(o.float().sum() for o in outs).backward()
             assert device == "cpu" or x._data.kind == kind
             results.append([o.detach().float().cpu().numpy() for o in outs] + [x.grad.float().cpu().numpy()])

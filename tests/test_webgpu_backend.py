@@ -295,6 +295,16 @@ def test_every_wgsl_entry_point_compiles_and_runs():
         p = webgrad.zeros(3, device=dev, requires_grad=True)
         p.grad = webgrad.ones(3, device=dev)
         optimizer([p]).step()
+    from webgrad.backend.webgpu import qlinear
+
+    weights, scale = webgrad.zeros(3, 5, dtype=webgrad.int8, device=dev), webgrad.tensor(0.5, device=dev)
+    small = qlinear.SMALL_X
+    for limit in (small, 0):  # qlinear.wgsl: both ways of quantizing x, then the int8 product
+        qlinear.SMALL_X = limit
+        try:
+            webgrad.ao.quantization.quantized_linear(x, weights, scale, None).numpy()
+        finally:
+            qlinear.SMALL_X = small
     webgrad.webgpu.synchronize()
     keys = list(make_backend().device._pipelines)
     # Every pipeline is cached by its Program record (kernels.Program), none by a hand-built key.

@@ -122,9 +122,10 @@ def optim_step(backend, op, record, arrays, attrs, shape, dtype):
 def update(backend, op_name, arrays, attrs):
     """One optimizer step ``op_name`` on (param, *state buffers, grad)."""
     *written, grad = arrays
-    for name, a in zip(("param",) + ("state",) * len(written) + ("grad",), arrays):
+    for name, a in zip(("param",) + ("state",) * (len(written) - 1) + ("grad",), arrays):
         if a.kind not in KINDS:
             raise TypeError(f"{op_name}: webgpu optimizers update floating-point tensors, got a {a.kind} {name}")
+    for name, a in zip(("param",) + ("state",) * (len(written) - 1), written):
         if not a.is_contiguous():
             raise ValueError(f"{op_name}: webgpu updates contiguous parameters and state in place; this "
                              f"{name} of shape {a.shape} is a strided view (use .contiguous() parameters)")
