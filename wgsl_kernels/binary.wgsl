@@ -3,13 +3,13 @@
 // calls wg_check_divisor: the launcher binds the backend's error flag there).
 // Grid: ceil(n / WG), folded.
 // Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then); load_a()
-// and store_out() (source.accessors) convert, and unpack and pack the packed kinds.
+// and store_out() (source.accessors) convert, and unpack and pack the packed kinds; a packed
+// out contiguous from a word's start is written a whole word a thread (WORDS: store_word).
 // op() is spliced in from the op's Elementwise record; A is both inputs' type, O the output's.
 
 @group(0) @binding(1) var<storage, read> a: array<SA>;
 @group(0) @binding(2) var<storage, read> b: array<SA>;
 @group(0) @binding(3) var<storage, read_write> out: array<SO>;
-override CONTIGUOUS: bool = true;  // every operand is: element i of each is its offset + i
 @group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 
 // Integer division by zero: set bit 2 of the error flag (raised at the next read as
@@ -21,9 +21,17 @@ fn wg_check_divisor(b: i32) -> i32 {
 
 @compute @workgroup_size(WG)
 fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = thread_index(gid, nwg);
-  if (i >= p.n) { return; }
-  var at = p.offsets + vec4<u32>(i);
-  if (!CONTIGUOUS) { at = operand_offsets(i); }
-  store_out(at.w, op(load_a(at.x), load_b(at.y)));
+  let t = thread_index(gid, nwg);
+  if (WORDS) {  // a packed out: thread t writes whole word t (store_word)
+    store_word(t);
+    return;
+  }
+  if (t < p.n) {
+    store_out(offsets_of(t).w, value(t));
+  }
+}
+
+fn value(i: u32) -> O {
+  let at = offsets_of(i);
+  return op(load_a(at.x), load_b(at.y));
 }

@@ -23,6 +23,11 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 override WG: u32 = 256;
+override CONTIGUOUS: bool = true;  // every operand is: element i of each is its offset + i
+// The output is packed (several elements to a u32 word) and contiguous from a word's start:
+// each thread computes the elements of one word and stores it whole (store_word), instead of
+// one element a thread setting its bits with atomic and/or.
+override WORDS: bool = false;
 
 fn thread_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return gid.x + gid.y * nwg.x * WG;
@@ -40,6 +45,14 @@ fn dim_strides(d: u32) -> vec4<i32> {
   let q = d / 4u;
   let r = d % 4u;
   return vec4<i32>(p.strides[0][q][r], p.strides[1][q][r], p.strides[2][q][r], p.strides[3][q][r]);
+}
+
+// Every operand's element for output element i (slot 3 the output's), contiguous or not.
+fn offsets_of(i: u32) -> vec4<u32> {
+  if (CONTIGUOUS) {
+    return p.offsets + vec4<u32>(i);
+  }
+  return operand_offsets(i);
 }
 
 fn operand_offsets(i: u32) -> vec4<u32> {

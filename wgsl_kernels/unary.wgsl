@@ -2,18 +2,26 @@
 // cast (op = identity or a conversion), which is how views become contiguous.
 // Bindings: 0 Params (strided.wgsl), 1 a, 2 out. Grid: ceil(n / WG), folded.
 // Buffers hold SA/SB/SO (f16 for float16), op() computes in A/B/O (f32 then); load_a()
-// and store_out() (source.accessors) convert, and unpack and pack the packed kinds.
+// and store_out() (source.accessors) convert, and unpack and pack the packed kinds; a packed
+// out contiguous from a word's start is written a whole word a thread (WORDS: store_word).
 // op() is spliced in from the op's Elementwise record; A and O are its types.
 
 @group(0) @binding(1) var<storage, read> a: array<SA>;
 @group(0) @binding(2) var<storage, read_write> out: array<SO>;
-override CONTIGUOUS: bool = true;  // every operand is: element i of each is its offset + i
 
 @compute @workgroup_size(WG)
 fn unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = thread_index(gid, nwg);
-  if (i >= p.n) { return; }
-  var at = p.offsets + vec4<u32>(i);
-  if (!CONTIGUOUS) { at = operand_offsets(i); }
-  store_out(at.w, op(load_a(at.x)));
+  let t = thread_index(gid, nwg);
+  if (WORDS) {  // a packed out: thread t writes whole word t (store_word)
+    store_word(t);
+    return;
+  }
+  if (t < p.n) {
+    store_out(offsets_of(t).w, value(t));
+  }
+}
+
+fn value(i: u32) -> O {
+  let at = offsets_of(i);
+  return op(load_a(at.x));
 }

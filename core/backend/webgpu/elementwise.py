@@ -8,7 +8,7 @@ import numpy as np
 
 from . import large
 from .array import contiguous_strides
-from .geometry import COMPUTE, KIND, MAX_RANK, broadcast_strides, coalesce, compute_kind, kind_of
+from .geometry import COMPUTE, KIND, MAX_RANK, PACKED, broadcast_strides, coalesce, compute_kind, itemsize, kind_of
 
 FILES = {1: ("unary.wgsl", "unary"), 2: ("binary.wgsl", "binary"), 3: ("ternary.wgsl", "ternary")}
 WORKGROUP = 256  # threads per workgroup, one thread per element
@@ -134,10 +134,14 @@ def _plan(op_name, arrays, shape, out_kind, out_geometry):
     types = (("A", arrays[0].kind),) + ((("B", arrays[1].kind),) if arity == 3 else ()) + (("O", out_kind),)
     # Contiguous: every operand's element i is at its offset + i. Else the kernel works the
     # offsets out over the coalesced dims, RANK of them (a pipeline constant: strided.wgsl).
-    constants = {"CONTIGUOUS": contiguous, "RANK": len(dims), "WG": WORKGROUP}
+    # A packed out, contiguous from a word's start: a thread per word, stored whole (no atomics).
+    per_word = 4 // itemsize(out_kind) if out_kind in PACKED else 1
+    words = per_word > 1 and out_offset % per_word == 0 and out_strides == list(contiguous_strides(shape))
+    constants = {"CONTIGUOUS": contiguous, "RANK": len(dims), "WG": WORKGROUP, "WORDS": words}
     offsets = [a.offset for a in arrays] + [0] * (3 - arity) + [out_offset]
     all_strides = strides[:arity] + [[0] * len(dims)] * (3 - arity) + [strides[-1]]
-    groups = -(-n // WORKGROUP)
+    threads = -(-n // per_word) if words else n
+    groups = -(-threads // WORKGROUP)
     return file, entry, types, constants, pack_params(n, dims, offsets, all_strides), groups, f"{file}:{op_name}"
 
 

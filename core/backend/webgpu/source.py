@@ -90,11 +90,14 @@ def accessors(file: str, types) -> list[str]:
     kind = kinds["O"]
     if kind in PACKED:
         word, shift, mask = _packed_at(kind)
+        bits, _, bits_of = PACKING[kind]
+        per_word = 32 // bits
         lines += ["fn store_out(i: u32, v: O) {", f"  let shift = {shift};",
                   f"  atomicAnd(&out[{word}], ~({mask} << shift));",
-                  f"  atomicOr(&out[{word}], {PACKING[kind][2]}(v) << shift);", "}"]
+                  f"  atomicOr(&out[{word}], {bits_of}(v) << shift);", "}",
+                  STORE_WORD.format(per_word=per_word, bits=bits, bits_of=bits_of)]
     else:
-        lines.append("fn store_out(i: u32, v: O) { out[i] = SO(v); }")
+        lines += ["fn store_out(i: u32, v: O) { out[i] = SO(v); }", "fn store_word(t: u32) {}"]
     return lines
 
 
@@ -120,6 +123,22 @@ def matmul_readers(types) -> list[str]:
             lines += [f"fn {buffer}_at(e: i32) -> T {{ return T({buffer}[u32(e) >> 2u][u32(e) & 3u]); }}",
                       f"fn {buffer}_vec(e: i32) -> vec4<T> {{ return vec4<T>({buffer}[u32(e) >> 2u]); }}"]
     return lines
+
+
+# An elementwise shader's whole output word t (its WORDS mode): elements per_word * t ... from a
+# word's start, computed by value(i) and stored at once; a last word the output only partly
+# covers is stored element by element.
+STORE_WORD = """fn store_word(t: u32) {{
+  let first = {per_word}u * t;
+  if (first >= p.n) {{ return; }}
+  if (first + {per_word}u > p.n) {{
+    for (var i = first; i < p.n; i++) {{ store_out(offsets_of(i).w, value(i)); }}
+    return;
+  }}
+  var word = 0u;
+  for (var k = 0u; k < {per_word}u; k++) {{ word |= {bits_of}(value(first + k)) << (k * {bits}u); }}
+  atomicStore(&out[offsets_of(first).w / {per_word}u], word);
+}}"""
 
 
 def _packed_at(kind: str) -> tuple[str, str, str]:
