@@ -122,7 +122,8 @@ def test_the_three_fused_hooks_are_the_same_splice():
     assert source.splice("fn op(a: A, b: A) -> O", chain, "ab") in source.assemble(
         "binary.wgsl", (("A", "f32"), ("O", "f32")), chain=chain)
     assert source.splice("fn chain(v: T, batch: u32, row: u32, col: u32) -> T", chain,
-                         ["v", "ext0_at(batch, row, col)"]) in fused.matmul_epilogue_source(chain, "f32")
+                         ["v", "ext0_at(batch, row, col)"]) in fused.matmul_epilogue_source(
+                             chain, (("T", "f32"), ("A", "f32"), ("B", "f32"), ("O", "f32")))
     types = (("X", "f32"), ("T", "f32"), ("O", "f32"), ("S0", "f32"))
     code = fused.reduction_source(chain, None, types)
     assert source.splice("fn prologue(v: X) -> T", chain, ["v", "s0_value()"]) in code
@@ -133,8 +134,9 @@ def test_single_and_grouped_updates_call_the_same_function():
     """optim.wgsl holds each update once, as a function; a single update is a group of one."""
     from webgrad.backend.webgpu import optim, source
 
-    single, group = optim.step_source("adam_step", 4, 1), optim.step_source("adam_step", 4, 3)
+    member = ("f32",) * 4  # the gradient's kind, then the parameter's and its two states'
+    single, group = optim.step_source("adam_step", (member,)), optim.step_source("adam_step", (member,) * 3)
     for code, count in ((single, 1), (group, 3)):
         assert code.startswith(source.read("optim.wgsl")) and "@compute" not in source.read("optim.wgsl")
-        assert code.count("v = adam_step(u.p, grad_") == count and code.count("@compute") == 1
+        assert code.count("v = adam_step(u.p, g, v)") == count and code.count("@compute") == 1
         assert code.count("var<storage, read_write>") == 3 * count

@@ -159,19 +159,20 @@ def run(backend, op_name, members, attrs, label) -> None:
                         source=step_source(op_name, kinds))
 
 
-def _access(kind: str, buffer: str, writes: bool) -> tuple[str, str, str]:
-    """(WGSL element type, load of element o as f32, store of f32 ``value`` at o) for a buffer of
-    ``kind``: f32 and f16 as they are; a packed 16-bit float from and into its half of a word
-    (atomics where the buffer is written: the word's other half is another thread's)."""
+def _access(kind: str, buffer: str, value: str | None = None) -> tuple[str, str, str]:
+    """(WGSL element type, load of element o as f32, store of the f32 ``value`` at o; None: the
+    buffer is read only) for a buffer of ``kind``: f32 and f16 as they are; a packed 16-bit float
+    from and into its half of a word (atomics where the buffer is written: the word's other half
+    is another thread's)."""
     if kind not in PACKED:
-        return ELEMENTS[kind].wgsl, f"f32({buffer}[o])", f"{buffer}[o] = {ELEMENTS[kind].wgsl}(value);"
+        return ELEMENTS[kind].wgsl, f"f32({buffer}[o])", f"{buffer}[o] = {ELEMENTS[kind].wgsl}({value});"
     _, value_of, bits_of = PACKING[kind]
     shift = "((o & 1u) * 16u)"
-    if not writes:
+    if value is None:
         return "u32", f"{value_of}({buffer}[o >> 1u] >> {shift})", ""
     word = f"&{buffer}[o >> 1u]"
     return ("atomic<u32>", f"{value_of}(atomicLoad({word}) >> {shift})",
-            f"atomicAnd({word}, ~(0xffffu << {shift})); atomicOr({word}, {bits_of}(value) << {shift});")
+            f"atomicAnd({word}, ~(0xffffu << {shift})); atomicOr({word}, {bits_of}({value}) << {shift});")
 
 
 @functools.lru_cache(maxsize=64)
@@ -182,14 +183,14 @@ def step_source(op_name: str, kinds: tuple) -> str:
     members = []
     for j, (grad_kind, *written) in enumerate(kinds):
         arity = 1 + len(written)
-        grad_type, grad_load, _ = _access(grad_kind, f"grad_{j}", writes=False)
+        grad_type, grad_load, _ = _access(grad_kind, f"grad_{j}")
         rows = []
         for k, kind in enumerate(written):
-            wgsl_type, load, store = _access(kind, f"w{k}_{j}", writes=True)
-            rows.append({"k": k, "binding": 2 + j * arity + k, "type": wgsl_type, "load": load,
-                         "store": store.replace("value", f"v[{k}]")})
+            wgsl_type, load, store = _access(kind, f"w{k}_{j}", f"v[{k}]")
+            rows.append({"k": k, "binding": 2 + j * arity + k, "type": wgsl_type, "load": load, "store": store})
         members.append(fill(MEMBER, rows, j=j, grad=1 + j * arity, update=op_name, grad_type=grad_type,
                             grad_load=grad_load))
     entry = fill(TEMPLATE, [{"k": j} for j in range(len(kinds))], count=len(kinds), members="\n".join(members))
     used = {kind for member in kinds for kind in member}
-    return "\n".join((["enable f16;"] if "f16" in used else []) + [read("math.wgsl"), read(FILE), entry])
+    prelude = (["enable f16;"] if "f16" in used else []) + ([read("math.wgsl")] if used & set(PACKED) else [])
+    return "\n".join(prelude + [read(FILE), entry])
