@@ -207,9 +207,10 @@ def test_webgpu_half_kernels_read_their_inputs_as_stored(widening_copies, kind):
 @pytest.mark.parametrize("path", ["direct", "product"])
 @pytest.mark.parametrize("kind", ["f16", "f16p", "bf16"])
 def test_webgpu_half_conv2d_reads_its_inputs_as_stored(monkeypatch, widening_copies, kind, path):
-    """conv2d forward and both backward passes read f16, bfloat16 and packed float16 as stored
-    (direct kernel, and the im2col product on matmul.wgsl's readers): no float32 copy of x, w or
-    the gradient (a packed result is summed in f32, then rounded), the cpu's values."""
+    """conv2d forward and both backward passes, and max pooling both ways, read f16, bfloat16 and
+    packed float16 as stored (conv: direct kernel, and the im2col product on matmul.wgsl's
+    readers): no float32 copy of x, w or the gradients (a packed result is computed in f32, then
+    rounded), the cpu's values."""
     from webgrad.backend.webgpu import conv, geometry
 
     if kind == "f16" and geometry.KIND["float16"] != "f16":
@@ -223,10 +224,12 @@ def test_webgpu_half_conv2d_reads_its_inputs_as_stored(monkeypatch, widening_cop
         for device in ("cpu", "webgpu"):
             xs, ws = (webgrad.tensor(a, device=device).to(dtype).requires_grad_() for a in (x, w))
             out = webgrad.nn.functional.conv2d(xs, ws, padding=1, groups=2)
-            (out.float() * webgrad.arange(out.numel(), device=device).reshape(out.shape).cos()).sum().backward()
-            assert out.dtype is dtype and xs.grad.dtype is dtype
+            pooled = webgrad.nn.functional.max_pool2d(out, 2)
+            weights = webgrad.arange(pooled.numel(), device=device).reshape(pooled.shape).cos()
+            (pooled.float() * weights).sum().backward()
+            assert out.dtype is dtype and pooled.dtype is dtype and xs.grad.dtype is dtype
             assert device == "cpu" or xs._data.kind == kind
-            results.append([t.detach().float().cpu().numpy() for t in (out, xs.grad, ws.grad)])
+            results.append([t.detach().float().cpu().numpy() for t in (out, pooled, xs.grad, ws.grad)])
     assert not [n for k, n in widening_copies if k != "f32"], widening_copies  # nothing read was widened
     ulp = 2.0 ** (-8 if kind == "bf16" else -11)
     for got, want in zip(results[1], results[0]):

@@ -38,9 +38,17 @@ override TOP: u32 = 0u;
 override LEFT: u32 = 0u;
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<SA>;
+@group(0) @binding(2) var<storage, read> b: array<SB>;
+@group(0) @binding(3) var<storage, read_write> out: array<SO>;
+override ROUND_OUT: bool = false;  // out is f16: round each value first (WGSL leaves it to the implementation)
+
+fn stored(v: f32) -> SO {
+  if (ROUND_OUT) {
+    return SO(wg_round_f16(v));
+  }
+  return SO(v);
+}
 
 override WG: u32 = 64;
 
@@ -75,9 +83,9 @@ fn window_max(from_a: bool, n: u32, c: u32, y: u32, x: u32) -> u32 {
       if (col < 0 || col >= i32(W)) { continue; }
       var v: f32;
       if (from_a) {
-        v = a[at(p.offsets.x, p.a_strides, n, c, u32(row), u32(col))];
+        v = load_a(at(p.offsets.x, p.a_strides, n, c, u32(row), u32(col)));
       } else {
-        v = b[at(p.offsets.y, p.b_strides, n, c, u32(row), u32(col))];
+        v = load_b(at(p.offsets.y, p.b_strides, n, c, u32(row), u32(col)));
       }
       if (best_at == 0xffffffffu || (!is_nan(best) && (is_nan(v) || v > best))) {
         best = v;
@@ -94,7 +102,7 @@ fn max_pool2d_select(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
   if (o >= p.total) { return; }
   let e = coords(o, HO, WO);  // (n, c, y, x) of the window
   let best = window_max(true, e.x, e.y, e.z, e.w);
-  out[o] = b[at(p.offsets.y, p.b_strides, e.x, e.y, best / W, best % W)];
+  out[o] = stored(load_b(at(p.offsets.y, p.b_strides, e.x, e.y, best / W, best % W)));
 }
 
 @compute @workgroup_size(WG)
@@ -117,9 +125,9 @@ fn max_pool2d_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
       if (tx < 0 || u32(tx) % SW != 0u || u32(tx) / SW >= WO) { continue; }
       let x = u32(tx) / SW;
       if (window_max(false, n, c, y, x) == row * W + col) {
-        acc = acc + a[at(p.offsets.x, p.a_strides, n, c, y, x)];
+        acc = acc + load_a(at(p.offsets.x, p.a_strides, n, c, y, x));
       }
     }
   }
-  out[o] = acc;
+  out[o] = stored(acc);
 }

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import elementwise
+from .conv import FLOATS
+from .geometry import PACKED, dtype_of, kind_of
+
 
 FILE = "pool.wgsl"
 
@@ -30,15 +34,20 @@ def constants(x_shape, out_hw, attrs) -> dict:
 
 def max_pool2d(backend, op, record, arrays, attrs, shape, dtype):
     a, b = arrays
-    if a.kind != "f32" or b.kind != "f32":
+    if a.kind not in FLOATS or b.kind not in FLOATS:
         raise TypeError(f"{op.name}: not supported on webgpu for element types {a.kind}, {b.kind}; "
                         f"convert with .float()")
+    if kind_of(dtype) in PACKED:  # read as stored; the result written as f32, then rounded into the packed kind
+        return elementwise.converted(backend, max_pool2d(backend, op, record, arrays, attrs, shape, dtype_of("f32")),
+                                     kind_of(dtype))
     x_shape = b.shape if record.entry == "max_pool2d_backward" else a.shape
-    out = backend.empty(shape, "f32", op.name)
+    out = backend.empty(shape, kind_of(dtype), op.name)
     total = out.numel()
     if total == 0:
         return out
-    backend.dispatch_1d(FILE, record.entry, (), None, constants(x_shape, attrs["out_hw"], attrs),
+    types = (("A", a.kind), ("B", b.kind), ("O", out.kind))
+    backend.dispatch_1d(FILE, record.entry, types, None,
+                        {**constants(x_shape, attrs["out_hw"], attrs), "ROUND_OUT": out.kind == "f16"},
                         [a.buffer, b.buffer, out.buffer], pack_params(a, b, total), total,
                         f"{FILE}:{record.entry} {tuple(x_shape)}")
     return out

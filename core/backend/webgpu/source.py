@@ -30,6 +30,7 @@ PRELUDES = {
     "layer_norm.wgsl": ("math.wgsl",),
     "reduce.wgsl": ("math.wgsl", "reduce_plain.wgsl"),
     "conv.wgsl": ("math.wgsl",),
+    "pool.wgsl": ("math.wgsl",),
     "matmul.wgsl": ("math.wgsl",),
 }
 SPLICE_SIGNATURE = {
@@ -44,7 +45,8 @@ _TYPE_NAME = re.compile(r"\b([ABO])\b")
 # store_out(i, v) (``accessors``).
 OPERANDS = {"unary.wgsl": (("a", "A"),), "binary.wgsl": (("a", "A"), ("b", "A")),
             "ternary.wgsl": (("a", "A"), ("b", "B"), ("c", "B")), "reduce.wgsl": (("x", "X"),),
-            "conv.wgsl": (("a", "A"), ("b", "B")), "softmax.wgsl": (("x", "X"),), "layer_norm.wgsl": (("x", "X"),)}
+            "conv.wgsl": (("a", "A"), ("b", "B")), "pool.wgsl": (("a", "A"), ("b", "B")),
+            "softmax.wgsl": (("x", "X"),), "layer_norm.wgsl": (("x", "X"),)}
 STORES = ("unary.wgsl", "binary.wgsl", "ternary.wgsl")
 # The packed kinds' bits per element, and math.wgsl's functions from an element's bits to its
 # value and from a value to its bits.
