@@ -171,6 +171,16 @@ def widening_copies(monkeypatch) -> list:
     return copies
 
 
+def assert_read_as_stored(copies, want, got, kind, ulps):
+    """No array of a narrow kind was widened on the way (``copies``: widening_copies), and each
+    webgpu result in ``got`` is the cpu's in ``want`` to ``ulps`` units in the last place of
+    ``kind`` (relative to the result's largest value)."""
+    assert not [n for k, n in copies if k != "f32"], copies
+    ulp = 2.0 ** (-8 if kind == "bf16" else -11)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=ulps * ulp, atol=ulps * ulp * np.abs(w).max())
+
+
 @requires_webgpu
 @pytest.mark.parametrize("kind", ["f16", "f16p", "bf16"])
 def test_webgpu_half_kernels_read_their_inputs_as_stored(widening_copies, kind):
@@ -230,10 +240,7 @@ def test_webgpu_half_conv2d_reads_its_inputs_as_stored(monkeypatch, widening_cop
             assert out.dtype is dtype and pooled.dtype is dtype and xs.grad.dtype is dtype
             assert device == "cpu" or xs._data.kind == kind
             results.append([t.detach().float().cpu().numpy() for t in (out, pooled, xs.grad, ws.grad)])
-    assert not [n for k, n in widening_copies if k != "f32"], widening_copies  # nothing read was widened
-    ulp = 2.0 ** (-8 if kind == "bf16" else -11)
-    for got, want in zip(results[1], results[0]):
-        np.testing.assert_allclose(got, want, rtol=4 * ulp, atol=4 * ulp * np.abs(want).max())
+    assert_read_as_stored(widening_copies, *results, kind, ulps=4)
 
 
 @requires_webgpu
@@ -257,10 +264,7 @@ def test_webgpu_matmul_reads_packed_16_bit_floats(monkeypatch, widening_copies, 
             if device == "webgpu":
                 assert x._data.kind == kind and all(o.dtype is dtype for o in outs)
             results.append([o.float().cpu().numpy() for o in outs])
-    assert not [n for k, n in widening_copies if k != "f32"], widening_copies  # only results are rounded
-    ulp = 2.0 ** (-8 if kind == "bf16" else -11)
-    for got, want in zip(results[1], results[0]):
-        np.testing.assert_allclose(got, want, rtol=2 * ulp, atol=2 * ulp * np.abs(want).max())
+    assert_read_as_stored(widening_copies, *results, kind, ulps=2)
 
 
 @requires_webgpu

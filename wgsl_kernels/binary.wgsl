@@ -21,14 +21,7 @@ fn wg_check_divisor(b: i32) -> i32 {
 
 @compute @workgroup_size(WG)
 fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let t = thread_index(gid, nwg);
-  if (WORDS) {  // a packed out: thread t writes whole word t (store_word)
-    store_word(t);
-    return;
-  }
-  if (t < p.n) {
-    store_out(offsets_of(t).w, value(t));
-  }
+  run_thread(thread_index(gid, nwg));
 }
 
 fn value(i: u32) -> O {

@@ -47,6 +47,16 @@ fn dim_strides(d: u32) -> vec4<i32> {
   return vec4<i32>(p.strides[0][q][r], p.strides[1][q][r], p.strides[2][q][r], p.strides[3][q][r]);
 }
 
+// Thread t's work in an elementwise shader, whose value(i) is output element i: that element,
+// or with WORDS the whole output word t.
+fn run_thread(t: u32) {
+  if (WORDS) {
+    store_word(t);
+  } else if (t < p.n) {
+    store_out(offsets_of(t).w, value(t));
+  }
+}
+
 // Every operand's element for output element i (slot 3 the output's), contiguous or not.
 fn offsets_of(i: u32) -> vec4<u32> {
   if (CONTIGUOUS) {
