@@ -22,7 +22,7 @@ from ...kernels import Program
 from . import elementwise, large
 from . import random as device_random
 from .array import GPUArray
-from .geometry import COMPUTE, ELEMENTS, compute_kind, dtype_of, fold_grid, itemsize, kind_of, looped_grid
+from .geometry import COMPUTE, ELEMENTS, HALVES, compute_kind, dtype_of, fold_grid, itemsize, kind_of, looped_grid
 from .buffers import BufferPool, Storage
 from .replay import Lowering
 from ..scalars import ScalarCache
@@ -56,7 +56,6 @@ def launcher_of(op, record):
 # the 16-bit floats (HALVES) and write f16, or f32 rounded after into a packed kind; the optimizers
 # update them in place; the quantized Linear multiplies int8 as stored; views only re-describe a
 # buffer. Other kernels compute on copies in the wider kind (``_widened``).
-HALVES = ("f16", "f16p", "bf16")
 _NARROW_AWARE = {"elementwise.run": tuple(COMPUTE), "views.run": tuple(COMPUTE), "movement.copy_into": tuple(COMPUTE),
                  "movement.unslice": tuple(COMPUTE), "movement.cat": tuple(COMPUTE), "movement.flip": tuple(COMPUTE),
                  "reduce.reduce": tuple(COMPUTE), "reduce.arg_reduce": tuple(COMPUTE), "matmul.matmul": HALVES,

@@ -31,7 +31,7 @@ import numpy as np
 from . import elementwise
 from . import reduce as gpu_reduce
 from .array import contiguous_strides
-from .geometry import PACKED, dtype_of, itemsize, kind_of
+from .geometry import FLOATS, dtype_of, itemsize, kind_of, stored_kind
 from .matmul import _product
 
 FILE = "conv.wgsl"
@@ -40,8 +40,6 @@ PRODUCT_MIN_MACS = 1 << 25
 MAX_COLUMN_BYTES = 1 << 27
 WORKGROUP = 64
 LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT
-# Read as stored, summed in f32: f16, and 16-bit floats packed two to a word (the products: matmul's readers)
-FLOATS = ("f32", "f16", "f16p", "bf16")
 
 
 def pack_params(x_shape, w_shape, out_hw, attrs, a, b, total) -> bytes:
@@ -82,7 +80,7 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
     if a.kind not in FLOATS or b.kind not in FLOATS:
         raise TypeError(f"{op.name}: not supported on webgpu for element types {a.kind}, {b.kind}; "
                         f"convert with .float()")
-    if kind_of(dtype) in PACKED:  # read as stored; the sums are stored as f32, then rounded into the packed kind
+    if stored_kind(kind_of(dtype)) != kind_of(dtype):  # a packed result: summed into f32, rounded after
         return elementwise.converted(backend, conv2d(backend, op, record, arrays, attrs, shape, dtype_of("f32")),
                                      kind_of(dtype))
     entry = record.entry

@@ -44,6 +44,18 @@ PACKED = ("f16p", "bf16", "i16", "i8", "u8")
 # f32 and rounded back when stored, so sums and products accumulate in f32 (as torch's half
 # kernels do); the small integers are i32, wrapped to their range as they are stored.
 COMPUTE = {"f16": "f32", "f16p": "f32", "bf16": "f32", "i16": "i32", "i8": "i32", "u8": "i32"}
+# The 16-bit floats, which the float kernels (matmul, conv2d, pooling, softmax, layer norm, the
+# optimizers) read as stored; those kernels write f16 as it is and a packed kind as f32, rounded
+# after (``stored_kind``).
+HALVES = ("f16", "f16p", "bf16")
+FLOATS = ("f32", *HALVES)
+
+
+def stored_kind(kind: str) -> str:
+    """The kind a float kernel writes a result of ``kind`` as: f32 for a packed kind (rounded
+    into it after), else ``kind``."""
+    return "f32" if kind in PACKED else kind
+
 # The kind each webgrad dtype is stored as on the device, at its own width; int64 values must
 # fit in 32 bits. float16 is f16 where the device has 'shader-f16' (use_f16), else packed.
 KIND = {"float32": "f32", "int32": "i32", "int64": "i32", "bool": "u32", "uint8": "u8", "int8": "i8", "int16": "i16",

@@ -20,8 +20,7 @@ import numpy as np
 
 from . import elementwise
 from . import reduce as gpu_reduce
-from .geometry import MAX_RANK, coalesce_dims
-from .softmax import FLOATS, stored_kind
+from .geometry import FLOATS, MAX_RANK, coalesce_dims, stored_kind
 
 FILE = "layer_norm.wgsl"
 WORKGROUP = 128                                   # threads per workgroup (capped by the device limit)

@@ -21,7 +21,7 @@ import numpy as np
 from ...kernels import Elementwise, Program
 from .array import contiguous_strides
 from . import elementwise, fused, geometry, large
-from .geometry import broadcast_strides, coalesce, dtype_of, is_cpu_adapter, kind_of
+from .geometry import FLOATS, broadcast_strides, coalesce, dtype_of, is_cpu_adapter, kind_of, stored_kind
 from .reduce import LOOP_TRIP_LIMIT
 
 FILE = "matmul.wgsl"
@@ -30,10 +30,8 @@ VARIANT: str | None = None  # None: chosen per adapter; "register" or "tiled" to
 
 
 ADD = Elementwise("a + b")  # the partial products of a product split along its inner dimension
-# What the kernels read (source.matmul_readers): the kind computed in, f16, and 16-bit floats
-# packed two to a word (bfloat16; float16 on an adapter without 'shader-f16'), never stored.
-PACKED_FLOATS = ("f16p", "bf16")
-KINDS = ("f32", "i32", "f16", *PACKED_FLOATS)
+# What the kernels read (source.matmul_readers): i32, and the floats, the packed ones never stored.
+KINDS = ("i32", *FLOATS)
 
 # Largest per-thread blocks the kernels hold (MAX_TM/MAX_TN4 and TILED_MAX_* in matmul.wgsl).
 LIMITS = {"matmul": (16, 4), "matmul_tiled": (8, 2), "matmul_4x4": (4, 1)}
@@ -268,7 +266,7 @@ def matmul_epilogue(backend, op, record, arrays, attrs, shape, dtype):
 
 def _product(backend, a, b, shape, dtype, epilogue=None):
     kind = kind_of(dtype)
-    if kind in PACKED_FLOATS:  # read as stored; the sums are stored as f32, then rounded into the packed kind
+    if stored_kind(kind) != kind:  # read as stored; the sums are stored as f32, then rounded into the packed kind
         return elementwise.converted(backend, _product(backend, a, b, shape, dtype_of("f32"), epilogue), kind)
     if kind not in ("f32", "i32", "f16") or a.kind not in KINDS or b.kind not in KINDS:
         raise TypeError(f"matmul: not supported on webgpu for {dtype.name} tensors")

@@ -8,7 +8,7 @@ kernel binds the gradient first (1) and the written buffers after it (2, 3, ...)
 Every scalar is rounded to float32 here, from the same float64 expressions the
 numpy kernels use (``1 - dampening``, ``-lr``, ...), so both backends see the
 same constants. float16 and bfloat16 parameters, states and gradients are updated as
-stored (``KINDS``): loaded as f32, each result rounded once as it is written back,
+stored (``geometry.FLOATS``): loaded as f32, each result rounded once as it is written back,
 the same bits as an update on widened copies without the copies.
 """
 from __future__ import annotations
@@ -21,14 +21,13 @@ import numpy as np
 from ...kernels import Program
 from . import large
 from .elementwise import WORKGROUP
-from .geometry import ELEMENTS, PACKED
+from .geometry import ELEMENTS, FLOATS, PACKED
 from .source import PACKING, fill, read
 
 FILE = "optim.wgsl"  # the update functions
 TEMPLATE = "optim_step.wgsl"  # the entry point over one or a group of parameters
 MEMBER = "optim_member.wgsl"
 MEMBER_BYTES = 32
-KINDS = ("f32", "f16", "f16p", "bf16")  # parameters, states and gradients updated as stored (f32 arithmetic)
 MAXIMIZE, NESTEROV, FIRST_STEP, DAMPENED, DECOUPLED, LERP_FROM_END = 1, 2, 4, 8, 16, 32
 FIELDS = ("weight_decay", "neg_lr", "momentum", "one_minus_dampening", "decay", "rate", "one_minus_rate",
           "lerp_weight", "lerp_complement", "bias_correction2_sqrt", "eps")
@@ -123,7 +122,7 @@ def update(backend, op_name, arrays, attrs):
     """One optimizer step ``op_name`` on (param, *state buffers, grad)."""
     *written, grad = arrays
     for name, a in zip(("param",) + ("state",) * (len(written) - 1) + ("grad",), arrays):
-        if a.kind not in KINDS:
+        if a.kind not in FLOATS:
             raise TypeError(f"{op_name}: webgpu optimizers update floating-point tensors, got a {a.kind} {name}")
     for name, a in zip(("param",) + ("state",) * (len(written) - 1), written):
         if not a.is_contiguous():
@@ -142,7 +141,7 @@ def update(backend, op_name, arrays, attrs):
 
 def run(backend, op_name, members, attrs, label) -> None:
     """One dispatch of the update ``op_name`` over ``members``, each (param, *state buffers,
-    grad), contiguous, of KINDS, with no buffer bound twice: optim_step.wgsl."""
+    grad), contiguous, of FLOATS, with no buffer bound twice: optim_step.wgsl."""
     rows, start = [], 0
     for *written, grad in members:
         n = written[0].numel()

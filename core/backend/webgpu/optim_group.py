@@ -9,7 +9,8 @@ That and the storage-buffer limit bound a group's size (``capacity``).
 from __future__ import annotations
 
 from . import large
-from .optim import FILE, KINDS, MEMBER_BYTES, run, update
+from .geometry import FLOATS
+from .optim import FILE, MEMBER_BYTES, run, update
 
 UNIFORM_BYTES = 256   # one arena slot (device.UNIFORM_SLOT)
 PARAMS_BYTES = 80     # optim.wgsl's Params
@@ -26,7 +27,7 @@ def _groupable(backend, members) -> bool:
     """One kernel can run them: float kinds it reads, contiguous written buffers, no storage bound
     twice (WebGPU refuses a writable buffer at two bindings), each within one binding."""
     storages = [a.storage for m in members for a in m]
-    return (all(a.kind in KINDS for m in members for a in m)
+    return (all(a.kind in FLOATS for m in members for a in m)
             and all(a.is_contiguous() for m in members for a in m)
             and len({id(s) for s in storages}) == len(storages)
             and not large.too_large(backend, [a for m in members for a in m]))

@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import elementwise
-from .conv import FLOATS
-from .geometry import PACKED, dtype_of, kind_of
+from .geometry import FLOATS, dtype_of, kind_of, stored_kind
 
 
 FILE = "pool.wgsl"
@@ -37,7 +36,7 @@ def max_pool2d(backend, op, record, arrays, attrs, shape, dtype):
     if a.kind not in FLOATS or b.kind not in FLOATS:
         raise TypeError(f"{op.name}: not supported on webgpu for element types {a.kind}, {b.kind}; "
                         f"convert with .float()")
-    if kind_of(dtype) in PACKED:  # read as stored; the result written as f32, then rounded into the packed kind
+    if stored_kind(kind_of(dtype)) != kind_of(dtype):  # a packed result: written as f32, rounded after
         return elementwise.converted(backend, max_pool2d(backend, op, record, arrays, attrs, shape, dtype_of("f32")),
                                      kind_of(dtype))
     x_shape = b.shape if record.entry == "max_pool2d_backward" else a.shape

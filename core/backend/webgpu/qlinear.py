@@ -12,6 +12,8 @@ unpacked by hand (``PACKED_DOT`` forces either; tests run both).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...kernels import Program
@@ -43,10 +45,15 @@ def _packed_dot(backend) -> bool:
     return getattr(backend.device, "packed_dot", False) if PACKED_DOT is None else PACKED_DOT
 
 
+@functools.cache
+def _source(native: bool) -> str:
+    return DOT4[native] + read(FILE)
+
+
 def _run(backend, entry, buffers, params, grid, label, constants=()):
     native = _packed_dot(backend)
     program = Program.of(FILE, entry, (), None, dict(constants), generated=("dot4I8Packed" if native else "unpacked"))
-    backend.run_program(program, buffers, params, grid, label, source=DOT4[native] + read(FILE))
+    backend.run_program(program, buffers, params, grid, label, source=_source(native))
 
 
 def _rows_of_vec4s(backend, weight, k16: int):

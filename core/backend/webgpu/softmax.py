@@ -20,7 +20,7 @@ import numpy as np
 from . import elementwise, geometry
 from . import reduce as gpu_reduce
 from .array import contiguous_strides
-from .geometry import MAX_RANK, PACKED, coalesce_dims
+from .geometry import FLOATS, MAX_RANK, coalesce_dims, stored_kind
 
 FILE = "softmax.wgsl"
 WORKGROUP = 128                              # threads per workgroup (capped by the device limit)
@@ -76,16 +76,6 @@ def plan_rows(backend, op_name, x, dim):
         backend, op_name, x.shape, rows, inner, lanes, workgroup, cpu_adapter, loop_trips)
     constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1}
     return x, constants, launch, (rows, inner, x.offset, groups, kept, x.strides[dim], out_strides[dim])
-
-
-# Read as stored (load_x), computed in f32: f16, and 16-bit floats packed two to a word, whose
-# results are stored as f32 and rounded after (``stored_kind``).
-FLOATS = ("f32", "f16", "f16p", "bf16")
-
-
-def stored_kind(kind: str) -> str:
-    """The kind a result of inputs of ``kind`` is written as by the kernel."""
-    return "f32" if kind in PACKED else kind
 
 
 def _require_float(op_name, x):

@@ -31,7 +31,6 @@ PRELUDES = {
     "reduce.wgsl": ("math.wgsl", "reduce_plain.wgsl"),
     "conv.wgsl": ("math.wgsl",),
     "pool.wgsl": ("math.wgsl",),
-    "matmul.wgsl": ("math.wgsl",),
 }
 SPLICE_SIGNATURE = {
     "unary.wgsl": "fn op(a: A) -> O",
@@ -173,8 +172,8 @@ def assemble(file: str, types: tuple = (), expr: str | None = None, chain=None) 
     parts = aliases(types) + [read(p) for p in PRELUDES.get(file, ())]
     if file in OPERANDS:
         parts += accessors(file, types)
-    if file == "matmul.wgsl":
-        parts += matmul_readers(types)
+    if file == "matmul.wgsl":  # math.wgsl only where a packed operand needs it: every matmul compiles it
+        parts += ([read("math.wgsl")] if any(kind in PACKED for _, kind in types) else []) + matmul_readers(types)
     if expr is not None:
         parts.append(f"{SPLICE_SIGNATURE[file]} {{\n  return {expr};\n}}")
     if chain is not None:
