@@ -301,3 +301,50 @@ def test_webgpu_optimizers_update_half_parameters_as_stored(monkeypatch, widenin
     monkeypatch.delitem(backend._NARROW_AWARE, "optim.optim_step")  # the update on widened copies
     np.testing.assert_array_equal(as_stored, trained())
     assert [n for k, n in widening_copies if k != "f32"]  # that run did widen
+
+
+@requires_webgpu
+@pytest.mark.parametrize("scatter", ["scan", "atomic"])
+@pytest.mark.parametrize("kind", ["f16", "f16p", "bf16", "i8", "u8", "i16"])
+def test_webgpu_indexing_reads_narrow_kinds_as_stored(monkeypatch, widening_copies, kind, scatter):
+    """An embedding lookup and its gradient, index_select, gather, index_add and scatter_add read
+    and write the 16-bit floats and small integers as stored (index.wgsl moves their bits; the
+    scatters sum in f32 or i32 and round or wrap as they store), through the deterministic scan
+    and the atomic scatter: no widened copy of the table, the cpu's values (integers exactly)."""
+    from webgrad.backend.webgpu import geometry, index
+
+    if kind == "f16" and geometry.KIND["float16"] != "f16":
+        pytest.skip("this adapter lacks 'shader-f16'")
+    if scatter == "atomic":
+        monkeypatch.setattr(index, "SCAN_MAX_WORK", 0)
+        monkeypatch.setattr(index, "SCAN_MAX_RATIO", 0)
+    floating = kind in ("f16", "f16p", "bf16")
+    dtype = {"f16": webgrad.float16, "f16p": webgrad.float16, "bf16": webgrad.bfloat16, "i8": webgrad.int8,
+             "u8": webgrad.uint8, "i16": webgrad.int16}[kind]
+    rng = np.random.default_rng(8)
+    table = (rng.standard_normal((13, 6)) * 20).astype(np.float32)
+    rows, columns = rng.integers(0, 13, (4, 5)), rng.integers(0, 6, (13, 3))  # rows repeat: sums in the gradient
+    added = (rng.standard_normal((20, 6)) * 20).astype(np.float32)
+    results = []
+    with float16_stored_as("f16p" if kind == "f16p" else geometry.KIND["float16"]):
+        for device in ("cpu", "webgpu"):
+            x = webgrad.tensor(table, device=device).to(dtype)
+            i, j = webgrad.tensor(rows, device=device), webgrad.tensor(columns, device=device)
+            src = webgrad.tensor(added, device=device).to(dtype)
+            outs = [x.index_select(0, i.flatten()), x.gather(1, j), x.index_add(0, i.flatten(), src),
+                    x.scatter_add(1, j, src[:13, :3]), x[::2][i[:2] // 2]]  # the last: a strided table
+            if floating:
+                x.requires_grad_()
+                looked_up = webgrad.nn.functional.embedding(i, x)
+                weights = webgrad.arange(looked_up.numel(), device=device).reshape(looked_up.shape).cos()
+                (looked_up.float() * weights).sum().backward()
+                outs += [looked_up, x.grad]
+            if device == "webgpu":
+                assert x._data.kind == kind and all(o.dtype is dtype for o in outs)
+            results.append([o.detach().float().cpu().numpy() for o in outs])
+    if floating:
+        assert_read_as_stored(widening_copies, *results, kind, ulps=4)
+    else:
+        assert not [n for k, n in widening_copies if k != "i32"], widening_copies
+        for got, want in zip(*results[::-1]):
+            np.testing.assert_array_equal(got, want)

@@ -122,18 +122,23 @@ def test_reductions_split(small_bindings):
     assert webgrad.linalg.vector_norm(table.weight.grad).item() == pytest.approx(0.5, rel=1e-5)
 
 
-def test_embedding_rows_and_gradient_match_numpy(small_bindings):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_embedding_rows_and_gradient_match_numpy(small_bindings, dtype):
+    """Rows and gradient of a table in windows; a bfloat16 one is indexed as stored (2 bytes each)."""
     rng = np.random.default_rng(2)
-    w = rng.standard_normal((5000, 16)).astype(np.float32)
-    index = rng.integers(0, 5000, (40, 3))
-    index[0, :] = 4999  # the last row, and duplicates
-    table = webgrad.tensor(w, device="webgpu", requires_grad=True)
+    rows = 10000 if dtype == "bfloat16" else 5000  # past the binding either way
+    table = webgrad.tensor(rng.standard_normal((rows, 16)).astype(np.float32), device="webgpu")
+    table = table.to(getattr(webgrad, dtype)).requires_grad_()
+    w = table.detach().float().numpy()
+    index = rng.integers(0, rows, (40, 3))
+    index[0, :] = rows - 1  # the last row, and duplicates
     out = nn.functional.embedding(webgrad.tensor(index, device="webgpu"), table)
-    np.testing.assert_array_equal(out.detach().numpy(), w[index])
+    np.testing.assert_array_equal(out.detach().float().numpy(), w[index])
     (out * 3).sum().backward()
     want = np.zeros_like(w)
     np.add.at(want, index, 3.0)
-    np.testing.assert_allclose(table.grad.numpy(), want)
+    assert table.grad.dtype is table.dtype and table._data.nbytes == w.size * table.dtype.itemsize
+    np.testing.assert_allclose(table.grad.float().numpy(), want)
 
 
 def test_ops_that_do_not_split_name_the_limit(small_bindings):

@@ -6,17 +6,27 @@
 //                       strides and passes that dim's stride as index_step.
 //   scatter_add         out[c] += values[c with dim := k]  for k = 0, 1, ..., span - 1 in
 //                       order, wherever index[c with dim := k] == c[dim]. One thread per
-//                       output element scans its index column: no atomics, the same
-//                       result on every run, bit for bit numpy's np.add.at order.
-//                       Cost: out elements x span loop steps.
+//                       output word scans the index column of each element in it: no
+//                       atomics, the same result on every run, bit for bit numpy's np.add.at
+//                       order for 32-bit kinds. Cost: out elements x span loop steps.
 //   scatter_add_atomic  out[c with dim := index[c]] += values[c], one thread per index
-//                       element. WGSL has integer atomics only, so a float add is a
-//                       compare-exchange loop on the bits; the summation order (and so
-//                       the rounding) changes from run to run. The launcher picks it when
-//                       the scan would be too long (big index with duplicates, e.g. the
-//                       gradient of an embedding).
+//                       element. WGSL has integer atomics only, so an add is a
+//                       compare-exchange loop on the bits of the word holding the element;
+//                       the summation order (and so the rounding) changes from run to run.
+//                       The launcher picks it when the scan would be too long (big index
+//                       with duplicates, e.g. the gradient of an embedding).
 //   put                 dst[phys(positions[i] - 1)] = values[v(i)]   (x[key] = value): phys
-//                       unflattens a logical position with dst's shape and strides.
+//                       unflattens a logical position with dst's shape and strides. 32-bit
+//                       kinds only (the backend widens narrower ones).
+//
+// Elements as stored. values and out are bound as u32 words holding PER_WORD elements of
+// BITS bits each (32: f32, i32, bool; 16: float16, bfloat16, int16; 8: int8, uint8; element
+// 0 in the low bits), so the 2-byte floats and small integers are indexed without wider
+// copies. The generated prelude (source.index_codec) gives BITS, value_of(bits) -> T (the
+// kind T is computed in: f32 for the 16-bit floats) and bits_of(v) (the element's rounded
+// bits). gather moves bits and never rounds. The scatters sum in T and round once as they
+// store (the atomic one per add, as CUDA's half atomics do). gather and scatter_add write
+// whole words, one thread each, so out starts at a word (the launcher checks).
 //
 // `out` of the scatters already holds the base tensor (the launcher copies it in).
 // Index values are i32 (int64 tensors live as i32 on the device) and must lie in
@@ -33,11 +43,11 @@
 // binding holds only rows [first, first + count): an index in range but outside them is
 // another window's and is skipped (gather leaves that output element as it is).
 //
-// Bindings: 0 Params, 1 index (i32), 2 values (T), 3 out (T; seen as atomic<U> bits
-// by scatter_add_atomic, U = u32 for f32 and i32 for i32), 4 errors.
+// Bindings: 0 Params, 1 index (i32), 2 values (words), 3 out (words; atomic words in
+// scatter_add_atomic), 4 errors.
 // Operand strides are in elements over the iteration space (slot 0 index, 1 values,
 // 3 out); put's slot 3 holds dst's strides over `bound` (dst's shape) instead.
-// Grid: ceil(n / WG) workgroups, folded into (x, y) past the per-dimension limit.
+// Grid: ceil(threads / WG) workgroups, folded into (x, y) past the per-dimension limit.
 
 struct Params {
   n: u32,                                  // threads
@@ -58,12 +68,14 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> index: array<i32>;
-@group(0) @binding(2) var<storage, read> values: array<T>;
-@group(0) @binding(3) var<storage, read_write> out: array<T>;
+@group(0) @binding(2) var<storage, read> values: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<u32>;
 // The same binding as `out`, used only by scatter_add_atomic (never both in one entry point).
-@group(0) @binding(3) var<storage, read_write> out_bits: array<atomic<U>>;
+@group(0) @binding(3) var<storage, read_write> out_atomic: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> errors: array<atomic<u32>>;
 override WG: u32 = 256;
+const PER_WORD = 32u / BITS;
+const MASK = 0xffffffffu >> (32u - BITS);  // an element's bits, at the bottom of a word
 
 fn thread_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return gid.x + gid.y * nwg.x * WG;
@@ -91,56 +103,78 @@ fn in_window(j: i32) -> bool {
   return p.count == 0u || (u32(j) >= p.first && u32(j) - p.first < p.count);
 }
 
+// The bits of element e of values.
+fn element_bits(e: u32) -> u32 {
+  return (values[e / PER_WORD] >> ((e % PER_WORD) * BITS)) & MASK;
+}
+
+// ``word`` with element k's bits replaced by ``bits``.
+fn with_bits(word: u32, k: u32, bits: u32) -> u32 {
+  let shift = k * BITS;
+  return (word & ~(MASK << shift)) | (bits << shift);
+}
+
 @compute @workgroup_size(WG)
 fn gather(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = thread_index(gid, nwg);
-  if (i >= p.n) { return; }
-  let j = index[u32(i32(p.offsets.x) + strided(i, 0u))];
-  var v = T(0);
-  if (in_range(j)) {
-    if (!in_window(j)) { return; }
-    v = values[u32(i32(p.offsets.y) + strided(i, 1u) + (j - i32(p.first)) * p.index_step)];
-  } else {
-    atomicOr(&errors[0], 1u);
+  let first = thread_index(gid, nwg) * PER_WORD;  // this thread's output word holds elements first...
+  if (first >= p.n) { return; }
+  let o = p.offsets.w / PER_WORD + first / PER_WORD;
+  var word = 0u;
+  if (p.count != 0u) { word = out[o]; }  // other windows' elements stay
+  for (var i = first; i < min(first + PER_WORD, p.n); i++) {
+    let j = index[u32(i32(p.offsets.x) + strided(i, 0u))];
+    var bits = 0u;
+    if (in_range(j)) {
+      if (!in_window(j)) { continue; }
+      bits = element_bits(u32(i32(p.offsets.y) + strided(i, 1u) + (j - i32(p.first)) * p.index_step));
+    } else {
+      atomicOr(&errors[0], 1u);
+    }
+    word = with_bits(word, i - first, bits);
   }
-  out[p.offsets.w + i] = v;
+  out[o] = word;
 }
 
 @compute @workgroup_size(WG)
 fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = thread_index(gid, nwg);
-  if (i >= p.n) { return; }
-  // Unflatten i over out's shape; the index and values columns start at c with c[dim] = 0.
-  var rem = i;
-  var row = 0;
-  var index_at = i32(p.offsets.x);
-  var value_at = i32(p.offsets.y);
-  var inside = true;
-  for (var d = i32(p.rank) - 1; d >= 0; d = d - 1) {
-    let du = u32(d);
-    let n = p.shape[du / 4u][du % 4u];
-    let c = rem % n;
-    rem = rem / n;
-    if (du == p.dim) {
-      row = i32(c);
-    } else {
-      inside = inside && c < p.bound[du / 4u][du % 4u];
-      index_at = index_at + i32(c) * p.strides[0][du / 4u][du % 4u];
-      value_at = value_at + i32(c) * p.strides[1][du / 4u][du % 4u];
+  let first = thread_index(gid, nwg) * PER_WORD;
+  if (first >= p.n) { return; }
+  let o = p.offsets.w / PER_WORD + first / PER_WORD;
+  var word = out[o];
+  for (var i = first; i < min(first + PER_WORD, p.n); i++) {
+    // Unflatten i over out's shape; the index and values columns start at c with c[dim] = 0.
+    var rem = i;
+    var row = 0;
+    var index_at = i32(p.offsets.x);
+    var value_at = i32(p.offsets.y);
+    var inside = true;
+    for (var d = i32(p.rank) - 1; d >= 0; d = d - 1) {
+      let du = u32(d);
+      let n = p.shape[du / 4u][du % 4u];
+      let c = rem % n;
+      rem = rem / n;
+      if (du == p.dim) {
+        row = i32(c);
+      } else {
+        inside = inside && c < p.bound[du / 4u][du % 4u];
+        index_at = index_at + i32(c) * p.strides[0][du / 4u][du % 4u];
+        value_at = value_at + i32(c) * p.strides[1][du / 4u][du % 4u];
+      }
     }
-  }
-  if (!inside) { return; }
-  let o = p.offsets.w + i;
-  var acc = out[o];
-  for (var k = 0u; k < p.span; k = k + 1u) {
-    let j = index[u32(index_at + i32(k) * p.index_step)];
-    if (j == row) {
-      acc = acc + values[u32(value_at + i32(k) * p.value_step)];
-    } else if (row == 0 && !in_range(j)) {
-      atomicOr(&errors[0], 1u);  // row 0 always exists: its threads report each column's bad indices
+    if (!inside) { continue; }
+    let k = i - first;
+    var acc = value_of((word >> (k * BITS)) & MASK);
+    for (var s = 0u; s < p.span; s = s + 1u) {
+      let j = index[u32(index_at + i32(s) * p.index_step)];
+      if (j == row) {
+        acc = acc + value_of(element_bits(u32(value_at + i32(s) * p.value_step)));
+      } else if (row == 0 && !in_range(j)) {
+        atomicOr(&errors[0], 1u);  // row 0 always exists: its threads report each column's bad indices
+      }
     }
+    word = with_bits(word, k, bits_of(acc));
   }
-  out[o] = acc;
+  out[o] = word;
 }
 
 @compute @workgroup_size(WG)
@@ -153,11 +187,13 @@ fn scatter_add_atomic(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
     return;
   }
   if (!in_window(j)) { return; }
-  let v = values[u32(i32(p.offsets.y) + strided(i, 1u))];
+  let v = value_of(element_bits(u32(i32(p.offsets.y) + strided(i, 1u))));
   let at = u32(i32(p.offsets.w) + strided(i, 3u) + (j - i32(p.first)) * p.index_step);
-  var old = atomicLoad(&out_bits[at]);
+  let k = at % PER_WORD;
+  var old = atomicLoad(&out_atomic[at / PER_WORD]);
   loop {
-    let swapped = atomicCompareExchangeWeak(&out_bits[at], old, bitcast<U>(bitcast<T>(old) + v));
+    let sum = value_of((old >> (k * BITS)) & MASK) + v;
+    let swapped = atomicCompareExchangeWeak(&out_atomic[at / PER_WORD], old, with_bits(old, k, bits_of(sum)));
     if (swapped.exchanged) { break; }
     old = swapped.old_value;
   }

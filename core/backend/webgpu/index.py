@@ -25,7 +25,7 @@ import numpy as np
 
 from . import large
 from .array import contiguous_strides
-from .geometry import MAX_RANK, broadcast_strides, coalesce
+from .geometry import MAX_RANK, broadcast_strides, coalesce, itemsize
 from .views import reshaped_strides
 
 FILE = "index.wgsl"
@@ -36,8 +36,19 @@ SCAN_MAX_RATIO = 64
 
 
 def _types(kind):
-    # U: the integer type the atomic scatter sees the output's bits as.
-    return (("T", kind), ("U", "i32" if kind == "i32" else "u32"))
+    # index.wgsl sees elements as bits in u32 words; f16 has the same bits as packed f16 (f16p),
+    # so no kernel here needs WGSL's f16 extension.
+    return (("T", "f16p" if kind == "f16" else kind),)
+
+
+def _per_word(kind) -> int:
+    return 4 // itemsize(kind)
+
+
+def _word_aligned(array):
+    """``array`` (an output index.wgsl writes whole words of) starts at a word."""
+    assert array.offset % _per_word(array.kind) == 0, (array.kind, array.offset)
+    return array
 
 
 def _check_rank(op_name, shape):
@@ -82,7 +93,7 @@ def _numel(shape) -> int:
 
 
 def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads):
-    """Every index kernel binds the backend's error flag (4): it reports bad indices there."""
+    """``threads``: gather and scatter_add run one per word of out, the others one per element. Every index kernel binds the backend's error flag (4): it reports bad indices there."""
     buffers = [index.buffer, values.buffer, out.buffer, backend.index_errors.buffer_for(op_name)]
     backend.dispatch_1d(FILE, entry, _types(kind), None, {}, buffers, params, threads, f"{FILE}:{op_name}")
 
@@ -97,7 +108,7 @@ def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows
     _check_rank(op_name, dims)
     params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, x.offset, 0, out.offset),
                    index_step=step, shape=dims, strides={0: si, 1: sx}, window=window)
-    _dispatch(backend, "gather", op_name, x.kind, index, x, out, params, n)
+    _dispatch(backend, "gather", op_name, x.kind, index, x, _word_aligned(out), params, -(-n // _per_word(x.kind)))
     return out
 
 
@@ -132,8 +143,8 @@ def gather(backend, op, record, arrays, attrs, shape, dtype):
 
 def _scatter_into(backend, op_name, out, index, src, dim):
     """out (contiguous, holding the base) += src scattered along ``dim`` by ``index``."""
-    if out.kind not in ("f32", "i32"):
-        raise TypeError(f"{op_name}: webgpu adds float32 and integer tensors only, got {out.kind}")
+    if out.kind == "u32":
+        raise TypeError(f"{op_name}: webgpu adds float and integer tensors only, got bool")
     if index.numel() == 0 or out.numel() == 0:
         return
     span = index.shape[dim]
@@ -149,7 +160,8 @@ def _scatter_into(backend, op_name, out, index, src, dim):
                        offsets=(index.offset, src.offset, 0, out.offset), span=span,
                        index_step=index.strides[dim], value_step=src.strides[dim], shape=out.shape, bound=index.shape,
                        strides={0: index_strides, 1: src_strides})
-        _dispatch(backend, "scatter_add", op_name, out.kind, index, src, out, params, out.numel())
+        words = -(-out.numel() // _per_word(out.kind))
+        _dispatch(backend, "scatter_add", op_name, out.kind, index, src, _word_aligned(out), params, words)
         return
     from ...determinism import alert_not_deterministic
 
@@ -206,6 +218,7 @@ def put(backend, dst, positions, src):
     (in the take that made the positions) and put then writes nothing at all, so a
     failed write leaves dst as it was, as on the cpu. With duplicate positions one
     of the values lands (which one is unspecified, as in PyTorch)."""
+    assert itemsize(dst.kind) == 4, dst.kind  # narrower kinds are widened for it (backend.run)
     target = positions.shape
     n = positions.numel()
     if dst.numel() == 0 or n == 0:

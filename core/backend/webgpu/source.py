@@ -142,6 +142,24 @@ STORE_WORD = """fn store_word(t: u32) {{
 }}"""
 
 
+# How index.wgsl sees a 32-bit kind's element bits as its value (value_of) and back (bits_of).
+WORD_CODEC = {"f32": ("bitcast<f32>", "bitcast<u32>"), "i32": ("bitcast<i32>", "bitcast<u32>"), "u32": ("", "")}
+
+
+def index_codec(types) -> list[str]:
+    """index.wgsl's element layout for the kind of T: ``BITS`` per element, ``value_of(bits)``
+    (as T is computed in) and ``bits_of(v)`` (rounded or wrapped to the kind), with math.wgsl
+    where a narrow kind needs its conversions."""
+    kind = dict(types)["T"]
+    if kind in PACKED:
+        bits, value, bits_of = PACKING[kind]
+        prelude = [read("math.wgsl")]
+    else:
+        (bits, (value, bits_of)), prelude = (32, WORD_CODEC[kind]), []
+    return prelude + [f"const BITS = {bits}u;", f"fn value_of(b: u32) -> T {{ return {value}(b); }}",
+                      f"fn bits_of(v: T) -> u32 {{ return {bits_of}(v); }}"]
+
+
 def _packed_at(kind: str) -> tuple[str, str, str]:
     """WGSL for element i of a packed ``kind``: its word, its bits' shift in the word, their mask."""
     bits = PACKING[kind][0]
@@ -174,6 +192,8 @@ def assemble(file: str, types: tuple = (), expr: str | None = None, chain=None) 
         parts += accessors(file, types)
     if file == "matmul.wgsl":  # math.wgsl only where a packed operand needs it: every matmul compiles it
         parts += ([read("math.wgsl")] if any(kind in PACKED for _, kind in types) else []) + matmul_readers(types)
+    if file == "index.wgsl":
+        parts += index_codec(types)
     if expr is not None:
         parts.append(f"{SPLICE_SIGNATURE[file]} {{\n  return {expr};\n}}")
     if chain is not None:
