@@ -93,7 +93,8 @@ def _numel(shape) -> int:
 
 
 def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads):
-    """``threads``: gather and scatter_add run one per word of out, the others one per element. Every index kernel binds the backend's error flag (4): it reports bad indices there."""
+    """Every index kernel binds the backend's error flag (4): it reports bad indices there.
+    ``threads``: gather and scatter_add run one per word of out, the others one per element."""
     buffers = [index.buffer, values.buffer, out.buffer, backend.index_errors.buffer_for(op_name)]
     backend.dispatch_1d(FILE, entry, _types(kind), None, {}, buffers, params, threads, f"{FILE}:{op_name}")
 
