@@ -94,9 +94,9 @@ def kind_of(dtype) -> str:
                         f"convert with .float() (or keep the tensor on 'cpu')") from None
     if kind == "f16p" and not _HALF_WARNED:
         _HALF_WARNED.append(True)
-        warnings.warn("webgpu: this adapter lacks 'shader-f16': float16 tensors are stored as 2-byte float16 and "
-                      "computed in float32 (each kernel's inputs widened, its result rounded back), so they keep "
-                      "their memory saving but not their speed", stacklevel=3)
+        warnings.warn("webgpu: this adapter lacks 'shader-f16': float16 tensors are stored as 2-byte float16, "
+                      "two to a 32-bit word, and computed in float32 (rounded as they are stored), so they keep "
+                      "their memory saving but not f16 arithmetic's speed", stacklevel=3)
     return kind
 
 
