@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import webgrad
-from conftest import assert_close, need_module, requires_webgpu
+from conftest import IN_CI, assert_close, need_module, requires_webgpu
 from webgrad import nn
+from webgrad.backend.numpy import int8_gemm
 
 torch = need_module("torch")
 quantization = webgrad.ao.quantization
@@ -121,6 +122,25 @@ def _exact(x, weight, scale, bias):
     return out if bias is None else out + bias
 
 
+@pytest.fixture(params=["int8_gemm", "blas"])
+def cpu_path(request, monkeypatch):
+    """The numpy backend's int8 products: the C kernel (built by scripts/install-deps), or
+    BLAS on float32 copies (Pyodide, no build)."""
+    if request.param == "blas":
+        monkeypatch.setattr(int8_gemm, "_lib", None)
+        monkeypatch.setattr(int8_gemm, "_tried", True)
+    else:
+        _need_int8_gemm()
+    return request.param
+
+
+def _need_int8_gemm():
+    if not int8_gemm.available():
+        message = (f"the int8 kernel is not built for this machine ({int8_gemm.library_path()}); "
+                   f"`python -m webgrad.backend.numpy.int8_gemm` builds it")
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+
+
 @pytest.mark.parametrize("m, k, n, per_channel, bias", [
     (16, 64, 96, False, True),     # rows of whole vec4s
     (5, 37, 10, True, False),      # rows padded to 16, a narrow output
@@ -130,12 +150,74 @@ def _exact(x, weight, scale, bias):
     (3, 0, 4, False, True),        # no in features: the bias
     (0, 5, 4, True, False),        # an empty batch
 ])
-def test_quantized_linear_is_exact(device, m, k, n, per_channel, bias):
-    """The op's integer sums are exact on every device (numpy: BLAS, float64 past k = 1032)."""
+def test_quantized_linear_is_exact(device, cpu_path, m, k, n, per_channel, bias):
+    """The op's integer sums are exact on every device and both cpu paths (the C kernel; BLAS,
+    float64 past k = 1032)."""
     x, weight, scale, b = _operands(m, k, n, per_channel, bias)
     args = [webgrad.tensor(a, device=device) for a in (x, weight, scale)]
     got = quantization.quantized_linear(*args, None if b is None else webgrad.tensor(b, device=device))
     np.testing.assert_allclose(got.numpy(), _exact(x, weight, scale, b), rtol=1e-6, atol=1e-6)
+
+
+def _with_int8_gemm(lib, fn, *args):
+    """``fn(*args)`` with the numpy backend's int8 kernel set to ``lib`` (None: the BLAS path)."""
+    saved = int8_gemm._lib, int8_gemm._tried
+    int8_gemm._lib, int8_gemm._tried = lib, True
+    try:
+        return fn(*args)
+    finally:
+        int8_gemm._lib, int8_gemm._tried = saved
+
+
+def _odd_operands():
+    """Batch dims, a transposed x, both scale kinds, no bias, k past 1032, k not a multiple of 4,
+    n past one panel pair, x without negatives or positives, and x with an infinity or NaN."""
+    for seed, (m, k, n) in enumerate([(9, 33, 40), (64, 1024, 70), (3, 1500, 17), (17, 7, 3), (1, 130, 65)]):
+        for per_channel in (False, True):
+            x, weight, scale, b = _operands(m, k, n, per_channel, bias=seed % 2 == 0, seed=seed)
+            yield x, weight, scale, b
+            yield np.abs(x).reshape(1, m, k), weight, scale, None
+            yield -np.abs(x).T.copy().T, weight, scale, b
+    x, weight, scale, b = _operands(6, 20, 9, True, True)
+    for bad in (np.inf, -np.inf, np.nan):
+        x[2, 3] = bad
+        yield x, weight, scale, b
+
+
+def test_cpu_int8_kernel_gives_the_bits_of_the_blas_path():
+    """The C kernel (what a quantized model runs on the cpu natively) and the BLAS path agree bit for
+    bit, and it is the C kernel that runs."""
+    _need_int8_gemm()
+    calls = int8_gemm.stats["calls"]
+    for x, weight, scale, b in _odd_operands():
+        args = [webgrad.tensor(a) for a in (x, weight, scale)] + [None if b is None else webgrad.tensor(b)]
+        got = quantization.quantized_linear(*args).numpy()
+        want = _with_int8_gemm(None, quantization.quantized_linear, *args).numpy()
+        np.testing.assert_array_equal(got, want)
+    assert int8_gemm.stats["calls"] > calls
+
+
+@pytest.mark.parametrize("cpu", ["x86_64_v3", "baseline"])
+def test_each_cpu_build_of_the_int8_kernel_is_exact(tmp_path, cpu):
+    """The AVX2 (x86-64-v3) and plain C builds, besides the one this machine runs (AVX-512 VNNI
+    here): each gives the exact integer sums."""
+    import platform
+    import subprocess
+    import sys
+
+    if cpu == "x86_64_v3" and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("an x86 build")
+    need_module("ziglang")
+    path = tmp_path / "qgemm.so"
+    flags = [f"-mcpu={cpu}" if flag == "-march=native" else flag for flag in int8_gemm.FLAGS]
+    subprocess.run([sys.executable, "-m", "ziglang", "cc", *flags, "-o", str(path), str(int8_gemm.SOURCE)],
+                   check=True, capture_output=True)
+    lib = int8_gemm.open_library(path)
+    assert lib.qgemm_variant().decode() == ("avx2" if cpu == "x86_64_v3" else "portable")
+    for x, weight, scale, b in list(_odd_operands())[:-3]:
+        x2 = x.reshape(-1, x.shape[-1])
+        got = _with_int8_gemm(lib, int8_gemm.linear, x2, weight, scale, b)
+        np.testing.assert_array_equal(got, _exact(x2, weight, scale, b))
 
 
 @pytest.fixture(params=[True, False], ids=["dot4I8Packed", "unpacked"])
