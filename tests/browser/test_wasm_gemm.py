@@ -3,7 +3,8 @@
 Every float32 product goes through the wasm kernel here (the size threshold is set
 to 1 for these tests) and is checked against numpy: the op table's matmul rows and
 their gradients, conv1d/conv2d (stride, padding, dilation, groups) forward and
-backward against the numpy path of the same page (``use_wasm_gemm(False)``), and
+backward (the forward through ``sconv``, its im2col packed from the image) against
+the numpy path of the same page (``use_wasm_gemm(False)``), and
 odd shapes against numpy in float64. A counter proves the fast path ran.
 """
 from __future__ import annotations
@@ -119,9 +120,14 @@ def run(fn, arrays, fast):
     wasm_gemm.use_wasm_gemm(True)
     return [out.detach().numpy()] + [t.grad.numpy() for t in tensors]
 
-failures, calls, reference_calls = [], 0, 0
+failures, calls, reference_calls, conv_calls = [], 0, 0, wasm_gemm.stats["conv_calls"]
 jobs = [(F.conv2d, case, ((2, 4, 7, 6), (8, 4 // case.get("groups", 1), 3, 2), (8,))) for case in CONV2D]
 jobs += [(F.conv1d, case, ((2, 4, 9), (6, 4 // case.get("groups", 1), 3), (6,))) for case in CONV1D]
+# Rows wider than a panel (8 positions: one vector copy when inside the image, else element by
+# element), and K and Ho*Wo past one block of the product (256 and 512).
+jobs += [(F.conv2d, dict(padding=1), ((2, 3, 11, 21), (4, 3, 3, 3), (4,))),
+         (F.conv2d, dict(dilation=2, padding=(2, 1)), ((1, 2, 9, 30), (5, 2, 3, 3), (5,))),
+         (F.conv2d, dict(padding=1), ((1, 32, 24, 24), (3, 32, 3, 3), (3,)))]
 for fn, case, shapes in jobs:
     arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     conv = lambda x, w, b, fn=fn, case=case: fn(x, w, b, **case)
@@ -134,7 +140,8 @@ for fn, case, shapes in jobs:
     for what, got, want in zip(("out", "dx", "dw", "db"), fast, reference):
         if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
             failures.append(f"{fn.__name__} {case} {what}: max diff {np.abs(got - want).max()}")
-{"failures": failures, "with_calls": calls, "jobs": len(jobs), "reference_calls": reference_calls}
+{"failures": failures, "with_calls": calls, "jobs": len(jobs), "reference_calls": reference_calls,
+ "conv_calls": wasm_gemm.stats["conv_calls"] - conv_calls}
 """
 
 
@@ -142,6 +149,7 @@ def test_conv_forward_and_backward_match_numpy_path(cpu_runtime):
     out = cpu_runtime.ok(CONV, timeout_s=300)["result"]
     assert out["failures"] == []
     assert out["with_calls"] == out["jobs"], out
+    assert out["conv_calls"] == out["jobs"], out  # each forward packed its im2col from the image (sconv)
     assert out["reference_calls"] == 0, out  # the switch really keeps numpy
 
 

@@ -51,7 +51,7 @@ _enabled = IN_PYODIDE and os.environ.get("WEBGRAD_WASM_GEMM", "1") != "0"
 _kernel: _Kernel | None = None
 _failed = False
 # Products computed here and the build in use (the browser tests read them).
-stats: dict[str, Any] = {"calls": 0, "variant": None}
+stats: dict[str, Any] = {"calls": 0, "conv_calls": 0, "variant": None}
 
 
 def use_wasm_gemm(enabled: bool = True) -> bool:
@@ -104,6 +104,7 @@ class _Kernel:
         self._js = js
         self._memory = exports.memory
         self._sgemm = exports.sgemm
+        self._sconv = exports.sconv
         self._base = (getattr(exports, "__heap_base").value + 15) // 16 * 16
         self._work_bytes = exports.work_floats() * 4
         self._size = self._memory.buffer.byteLength
@@ -142,6 +143,20 @@ class _Kernel:
         m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
         self._sgemm(count, m, n, k, offsets[0], sa, ra, ca, offsets[1], sb, rb, cb, offsets[2], offsets[3])
         self._view(offsets[2], out.size).assign_to(out)
+
+
+    def conv2d(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, geometry: tuple) -> None:
+        """``out`` (n, O, Ho*Wo) = conv2d of contiguous x (n, C, h, w) by w (O, Cg*kh*kw); ``geometry``:
+        sconv's groups, O/groups, Cg, h, w, kh, kw, sh, sw, dh, dw, top, left, Ho, Wo."""
+        offsets, total = [], 0
+        for size in (x.size * 4, w.size * 4, out.size * 4, self._work_bytes):
+            offsets.append(self._base + total)
+            total += (size + 15) // 16 * 16
+        self._reserve(total)
+        self._view(offsets[0], x.size).assign(x.reshape(-1))
+        self._view(offsets[1], w.size).assign(w.reshape(-1))
+        self._sconv(x.shape[0], *geometry, *offsets)
+        self._view(offsets[2], out.size).assign_to(out.reshape(-1))
 
 
 def _operand(x: np.ndarray, batch: tuple, count: int):
@@ -205,4 +220,23 @@ def matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.matmul(x, y)
     kernel.matmul(x, y, out)
     stats["calls"] += 1
+    return out
+
+
+def conv2d(x: np.ndarray, w: np.ndarray, out_hw, stride, padding, dilation, groups) -> np.ndarray | None:
+    """PyTorch's conv2d of x (n, C, h, w) by w (O, C/groups, kh, kw), float32, in wasm with the
+    im2col matrix packed straight from the image (gemm.c's sconv): neither built by numpy nor
+    copied in. None where the wasm kernels are not in use (natively, off, float64, small)."""
+    n, o, (ho, wo), (kh, kw) = x.shape[0], w.shape[0], out_hw, w.shape[2:]
+    size = n * o * ho * wo * w[0].size
+    if not wants(x, w, size) or x.nbytes + w.nbytes + n * o * ho * wo * 4 > MAX_BYTES:
+        return None
+    kernel = _load()
+    assert kernel is not None  # wants() loaded it
+    out = np.empty((n, o, ho * wo), np.float32)
+    geometry = (groups, o // groups, x.shape[1] // groups, *x.shape[2:], kh, kw, *stride, *dilation, padding[0],
+                padding[2], ho, wo)
+    kernel.conv2d(np.ascontiguousarray(x), np.ascontiguousarray(w), out, geometry)
+    stats["calls"] += 1
+    stats["conv_calls"] += 1
     return out

@@ -25,6 +25,10 @@
  * than the separate multiply and add.
  * Edges (M % MR, N % NR) are zero-padded in the packs and the tile is stored
  * through a small buffer. The first K slice stores C, the others add to it.
+ *
+ * sconv is conv2d's forward on the same loops, B being the im2col matrix of the image:
+ * its panels are packed from the image directly (pack_b_conv), so the matrix, 9x the
+ * image for a 3x3 kernel, is neither built by numpy nor copied into this memory.
  */
 #include <wasm_simd128.h>
 
@@ -55,6 +59,46 @@ static void pack_b(int kc, int nc, const float *B, long rsb, long csb, float *ou
       int j = 0;
       for (; j < nr; j++) dst[j] = row[j * csb];
       for (; j < NR; j++) dst[j] = 0.0f;
+    }
+  }
+}
+
+/* A convolution's B, its im2col matrix, read from the image itself (sconv): row k = (c, i, j) of
+ * the kernel window, column p = (y, x) of the output, B(k, p) = image[c, y sh + i dh - top,
+ * x sw + j dw - left], zero outside the image (the padding). */
+typedef struct {
+  int h, w, kh, kw, sh, sw, dh, dw, top, left, wo;
+  int *row0, *col0;  /* per column of the current block: y sh - top, x sw - left (in work) */
+} Conv;
+
+/* As pack_b, for B(k0.., j0..) of a convolution over `image` (one group's channels). */
+static void pack_b_conv(int kc, int nc, int k0, int j0, const float *image, Conv *g, float *out) {
+  for (int p = 0; p < nc; p++) {
+    g->row0[p] = (j0 + p) / g->wo * g->sh - g->top;
+    g->col0[p] = (j0 + p) % g->wo * g->sw - g->left;
+  }
+  for (int k = 0; k < kc; k++) {
+    int kk = k0 + k, taps = g->kh * g->kw;
+    int di = kk % taps / g->kw * g->dh, dj = kk % taps % g->kw * g->dw;
+    const float *plane = image + (long)(kk / taps) * g->h * g->w;
+    for (int p0 = 0; p0 < nc; p0 += NR) {
+      int nr = nc - p0 < NR ? nc - p0 : NR;
+      float *dst = out + (long)p0 * kc + k * NR;
+      int y = g->row0[p0] + di, x = g->col0[p0] + dj;
+      /* NR positions on one output row, stride 1, inside the image: two vector loads. */
+      if (nr == NR && g->sw == 1 && g->row0[p0 + NR - 1] == g->row0[p0] && y >= 0 && y < g->h && x >= 0 &&
+          x + NR <= g->w) {
+        wasm_v128_store(dst, wasm_v128_load(plane + y * g->w + x));
+        wasm_v128_store(dst + 4, wasm_v128_load(plane + y * g->w + x + 4));
+        continue;
+      }
+      int t = 0;
+      for (; t < nr; t++) {
+        y = g->row0[p0 + t] + di;
+        x = g->col0[p0 + t] + dj;
+        dst[t] = (unsigned)y < (unsigned)g->h && (unsigned)x < (unsigned)g->w ? plane[y * g->w + x] : 0.0f;
+      }
+      for (; t < NR; t++) dst[t] = 0.0f;
     }
   }
 }
@@ -110,37 +154,59 @@ static void kernel(int kc, const float *pa, const float *pb, float *C, long ldc,
     }
 }
 
-/* Floats of scratch `work` must hold for sgemm: the B panels and one A strip. */
+/* Floats of scratch `work` must hold for sgemm and sconv: the B panels, one A strip and
+ * sconv's two position tables. */
 __attribute__((export_name("work_floats")))
-int work_floats(void) { return KC * (NC + NR) + KC * MR; }
+int work_floats(void) { return KC * (NC + NR) + KC * MR + 2 * NC; }
+
+/* C (M x N, contiguous) = A @ B, B read through (rsb, csb) or, with `conv`, from the image at B. */
+static void gemm(int M, int N, int K, const float *a, long rsa, long csa, const float *bm, long rsb, long csb,
+                 Conv *conv, float *c, float *work) {
+  float *pb = work, *pa = work + KC * (NC + NR);
+  if (K == 0) {
+    for (long i = 0; i < (long)M * N; i++) c[i] = 0.0f;
+    return;
+  }
+  for (int j0 = 0; j0 < N; j0 += NC) {
+    int nc = N - j0 < NC ? N - j0 : NC;
+    for (int k0 = 0; k0 < K; k0 += KC) {
+      int kc = K - k0 < KC ? K - k0 : KC;
+      if (conv)
+        pack_b_conv(kc, nc, k0, j0, bm, conv, pb);
+      else
+        pack_b(kc, nc, bm + k0 * rsb + j0 * csb, rsb, csb, pb);
+      for (int i0 = 0; i0 < M; i0 += MR) {
+        int mr = M - i0 < MR ? M - i0 : MR;
+        pack_a(kc, mr, a + i0 * rsa + k0 * csa, rsa, csa, pa);
+        for (int jr = 0; jr < nc; jr += NR) {
+          int nr = nc - jr < NR ? nc - jr : NR;
+          kernel(kc, pa, pb + (long)jr * kc, c + (long)i0 * N + j0 + jr, N, mr, nr, k0 > 0);
+        }
+      }
+    }
+  }
+}
 
 __attribute__((export_name("sgemm")))
 void sgemm(int batch, int M, int N, int K,
            const float *A, long sab, long rsa, long csa,
            const float *B, long sbb, long rsb, long csb,
            float *C, float *work) {
-  float *pb = work, *pa = work + KC * (NC + NR);
-  for (int b = 0; b < batch; b++) {
-    const float *a = A + b * sab, *bm = B + b * sbb;
-    float *c = C + (long)b * M * N;
-    if (K == 0) {
-      for (long i = 0; i < (long)M * N; i++) c[i] = 0.0f;
-      continue;
-    }
-    for (int j0 = 0; j0 < N; j0 += NC) {
-      int nc = N - j0 < NC ? N - j0 : NC;
-      for (int k0 = 0; k0 < K; k0 += KC) {
-        int kc = K - k0 < KC ? K - k0 : KC;
-        pack_b(kc, nc, bm + k0 * rsb + j0 * csb, rsb, csb, pb);
-        for (int i0 = 0; i0 < M; i0 += MR) {
-          int mr = M - i0 < MR ? M - i0 : MR;
-          pack_a(kc, mr, a + i0 * rsa + k0 * csa, rsa, csa, pa);
-          for (int jr = 0; jr < nc; jr += NR) {
-            int nr = nc - jr < NR ? nc - jr : NR;
-            kernel(kc, pa, pb + (long)jr * kc, c + (long)i0 * N + j0 + jr, N, mr, nr, k0 > 0);
-          }
-        }
-      }
-    }
-  }
+  for (int b = 0; b < batch; b++)
+    gemm(M, N, K, A + b * sab, rsa, csa, B + b * sbb, rsb, csb, 0, C + (long)b * M * N, work);
+}
+
+/* conv2d forward without an im2col matrix: for each image b and group g,
+ *   C[b, g] (M x Ho*Wo) = W[g] (M x Cg*kh*kw, contiguous) @ im2col(X[b, g's Cg channels])
+ * with X (n, groups * Cg, h, w) contiguous and B packed straight from it (pack_b_conv). */
+__attribute__((export_name("sconv")))
+void sconv(int n, int groups, int M, int cg, int h, int w, int kh, int kw, int sh, int sw, int dh, int dw,
+           int top, int left, int ho, int wo, const float *X, const float *W, float *C, float *work) {
+  int K = cg * kh * kw, N = ho * wo;
+  int *tables = (int *)(work + KC * (NC + NR) + KC * MR);
+  Conv conv = {h, w, kh, kw, sh, sw, dh, dw, top, left, wo, tables, tables + NC};
+  for (int b = 0; b < n; b++)
+    for (int g = 0; g < groups; g++)
+      gemm(M, N, K, W + (long)g * M * K, K, 1, X + ((long)b * groups + g) * cg * h * w, 0, 0, &conv,
+           C + ((long)b * groups + g) * M * N, work);
 }
