@@ -126,6 +126,7 @@ CUSTOM_BLOCKINGS = [
     gpu_matmul.REGISTER,
     gpu_matmul.Blocking("matmul", wg_x=2, wg_y=2, tm=4, tn4=1),            # many small tiles
     gpu_matmul.Blocking("matmul_tiled", wg_x=4, wg_y=2, tm=2, tn4=2, tile_k=4),  # several k steps
+    gpu_matmul.Blocking("matmul_4x4", wg_x=2, wg_y=2, tm=4),  # k four at a time where A's rows allow, then one
 ]
 
 

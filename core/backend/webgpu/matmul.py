@@ -85,7 +85,8 @@ SMALL = Blocking("matmul", wg_x=2, wg_y=2, tm=8, tn4=2)
 # no private arrays. In Chromium (bench/browser_bench.py, one run each on this 2-core machine)
 # matmul 256 / 512 / 1024 took 90 / 949 / 4921 ms with REGISTER, 89 / 577 / 4915 with NARROW,
 # 39 / 247 / 2041 with FOUR (8 x 8 workgroups: the same); jax-js 0.1.25's 4 x 4 kernel 24-30 /
-# 170-250 / 1300-1720 in the same runs.
+# 170-250 / 1300-1720 in the same runs. With K walked four at a time (contiguous rows of A):
+# 16-18 / 101-103 / 757-769 ms, jax-js 15-17 / 112 / 810-814.
 FOUR = Blocking("matmul_4x4", wg_x=16, wg_y=16, tm=4, tn4=1)
 # A common choice for discrete GPUs: 64 x 64 tiles staged 16 deep, 4 x 4 per thread.
 TILED = Blocking("matmul_tiled", wg_x=16, wg_y=16, tm=4, tn4=1, tile_k=16)
@@ -296,7 +297,8 @@ def _product(backend, a, b, shape, dtype, epilogue=None):
     if blocking.entry == "matmul_tiled":
         constants["TILE_K"] = blocking.tile_k
     elif blocking.entry == "matmul_4x4":  # its block is fixed: the workgroup's shape and B's reads
-        constants = {"WG_X": blocking.wg_x, "WG_Y": blocking.wg_y, "B_VEC": 1 if b_mode == 1 else 0}
+        constants = {"WG_X": blocking.wg_x, "WG_Y": blocking.wg_y, "A_VEC": 1 if a_mode == 1 else 0,
+                     "B_VEC": 1 if b_mode == 1 else 0}
     else:
         constants.update(A_VEC=a_mode, B_VEC=b_mode)
     grid = fold_grid(backend, total, label)
