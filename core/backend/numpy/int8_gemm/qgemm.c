@@ -172,7 +172,8 @@ static void tile(long k4, const uint8_t *xq, long row_bytes, const int8_t *w, in
 }
 
 typedef struct {
-  long m, n, k, first_pair, end_pair;
+  long m, n, k, pairs;
+  long *next_pair;  /* shared: each thread takes the next panel pair until none is left */
   const uint8_t *xq;
   const int8_t *w;
   long ldw;
@@ -190,7 +191,7 @@ static void *run(void *arg) {
   float column_scale[2 * NP], column_bias[2 * NP];
   int8_t *pair = malloc(k4 * 4 * 2 * NP);  /* packed where it is used: still in cache for the tiles */
   if (!pair) return (void *)1;
-  for (long p = j->first_pair; p < j->end_pair; p++) {
+  for (long p; (p = __atomic_fetch_add(j->next_pair, 1, __ATOMIC_RELAXED)) < j->pairs;) {
     long c0 = p * 2 * NP, cols = j->n - c0 < 2 * NP ? j->n - c0 : 2 * NP;
     pack_pair(j->n, j->k, j->w, j->ldw, c0, pair, wsum);
     for (long c = 0; c < cols; c++) {
@@ -220,7 +221,7 @@ static void *run(void *arg) {
 /* out (m x n, row stride ldo) from xq and its qparams (qgemm_quantize) and w (n x k int8, row
  * stride ldw) with scales wscale[j * wscale_step] (step 0: one for all), on `threads` threads, each
  * packing and multiplying a share of the panel pairs. bias may be null.
- * Returns 0, or -1 where memory for a panel pair could not be had (out is then incomplete). */
+ * Returns 0, or -1 where no thread had memory for a panel pair (out is then incomplete). */
 int qgemm_linear(long m, long n, long k, const uint8_t *xq, const float qparams[2], const int8_t *w, long ldw,
                  const float *wscale, long wscale_step, const float *bias, float *out, long ldo, int threads) {
   long pairs = (n + 2 * NP - 1) / (2 * NP);
@@ -229,19 +230,14 @@ int qgemm_linear(long m, long n, long k, const uint8_t *xq, const float qparams[
   if (threads < 1) threads = 1;
   Job jobs[MAX_THREADS];
   pthread_t ids[MAX_THREADS];
-  for (int t = 0; t < threads; t++) {
-    jobs[t] = (Job){m, n, k, pairs * t / threads, pairs * (t + 1) / threads, xq, w, ldw, wscale, bias,
-                    wscale_step, qparams[0], qparams[1], out, ldo};
-  }
-  int started = 1, failed = 0;
+  long next_pair = 0;  /* taken as threads get to it: a thread slowed by a busy core takes fewer */
+  for (int t = 0; t < threads; t++)
+    jobs[t] = (Job){m, n, k, pairs, &next_pair, xq, w, ldw, wscale, bias, wscale_step, qparams[0], qparams[1], out, ldo};
+  int started = 1;
   for (int t = 1; t < threads; t++, started++)
     if (pthread_create(&ids[t], 0, run, &jobs[t]) != 0) break;
-  failed |= run(&jobs[0]) != 0;
-  for (int t = started; t < threads; t++) failed |= run(&jobs[t]) != 0;  /* a thread that could not start: here */
-  for (int t = 1; t < started; t++) {
-    void *result;
-    pthread_join(ids[t], &result);
-    failed |= result != 0;
-  }
-  return failed ? -1 : 0;
+  run(&jobs[0]);
+  for (int t = 1; t < started; t++) pthread_join(ids[t], 0);
+  /* A thread without memory for its panel pair took none; the others took its share. */
+  return next_pair < pairs ? -1 : 0;
 }
