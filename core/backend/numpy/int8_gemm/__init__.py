@@ -96,6 +96,11 @@ def available() -> bool:
     return _load() is not None
 
 
+def _cores() -> int:
+    """The cores this process may run on (a container's share, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _rows(a: np.ndarray) -> np.ndarray:
     """``a`` with unit stride along its last dim (a copy otherwise)."""
     return a if a.strides[-1] == a.itemsize else np.ascontiguousarray(a)
@@ -117,7 +122,7 @@ def linear(x: np.ndarray, weight: np.ndarray, weight_scale: np.ndarray, bias) ->
     weight_scale = np.ascontiguousarray(weight_scale, np.float32)
     bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
     out = np.empty((m, n), np.float32)
-    threads = (os.cpu_count() or 1) if m * n * k >= THREADS_FROM else 1
+    threads = _cores() if m * n * k >= THREADS_FROM else 1
     if lib.qgemm_linear(m, n, k, xq.ctypes.data, qparams.ctypes.data, weight.ctypes.data, weight.strides[0],
                         weight_scale.ctypes.data, int(weight_scale.size == n),
                         None if bias is None else bias.ctypes.data, out.ctypes.data, n, threads) != 0:

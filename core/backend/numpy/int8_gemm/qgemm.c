@@ -1,7 +1,7 @@
 /* int8 x int8 products for the numpy backend's dynamic-quantized Linear, natively.
  * numpy has no int8 matrix product (its integer matmul is a plain loop), so without
  * this the int8 layer is float32 BLAS plus the quantization: slower than float32.
- * Built by the install step (`python -m webgrad.backend.numpy.int8_gemm --build`,
+ * Built by the install step (`python -m webgrad.backend.numpy.int8_gemm`, which runs
  * `python -m ziglang cc -march=native`) into a shared library loaded with ctypes.
  *
  *   out[i, j] = (sum_k xq[i, k] * w[j, k] - zp * wsum[j]) * (scale * wscale[j]) + bias[j]
@@ -15,12 +15,12 @@
  * Layout. Each thread packs its share of the weight, two panels of NP = 16 columns at a
  * time, just before multiplying them (so they are still in cache): for each group of 4 k,
  * 16 columns x 4 bytes (64 bytes), k zero-padded to a multiple of 4, columns past n zero.
- * xq is m rows of k4 * 4 bytes (rows padded to MR with zeros). The micro
- * kernel keeps an MR x 32 tile of int32 sums in registers: per group of 4 k, two panel
- * loads, MR broadcasts of 4 bytes of xq and 2 MR four-way dot products: AVX-512 VNNI's
- * vpdpbusd (u8 x s8, four products summed into each int32 lane), or on AVX2 the same
- * from vpmaddubsw (pairs into int16: 2 x 127 x 128 < 2^15, no saturation, which is why
- * torch's x86 path keeps activations to 7 bits) and vpmaddwd; elsewhere plain C.
+ * xq is m rows of k4 * 4 bytes (rows padded to MR with zeros). The micro kernel keeps an
+ * MR x 32 tile of int32 sums in registers: per group of 4 k, two panel loads, MR broadcasts
+ * of 4 bytes of xq and 2 MR four-way dot products: AVX-512 VNNI's vpdpbusd (u8 x s8, four
+ * products summed into each int32 lane), or on AVX2 the same from vpmaddubsw (pairs into
+ * int16: 2 x 127 x 128 < 2^15, no saturation, which is why torch's x86 path keeps
+ * activations to 7 bits) and vpmaddwd; elsewhere plain C.
  */
 #include <float.h>
 #include <math.h>
