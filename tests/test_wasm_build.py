@@ -32,8 +32,9 @@ def test_kernel_builds_reproducibly(tmp_path):
     for data in first.values():
         assert data[:8] == b"\0asm\x01\0\0\0"
         assert b"sgemm" in data and b"work_floats" in data
-        # Chromium compiles at most 4 KiB synchronously on a page's main thread.
-        assert len(data) <= 4096, len(data)
+        # Small: it rides in every wheel. (Chromium compiles at most 4 KiB synchronously on a page's
+        # main thread; this module is compiled in the runtime's worker, where that limit does not apply.)
+        assert len(data) <= 8192, len(data)
 
 
 def test_wheel_ships_the_kernels_and_bytecode(tmp_path):
