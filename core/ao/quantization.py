@@ -30,7 +30,6 @@ import numpy as np
 from .. import creation, dtypes
 from ..backend.numpy import int8_gemm
 from ..backend.numpy.backend import product_kernel
-from ..backend.numpy.wasm_gemm import IN_PYODIDE
 from ..kernels import Kernel
 from ..ops._helpers import describe
 from ..ops.registry import OpError, apply, defop
@@ -67,7 +66,7 @@ def quantize_weight(weight: Tensor, per_channel: bool) -> tuple[Tensor, Tensor]:
 
 def _quantized_linear_numpy(x, weight, weight_scale, bias=None):
     """torch's arithmetic (see qlinear.wgsl): x quantized to 0..127 by its own range."""
-    if not IN_PYODIDE and x.size and weight.size:  # int8 products in C where built (backend/numpy/int8_gemm)
+    if x.size and weight.size:  # int8 products in C where built (backend/numpy/int8_gemm; never in Pyodide)
         out = int8_gemm.linear(x.reshape(-1, x.shape[-1]), weight, weight_scale, bias)
         if out is not None:
             return out.reshape(*x.shape[:-1], weight.shape[0])

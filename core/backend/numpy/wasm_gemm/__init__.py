@@ -120,6 +120,16 @@ class _Kernel:
             self._size = self._memory.buffer.byteLength
             self._views.clear()  # growing detaches the old ArrayBuffer and its views
 
+    def _place(self, *floats: int) -> list[int]:
+        """Offsets in our memory (grown to fit) of arrays of ``floats`` float32s each, then of
+        the kernels' scratch, 16-byte aligned."""
+        offsets, total = [], 0
+        for size in (*(4 * n for n in floats), self._work_bytes):
+            offsets.append(self._base + total)
+            total += (size + 15) // 16 * 16
+        self._reserve(total)
+        return offsets
+
     def _view(self, offset: int, length: int):
         """A Float32Array over our memory, kept: each call into JS costs microseconds,
         and a training loop asks for the same few (offset, length) pairs every step."""
@@ -136,11 +146,7 @@ class _Kernel:
         count = math.prod(batch)
         a, (sa, ra, ca) = _operand(x, batch, count)
         b, (sb, rb, cb) = _operand(y, batch, count)
-        offsets, total = [], 0
-        for size in (a.size * 4, b.size * 4, out.size * 4, self._work_bytes):
-            offsets.append(self._base + total)
-            total += (size + 15) // 16 * 16
-        self._reserve(total)
+        offsets = self._place(a.size, b.size, out.size)
         self._view(offsets[0], a.size).assign(a)
         self._view(offsets[1], b.size).assign(b)
         m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
@@ -151,11 +157,7 @@ class _Kernel:
     def conv2d(self, x: np.ndarray, w: np.ndarray, out: np.ndarray, geometry: tuple) -> None:
         """``out`` (n, O, Ho*Wo) = conv2d of contiguous x (n, C, h, w) by w (O, Cg*kh*kw); ``geometry``:
         sconv's groups, O/groups, Cg, h, w, kh, kw, sh, sw, dh, dw, top, left, Ho, Wo."""
-        offsets, total = [], 0
-        for size in (x.size * 4, w.size * 4, out.size * 4, self._work_bytes):
-            offsets.append(self._base + total)
-            total += (size + 15) // 16 * 16
-        self._reserve(total)
+        offsets = self._place(x.size, w.size, out.size)
         self._view(offsets[0], x.size).assign(x.reshape(-1))
         self._view(offsets[1], w.size).assign(w.reshape(-1))
         self._sconv(x.shape[0], *geometry, *offsets)
