@@ -9,7 +9,8 @@ the bytes that went over the network each time, and the median time at which eac
 boot step ended) next to TF.js's own start, and, for the
 digits-MLP training step (64->128->10, batch 64, Adam, loss read back every step),
 the digits CNN's (demos/digits.py) and the char transformer's (demos/char_lm.py),
-eagerly and through webgrad.compile, N x N matmuls and a 3x3 conv2d (results read
+eagerly and through webgrad.compile, N x N matmuls, a 3x3 conv2d and a wide MLP's inference
+in float32 and int8 (``quantize_dynamic``; its peer is TF.js's float32 model) (results read
 back), milliseconds per step (after at least 0.5 s of warm-up, for every runner alike)
 for webgrad on WebGPU and on the cpu in Pyodide (with
 its wasm matmul, and with numpy's own), TF.js on its WebGPU and wasm backends, and

@@ -10,8 +10,9 @@ is scaled back to float32 and the bias added: torch's fbgemm arithmetic, on ever
 All of it is one op, ``quantized_linear``: on WebGPU two dispatches (x's range and x as packed
 int8, then the int8 product summed in i32, ``dot4I8Packed`` where the WGSL feature exists; see
 qlinear.wgsl); on numpy natively the int8 products are summed in int32 by a C kernel built for the
-machine's CPU (AVX-512 VNNI, AVX2 or plain C; backend/numpy/int8_gemm), and elsewhere (Pyodide, no
-build) multiplied by BLAS as float32, exact while in_features <= 1032 (|q_x q_w| <= 127 x 128,
+machine's CPU (AVX-512 VNNI, AVX2 or plain C; backend/numpy/int8_gemm), in Pyodide by the wasm
+kernels (relaxed SIMD's int8 dot product; backend/numpy/wasm_gemm), and elsewhere (no build, small
+layers) multiplied by BLAS as float32, exact while in_features <= 1032 (|q_x q_w| <= 127 x 128,
 sums below 2**24), as float64 past that. Every path gives the same bits.
 
 Example:
@@ -28,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import creation, dtypes
-from ..backend.numpy import int8_gemm
+from ..backend.numpy import int8_gemm, wasm_gemm
 from ..backend.numpy.backend import product_kernel
 from ..kernels import Kernel
 from ..ops._helpers import describe
@@ -66,8 +67,11 @@ def quantize_weight(weight: Tensor, per_channel: bool) -> tuple[Tensor, Tensor]:
 
 def _quantized_linear_numpy(x, weight, weight_scale, bias=None):
     """torch's arithmetic (see qlinear.wgsl): x quantized to 0..127 by its own range."""
-    if x.size and weight.size:  # int8 products in C where built (backend/numpy/int8_gemm; never in Pyodide)
-        out = int8_gemm.linear(x.reshape(-1, x.shape[-1]), weight, weight_scale, bias)
+    if x.size and weight.size:  # int8 products in C where built (int8_gemm), in wasm in Pyodide (wasm_gemm)
+        rows = x.reshape(-1, x.shape[-1])
+        out = int8_gemm.linear(rows, weight, weight_scale, bias)
+        if out is None:
+            out = wasm_gemm.quantized_linear(rows, weight, weight_scale, bias)
         if out is not None:
             return out.reshape(*x.shape[:-1], weight.shape[0])
     lo = np.minimum(x.min(initial=0), 0).astype(np.float32)

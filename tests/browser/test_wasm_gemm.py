@@ -175,3 +175,76 @@ def test_op_table_matmul_rows_through_wasm(cpu_runtime):
     assert out["result"]["code"] == 0, out["stdout"][-6000:]
     assert out["result"]["calls"] > 50, out["result"]  # the rows' float32 products ran in wasm
     print("op table through wasm:", out["stdout"].strip().splitlines()[-1], out["result"])
+
+
+INT8 = FAST_PATH + """
+import numpy as np
+from pathlib import Path
+from webgrad.ao.quantization import _quantized_linear_numpy, quantize_weight
+rng = np.random.default_rng(2)
+
+def layer(m, k, n, per_channel, bias=True, batch=()):
+    x = (rng.standard_normal((*batch, m, k)) * rng.uniform(0.1, 3)).astype(np.float32)
+    if rng.random() < 0.5:
+        x = np.maximum(x, 0)  # ReLU outputs: a range from 0, zero point 0
+    w, scale = quantize_weight(webgrad.tensor(rng.standard_normal((n, k)).astype(np.float32)), per_channel)
+    b = rng.standard_normal(n).astype(np.float32) if bias else None
+    return x, w.numpy(), scale.numpy(), b
+
+# k not a multiple of 16 (bytes read past each weight row meet zero activations), n not a multiple
+# of the 4-column tile, m odd (the 2-row tile), batch dims, one scale or per-row, no bias, k past
+# 1032 (the reference then sums in float64), a transposed x.
+CASES = {"digits": (64, 64, 128, False), "k 37, n 10, m 7": (7, 37, 10, True), "k 1, n 1": (9, 1, 1, False),
+         "k 16, n 4": (2, 16, 4, True), "no bias": (5, 200, 33, True, False),
+         "batch dims": (3, 24, 17, False, True, (2, 2)), "k 1500": (4, 1500, 6, True), "one row": (1, 300, 40, False),
+         "transposed x": (5, 300, 40, False)}
+bits = lambda a: a.view(np.uint32)
+
+def check(variant):
+    failures, calls = [], wasm_gemm.stats["int8_calls"]
+    for name, spec in CASES.items():
+        x, w, scale, b = layer(*spec)
+        if name == "transposed x":
+            x = np.ascontiguousarray(x.T).T
+        got = _quantized_linear_numpy(x, w, scale, b)
+        wasm_gemm.use_wasm_gemm(False)
+        want = _quantized_linear_numpy(x, w, scale, b)
+        wasm_gemm.use_wasm_gemm(True)
+        if got.shape != want.shape or not np.array_equal(bits(got), bits(want)):
+            failures.append(f"{variant} {name}: max diff {np.abs(got - want).max()}")
+    # an infinity in x: the reference's path (its result, not the kernel's)
+    x, w, scale, b = layer(4, 20, 8, False)
+    x[1, 3] = np.inf
+    before = wasm_gemm.stats["int8_calls"]
+    got = _quantized_linear_numpy(x, w, scale, b)
+    wasm_gemm.use_wasm_gemm(False)
+    want = _quantized_linear_numpy(x, w, scale, b)
+    wasm_gemm.use_wasm_gemm(True)
+    if not np.array_equal(got, want, equal_nan=True) or wasm_gemm.stats["int8_calls"] != before:
+        failures.append(f"{variant} inf: not left to the reference")
+    return failures, wasm_gemm.stats["int8_calls"] - calls
+
+chosen = wasm_gemm._load()
+failures, relaxed_calls = check(chosen.variant)
+# the plain SIMD build (engines without relaxed SIMD): its int8 dot product from 16-bit ones
+wasm_gemm._kernel = wasm_gemm._Kernel(Path(wasm_gemm.__file__).parent, variants=("simd",))
+try:
+    more, simd_calls = check(wasm_gemm._kernel.variant)
+finally:
+    wasm_gemm._kernel = chosen
+# the quantized model, as users call it, through the kernel
+model = webgrad.nn.Sequential(webgrad.nn.Linear(64, 128), webgrad.nn.ReLU(), webgrad.nn.Linear(128, 10))
+q = webgrad.ao.quantization.quantize_dynamic(model, {webgrad.nn.Linear}, dtype=webgrad.qint8)
+before = wasm_gemm.stats["int8_calls"]
+q(webgrad.randn(32, 64))
+{"failures": failures + more, "relaxed_calls": relaxed_calls, "simd_calls": simd_calls,
+ "variants": [chosen.variant], "model_calls": wasm_gemm.stats["int8_calls"] - before, "cases": len(CASES)}
+"""
+
+
+def test_int8_linear_gives_the_bits_of_the_reference(cpu_runtime):
+    out = cpu_runtime.ok(INT8, timeout_s=300)["result"]
+    assert out["failures"] == []
+    assert out["variants"] == ["relaxed-simd"], out  # Chromium: the relaxed dot product ran
+    assert out["relaxed_calls"] == out["cases"] and out["simd_calls"] == out["cases"], out
+    assert out["model_calls"] == 2, out  # both quantized layers of the model

@@ -54,7 +54,7 @@ _enabled = IN_PYODIDE and os.environ.get("WEBGRAD_WASM_GEMM", "1") != "0"
 _kernel: _Kernel | None = None
 _failed = False
 # Products computed here and the build in use (the browser tests read them).
-stats: dict[str, Any] = {"calls": 0, "conv_calls": 0, "variant": None}
+stats: dict[str, Any] = {"calls": 0, "conv_calls": 0, "int8_calls": 0, "variant": None}
 
 
 def use_wasm_gemm(enabled: bool = True) -> bool:
@@ -89,10 +89,10 @@ def _load() -> _Kernel | None:
 
 
 class _Kernel:
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, variants=("relaxed", "simd")):
         import js  # type: ignore[import-not-found]  # Pyodide's bridge to JavaScript
 
-        for variant in ("relaxed", "simd"):
+        for variant in variants:
             path = folder / f"gemm_{variant}.wasm"
             data = path.read_bytes()
             code = js.Uint8Array.new(len(data))
@@ -108,10 +108,11 @@ class _Kernel:
         self._memory = exports.memory
         self._sgemm = exports.sgemm
         self._sconv = exports.sconv
+        self._qlinear, self._qlinear_work_bytes = exports.qlinear, exports.qlinear_work_bytes
         self._base = (getattr(exports, "__heap_base").value + 15) // 16 * 16
         self._work_bytes = exports.work_floats() * 4
         self._size = self._memory.buffer.byteLength
-        self._views: dict[tuple[int, int], object] = {}
+        self._views: dict[tuple[int, int, str], object] = {}
 
     def _reserve(self, total: int) -> None:
         need = self._base + total - self._size
@@ -130,14 +131,14 @@ class _Kernel:
         self._reserve(total)
         return offsets
 
-    def _view(self, offset: int, length: int):
-        """A Float32Array over our memory, kept: each call into JS costs microseconds,
+    def _view(self, offset: int, length: int, kind: str = "Float32Array"):
+        """A typed array over our memory, kept: each call into JS costs microseconds,
         and a training loop asks for the same few (offset, length) pairs every step."""
-        view = self._views.get((offset, length))
+        view = self._views.get((offset, length, kind))
         if view is None:
             if len(self._views) >= 256:
                 self._views.clear()
-            view = self._views[offset, length] = self._js.Float32Array.new(self._memory.buffer, offset, length)
+            view = self._views[offset, length, kind] = getattr(self._js, kind).new(self._memory.buffer, offset, length)
         return view
 
     def matmul(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
@@ -162,6 +163,45 @@ class _Kernel:
         self._view(offsets[1], w.size).assign(w.reshape(-1))
         self._sconv(x.shape[0], *geometry, *offsets)
         self._view(offsets[2], out.size).assign_to(out.reshape(-1))
+
+    def quantized_linear(self, x: np.ndarray, w: np.ndarray, wscale: np.ndarray, bias, out: np.ndarray) -> bool:
+        """``out`` (m, n) = the int8 layer (gemm.c's qlinear) on contiguous float32 x (m, k), int8
+        w (n, k), float32 wscale (n or 1) and bias (n or None); False where x has an inf or NaN."""
+        (m, k), n = x.shape, w.shape[0]
+        # w's floats: its bytes and the 16 that qlinear may read past its end, rounded up
+        work_floats = -(-self._qlinear_work_bytes(m, k) // 4)
+        offsets = self._place(x.size, -(-(w.size + 16) // 4), wscale.size, n, out.size, work_floats)
+        self._view(offsets[0], x.size).assign(x.reshape(-1))
+        self._view(offsets[1], w.size, "Int8Array").assign(w.reshape(-1))
+        self._view(offsets[2], wscale.size).assign(wscale)
+        if bias is not None:
+            self._view(offsets[3], n).assign(bias)
+        if self._qlinear(m, n, k, offsets[0], offsets[1], offsets[2], int(wscale.size == n),
+                         0 if bias is None else offsets[3], offsets[4], offsets[5]) != 0:
+            return False
+        self._view(offsets[4], out.size).assign_to(out.reshape(-1))
+        return True
+
+
+def quantized_linear(x: np.ndarray, weight: np.ndarray, weight_scale: np.ndarray, bias) -> np.ndarray | None:
+    """The dynamic-quantized layer (ao/quantization.py) on x (m, k) float32 and weight (n, k) int8
+    in wasm: int8 products, the numpy reference's bits. None where the wasm kernels are not in use,
+    for a small layer (numpy's float32 path is as fast) and for what it leaves to the reference
+    (an infinity or NaN in x, k of 2**17 or more: int32 sums stay exact below)."""
+    (m, k), n = x.shape, weight.shape[0]
+    if not _enabled or _failed or not (m and n and 0 < k < 1 << 17) or m * n * k < MIN_MULTIPLY_ADDS:
+        return None
+    kernel = _load()
+    if kernel is None or x.nbytes + weight.nbytes + 4 * m * n > MAX_BYTES:
+        return None
+    out = np.empty((m, n), np.float32)
+    bias = None if bias is None else np.ascontiguousarray(bias, np.float32)
+    if not kernel.quantized_linear(np.ascontiguousarray(x, np.float32), np.ascontiguousarray(weight),
+                                    np.ascontiguousarray(weight_scale, np.float32).reshape(-1), bias, out):
+        return None
+    stats["calls"] += 1
+    stats["int8_calls"] += 1
+    return out
 
 
 def _operand(x: np.ndarray, batch: tuple, count: int):

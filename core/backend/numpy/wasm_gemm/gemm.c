@@ -29,6 +29,10 @@
  * sconv is conv2d's forward on the same loops, B being the im2col matrix of the image:
  * its panels are packed from the image directly (pack_b_conv), so the matrix, 9x the
  * image for a 3x3 kernel, is neither built by numpy nor copied into this memory.
+ *
+ * qlinear is the dynamic-quantized Linear (ao/quantization.py) in int8: x quantized to 0..127 by
+ * its range, the int8 products summed in int32 (relaxed SIMD's i8 x i7 dot, exact for 7-bit
+ * activations), scaled back with the numpy reference's float32 steps: the reference's bits.
  */
 #include <wasm_simd128.h>
 
@@ -209,4 +213,144 @@ void sconv(int n, int groups, int M, int cg, int h, int w, int kh, int kw, int s
     for (int g = 0; g < groups; g++)
       gemm(M, N, K, W + (long)g * M * K, K, 1, X + ((long)b * groups + g) * cg * h * w, 0, 0, &conv,
            C + ((long)b * groups + g) * M * N, work);
+}
+
+/* ---- int8: the dynamic-quantized Linear ----
+ *   out[i, j] = (sum_k xq[i, k] w[j, k] - zp wsum[j]) * (scale * wscale[j]) + bias[j]
+ * as the native kernel (int8_gemm/qgemm.c) and the numpy reference compute it. w (n x k int8) is
+ * read as stored, its rows 16 bytes at a time; xq rows are k padded to 16 with zeros, so the bytes
+ * read past a row's end (the next row, or the 16 spare bytes Python leaves after w) meet zeros.
+ * Tile QR x QC: QR + QC loads and QR QC dot products (four byte products into each int32 lane)
+ * per 16 k, the lanes summed once at the end. */
+#define QR 2
+#define QC 4
+
+#ifdef RELAXED
+#define DOT16(acc, w, x) wasm_i32x4_relaxed_dot_i8x16_i7x16_add(w, x, acc)
+#else
+#define DOT16(acc, w, x)                                                                                     \
+  wasm_i32x4_add(acc, wasm_i32x4_add(                                                                         \
+      wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(w), wasm_i16x8_extend_low_i8x16(x)),                   \
+      wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(w), wasm_i16x8_extend_high_i8x16(x))))
+#endif
+
+/* x (m x k) -> xq (rows of k16 bytes; m padded to QR with zero rows) and {scale, zero point}:
+ * torch's dynamic quantization to 0..127 in the float32 steps of the numpy reference (see
+ * qgemm_quantize in qgemm.c). Returns -1 where x holds an infinity or NaN (left to the reference). */
+static int quantize(int m, int k, int k16, const float *x, unsigned char *xq, float *qparams) {
+  v128_t lo = wasm_f32x4_splat(0.0f), hi = lo, bad = wasm_i32x4_splat(0), big = wasm_f32x4_splat(3.4028234664e38f);
+  float los = 0.0f, his = 0.0f;
+  long total = (long)m * k, i = 0;
+  for (; i + 4 <= total; i += 4) {
+    v128_t v = wasm_v128_load(x + i);
+    lo = wasm_f32x4_pmin(v, lo);  /* v < lo ? v : lo */
+    hi = wasm_f32x4_pmax(v, hi);
+    bad = wasm_v128_or(bad, wasm_v128_not(wasm_f32x4_le(wasm_f32x4_abs(v), big)));
+  }
+  int any_bad = wasm_v128_any_true(bad);
+  for (; i < total; i++) {
+    float v = x[i];
+    los = v < los ? v : los;
+    his = v > his ? v : his;
+    any_bad |= !(__builtin_fabsf(v) <= 3.4028234664e38f);
+  }
+  if (any_bad) return -1;
+  float lanes[8];
+  wasm_v128_store(lanes, lo);
+  wasm_v128_store(lanes + 4, hi);
+  for (int l = 0; l < 4; l++) {
+    los = lanes[l] < los ? lanes[l] : los;
+    his = lanes[4 + l] > his ? lanes[4 + l] : his;
+  }
+  float scale = (his - los) / 127.0f;
+  if (!(scale > 0.0f)) scale = 1.0f;
+  float zp = __builtin_nearbyintf(-los / scale);
+  zp = zp < 0.0f ? 0.0f : (zp > 127.0f ? 127.0f : zp);
+  qparams[0] = scale;
+  qparams[1] = zp;
+  int rows = (m + QR - 1) / QR * QR;
+  for (int r = 0; r < rows; r++) {
+    const float *row = x + (long)r * k;
+    unsigned char *dst = xq + (long)r * k16;
+    int kk = 0;
+    if (r < m)
+      for (; kk < k; kk++) {
+        float q = __builtin_nearbyintf(row[kk] / scale) + zp;
+        dst[kk] = (unsigned char)(q < 0.0f ? 0.0f : (q > 127.0f ? 127.0f : q));
+      }
+    for (; kk < k16; kk++) dst[kk] = 0;
+  }
+  return 0;
+}
+
+/* The four int32 lanes of each of a[0..3], summed: lane c of the result is a[c]'s total. */
+static v128_t lane_sums(const v128_t a[QC]) {
+  v128_t s01 = wasm_i32x4_add(wasm_i32x4_shuffle(a[0], a[1], 0, 4, 2, 6), wasm_i32x4_shuffle(a[0], a[1], 1, 5, 3, 7));
+  v128_t s23 = wasm_i32x4_add(wasm_i32x4_shuffle(a[2], a[3], 0, 4, 2, 6), wasm_i32x4_shuffle(a[2], a[3], 1, 5, 3, 7));
+  return wasm_i32x4_add(wasm_i32x4_shuffle(s01, s23, 0, 1, 4, 5), wasm_i32x4_shuffle(s01, s23, 2, 3, 6, 7));
+}
+
+/* Bytes of scratch qlinear needs for m rows of k: the quantized x. */
+__attribute__((export_name("qlinear_work_bytes")))
+long qlinear_work_bytes(int m, int k) { return (long)((m + QR - 1) / QR * QR) * ((k + 15) / 16 * 16); }
+
+/* out (m x n) = the quantized layer on x (m x k float32) and w (n x k int8, 16 bytes readable past
+ * its end) with scales wscale[j * wscale_step] (step 0: one for all) and bias (null: none).
+ * Returns 0, or -1 (nothing written) where x holds an infinity or NaN. */
+__attribute__((export_name("qlinear")))
+int qlinear(int m, int n, int k, const float *x, const signed char *w, const float *wscale, int wscale_step,
+            const float *bias, float *out, unsigned char *work) {
+  int k16 = (k + 15) / 16 * 16;
+  float qparams[2];
+  if (quantize(m, k, k16, x, work, qparams) != 0) return -1;
+  float scale = qparams[0];
+  int zp = (int)qparams[1];
+  for (int j0 = 0; j0 < n; j0 += QC) {
+    const signed char *rows[QC];
+    int32_t wsum[QC];
+    float column_scale[QC], column_bias[QC];
+    for (int c = 0; c < QC; c++) {
+      int j = j0 + c < n ? j0 + c : n - 1;  /* past n: a repeat, computed and not stored */
+      rows[c] = w + (long)j * k;
+      v128_t sum = wasm_i32x4_splat(0);
+      int kk = 0;
+      for (; kk + 16 <= k; kk += 16)
+        sum = wasm_i32x4_add(sum, wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(wasm_v128_load(rows[c] + kk))));
+      int32_t s = wasm_i32x4_extract_lane(sum, 0) + wasm_i32x4_extract_lane(sum, 1) +
+                  wasm_i32x4_extract_lane(sum, 2) + wasm_i32x4_extract_lane(sum, 3);
+      for (; kk < k; kk++) s += rows[c][kk];
+      wsum[c] = zp * s;  /* the zero point's share of each sum */
+      column_scale[c] = scale * wscale[j * wscale_step];
+      column_bias[c] = bias ? bias[j] : 0.0f;
+    }
+    v128_t offset = wasm_v128_load(wsum), cscale = wasm_v128_load(column_scale), cbias = wasm_v128_load(column_bias);
+    for (int i0 = 0; i0 < m; i0 += QR) {
+      v128_t acc[QR][QC];
+      for (int r = 0; r < QR; r++)
+        for (int c = 0; c < QC; c++) acc[r][c] = wasm_i32x4_splat(0);
+      const unsigned char *xr = work + (long)i0 * k16;
+      for (int kk = 0; kk < k16; kk += 16) {
+        v128_t wv[QC], xv[QR];
+        for (int c = 0; c < QC; c++) wv[c] = wasm_v128_load(rows[c] + kk);
+        for (int r = 0; r < QR; r++) xv[r] = wasm_v128_load(xr + (long)r * k16 + kk);
+        for (int r = 0; r < QR; r++)
+          for (int c = 0; c < QC; c++) acc[r][c] = DOT16(acc[r][c], wv[c], xv[r]);
+      }
+      for (int r = 0; r < QR && i0 + r < m; r++) {
+        /* the product times the scale, then plus the bias, rounded as the reference rounds them
+         * (no bias is no add: -0 + 0 would be +0) */
+        v128_t y = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(lane_sums(acc[r]), offset)), cscale);
+        if (bias) y = wasm_f32x4_add(y, cbias);
+        float *o = out + (long)(i0 + r) * n + j0;
+        if (j0 + QC <= n) {
+          wasm_v128_store(o, y);
+        } else {
+          float tile[QC];
+          wasm_v128_store(tile, y);
+          for (int c = 0; j0 + c < n; c++) o[c] = tile[c];
+        }
+      }
+    }
+  }
+  return 0;
 }
