@@ -14,8 +14,9 @@ was not measured here); a kernel that reads Pyodide's own heap avoids the copies
 but would share Pyodide's stack and data addresses with a module built without
 emscripten. This module owns its memory instead: the operands are copied in and
 the product out (O(n^2) against O(n^3) work), safe whatever Pyodide does. The
-kernels (the GEMM, and conv2d's forward, which packs its im2col panels from the image:
-``conv2d`` below) are 6 KB, compiled synchronously in the runtime's worker.
+kernels (the GEMM; conv2d's forward, which packs its im2col panels from the image:
+``conv2d`` below; the dynamic-quantized Linear's int8 product: ``quantized_linear``) are
+10 KB, compiled synchronously in the runtime's worker.
 bench/browser_bench.py, one headless Chromium run on a busy 2-core machine, time
 relative to TF.js 4.22 wasm (XNNPACK, one thread): matmul 256 / 512 / 1024 at 0.63 /
 0.68 / 0.77x here against 11 / 34 / 71x with numpy's own matmul; a 3x3 conv2d
