@@ -176,3 +176,43 @@ def test_grad_scaler_unscale_then_clip_and_errors():
     restored = webgrad.amp.GradScaler("cpu")
     restored.load_state_dict(scaler.state_dict())
     assert restored.get_scale() == 1024.0
+
+
+def test_attention_without_weights_runs_in_the_autocast_dtype(device):
+    """As torch: MultiheadAttention(need_weights=False) (TransformerEncoderLayer's call) is one
+    scaled_dot_product_attention, on the lower list, so under autocast("webgpu") its scores and
+    softmax stay float16 (no float32 copy of the (N, H, L, S) scores kept for backward); with the
+    weights asked for, softmax is float32 as on torch's list."""
+    from webgrad.autograd import LEAF, _Meta
+
+    webgrad.manual_seed(0)
+    attention = webgrad.nn.MultiheadAttention(16, 4, batch_first=True).to(device)
+    x = webgrad.randn(2, 8, 16, device=device, requires_grad=True)
+
+    def kept_scores(out):  # dtypes of the (2, 4, 8, 8) tensors the graph keeps
+        found, seen, stack = set(), set(), [out._node]
+        while stack:
+            node = stack.pop()
+            if node is None or node is LEAF or id(node) in seen:
+                continue
+            seen.add(id(node))
+            for t in (*node.inputs, node.out):
+                if not isinstance(t, _Meta) and tuple(t.shape) == (2, 4, 8, 8):
+                    found.add(t.dtype.name)
+            stack.extend(node.edges)
+        return found
+
+    half = "float16" if device == "webgpu" else "bfloat16"  # the device's autocast default
+    with webgrad.autocast(device):
+        out, weights = attention(x, x, x, need_weights=False, is_causal=True,
+                                 attn_mask=webgrad.nn.Transformer.generate_square_subsequent_mask(8, device=device))
+        assert weights is None and out.dtype.name == half
+        assert kept_scores(out) == {half}
+        out_weighted, weights = attention(x, x, x)
+    assert kept_scores(out_weighted) == ({"float32", half} if device == "webgpu" else {half})
+    plain, _ = attention(x, x, x, need_weights=False)  # float32, against the weights path's result
+    assert_close(out.float(), attention(x, x, x, attn_mask=webgrad.nn.Transformer.generate_square_subsequent_mask(
+        8, device=device))[0], rtol=3e-2, atol=3e-2)
+    assert_close(plain, attention(x, x, x)[0], rtol=1e-5, atol=1e-5)
+    out.float().sum().backward()
+    assert x.grad.dtype is webgrad.float32

@@ -346,6 +346,69 @@ def test_inplace_change_of_a_saved_input_raises():
     assert "sin" in message and "(3,)" in message and "version 1" in message
 
 
+def test_inplace_change_of_a_tensor_no_vjp_reads_is_fine():
+    """As torch: a + b saves neither, so changing one before backward is allowed."""
+    x = leaf([1.0, 2.0, 3.0])
+    h = x * 2
+    y = (h + 1).sum()
+    with webgrad.no_grad():
+        h.add_(10.0)
+    y.backward()
+    assert_close(x.grad, [2.0, 2.0, 2.0])
+
+
+# -- what the graph keeps ---------------------------------------------------------------
+@pytest.mark.parametrize("device", DEVICES)
+def test_graph_keeps_only_the_tensors_vjps_read(device):
+    import gc
+
+    memory = webgrad.webgpu if device == "webgpu" else webgrad.cpu
+    x = webgrad.randn(64, 32, device=device, requires_grad=True)
+    w = webgrad.randn(32, 32, device=device, requires_grad=True)
+    gc.collect()
+    before = memory.memory_allocated()
+    product = x @ w  # read by nothing below: add reads no input, tanh its output only
+    out = (product + 1.0).tanh()
+    half = out.to(webgrad.float16)  # the cast reads its input's dtype, not its data
+    loss = (half.float() * 3).sum()  # mul reads its inputs (the float copy), sum only a shape
+    del product, out, half
+    gc.collect()
+    held = memory.memory_allocated() - before
+    # tanh's output and the float copy (8 KiB each), the loss; not the product, the sum, the
+    # float16 copy nor mul's output (each would add 4-8 KiB)
+    assert held <= 2 * 64 * 32 * 4 + 1024, held  # (+ scalars: WebGPU buffers take 256 bytes at least)
+    loss.backward()
+    xs, ws = x.detach().cpu().numpy().astype(np.float64), w.detach().cpu().numpy().astype(np.float64)
+    t = np.tanh(xs @ ws + 1)
+    assert_close(w.grad, xs.T @ (3 * (1 - t ** 2)), rtol=2e-2, atol=2e-2)  # through float16
+
+
+def test_reads_of_each_vjp_come_from_its_bytecode():
+    from webgrad.autograd import _META, _VALUE, _uses
+    from webgrad.ops.elementwise import ADD, CAST, MUL
+    from webgrad.ops.registry import OPS
+
+    assert _uses(ADD.vjp, 2) == ((None, None), None)
+    assert _uses(CAST.vjp, 1) == ((_META,), None)
+    assert _uses(MUL.vjp, 2) == ((_VALUE, _VALUE), None)
+    assert _uses(OPS["tanh"].vjp, 1)[1] == _VALUE
+    # not a plain function, or more inputs than named parameters: everything counts as read
+    assert _uses(max, 2) == ((_VALUE, _VALUE), _VALUE)
+    assert _uses(lambda g, *xs, out: g, 3) == ((_VALUE,) * 3, None)
+    # a name a nested function captures, or passed on, is read
+    assert _uses(lambda g, x, y, *, out: (lambda: x)(), 2) == ((_VALUE, None), None)
+    assert _uses(lambda g, x, *, out: g * len(x.shape) + g.sum(out.ndim), 1) == ((_META,), _META)
+
+
+def test_retain_grad_after_the_tensor_was_used():
+    x = leaf([1.0, 2.0])
+    h = x * 3
+    y = (h + 1).sum()  # add keeps only h's shape
+    h.retain_grad()
+    y.backward()
+    assert_close(h.grad, [1.0, 1.0])
+
+
 def test_inplace_change_through_a_view_is_noticed():
     x = leaf([[1.0, 2.0], [3.0, 4.0]])
     y = x.tanh()

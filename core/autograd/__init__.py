@@ -8,6 +8,7 @@ Broadcasting is undone in one place, ``_sum_to``, never inside a vjp.
 """
 from __future__ import annotations
 
+import dis
 import heapq
 import itertools
 import sys
@@ -134,7 +135,8 @@ class Node:
     ``edges`` says where each input's gradient goes, fixed when the op ran: the
     input's node then, ``LEAF`` for a leaf that requires grad, None for no gradient.
     An in-place op later gives a tensor a new node; this op still differentiates
-    the value it saw."""
+    the value it saw. Only the tensors the vjp reads are kept (see ``_uses``); of the
+    others a ``_Meta`` stands in."""
 
     __slots__ = ("op", "inputs", "edges", "attrs", "out", "versions", "out_counter", "out_version",
                  "out_ref", "seq", "__weakref__")
@@ -143,10 +145,17 @@ class Node:
     def __init__(self, op, inputs, attrs, out):
         self.seq = next(Node._sequence)  # creation order: backward runs later nodes first
         self.op = op
-        self.inputs = inputs
         self.edges = tuple((t._node or LEAF) if t._requires_grad else None for t in inputs)
+        input_uses, out_use = _uses(op.vjp, len(inputs))
+        if op.reads_for_others:
+            input_uses = tuple(use if any(e is not None for j, e in enumerate(self.edges) if j != i) else None
+                               for i, use in enumerate(input_uses))
+        # A leaf stays itself: its gradient is delivered to it.
+        self.inputs = tuple(t if use is _VALUE or edge is LEAF else _Meta(t)
+                            for t, use, edge in zip(inputs, input_uses, self.edges))
         self.attrs = attrs
-        self.out = out.detach()  # the data without a back-edge to this node (no cycle)
+        # the data without a back-edge to this node (no cycle)
+        self.out = out.detach() if out_use is _VALUE else _Meta(out)
         self.versions = tuple(t._version_counter[0] for t in inputs)
         # vjps may read the output (exp, tanh, sqrt...), so an in-place change of it
         # must be caught too. Keep the counter list itself: views of ``out`` share it.
@@ -156,6 +165,65 @@ class Node:
 
     def name(self) -> str:
         return "".join(part.capitalize() for part in self.op.name.split("_")) + "Backward"
+
+
+class _Meta:
+    """A tensor's shape, dtype and device, kept for a vjp that reads no more of it, so that
+    the tensor's memory is freed when nothing else holds it: torch likewise saves for backward
+    only the tensors a derivative formula needs (``b`` of ``a + b`` is never saved)."""
+
+    __slots__ = ("shape", "dtype", "device")
+    _node = None  # the engine reaches a non-leaf's owner through its node (Node.out_ref)
+
+    def __init__(self, t):
+        self.shape, self.dtype, self.device = t.shape, t.dtype, t.device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+_VALUE, _META = "value", "meta"
+_META_ATTRS = frozenset(("shape", "dtype", "device", "ndim"))
+_USES: dict = {}  # (vjp, input count) -> _uses' answer
+
+
+def _uses(vjp, count: int) -> tuple:
+    """What ``vjp(g, *inputs, out=out, ...)`` reads of each input and of ``out``: ``_VALUE``,
+    ``_META`` (only the attributes in _META_ATTRS) or None (nothing), found in its bytecode.
+    Anything unclear counts as the value: a vjp that is not a plain function, a name a nested
+    function captures, ``*inputs``, a name passed on to another function."""
+    key = (vjp, count)
+    if key not in _USES:
+        _USES[key] = _read_bytecode(vjp, count)
+    return _USES[key]
+
+
+def _read_bytecode(vjp, count: int) -> tuple:
+    code = getattr(vjp, "__code__", None)
+    if code is None or not hasattr(vjp, "__defaults__"):  # not a plain function
+        return (_VALUE,) * count, _VALUE
+    positional = code.co_varnames[1:code.co_argcount]  # after the gradient
+    keywords = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    read = (*positional[:count], *(("out",) if "out" in keywords else ()))
+    names: dict[str, str | None] = dict.fromkeys(read)
+    instructions = list(dis.get_instructions(code))
+    for i, instruction in enumerate(instructions):
+        argvals = instruction.argval if isinstance(instruction.argval, tuple) else (instruction.argval,)
+        for name in argvals:
+            if name not in names or not isinstance(name, str) or instruction.opname == "LOAD_ATTR":
+                continue
+            after = instructions[i + 1] if i + 1 < len(instructions) else None
+            if (instruction.opname == "LOAD_FAST" and after is not None and after.opname == "LOAD_ATTR"
+                    and after.argval in _META_ATTRS):
+                names[name] = names[name] or _META
+            else:
+                names[name] = _VALUE
+    for name in code.co_cellvars:
+        if name in names:
+            names[name] = _VALUE
+    inputs = tuple(names[positional[i]] if i < len(positional) else _VALUE for i in range(count))
+    return inputs, names.get("out", _VALUE)
 
 
 LEAF = "leaf"  # an edge to a leaf tensor (the tensor itself collects the gradient)
@@ -188,7 +256,8 @@ def snapshot(x):
     old._node, old._requires_grad = x._node, x._requires_grad
     node = x._node
     if node is not None and node.out_ref() is x:
-        node.out, node.out_counter, node.out_version = old.detach(), old._version_counter, old._version
+        if not isinstance(node.out, _Meta):
+            node.out, node.out_counter, node.out_version = old.detach(), old._version_counter, old._version
         node.out_ref = weakref.ref(old)
     return old
 
@@ -246,13 +315,13 @@ def _topological_order(roots):
 
 def _check_versions(node) -> None:
     for i, (t, saved) in enumerate(zip(node.inputs, node.versions)):
-        if t._version_counter[0] != saved and node.op.reads_inputs:
+        if not isinstance(t, _Meta) and t._version_counter[0] != saved and node.op.reads_inputs:
             raise RuntimeError(
                 f"one of the tensors needed for gradient computation has been modified by an "
                 f"in-place operation: input {i} of {node.op.name} (shape {tuple(t.shape)}, "
                 f"{t.dtype.name}) is at version {t._version_counter[0]}; expected version {saved}. "
                 f"Use an out-of-place op (x = x * 2) instead of changing it in place.")
-    if node.out_counter[0] != node.out_version:
+    if not isinstance(node.out, _Meta) and node.out_counter[0] != node.out_version:
         out = node.out
         raise RuntimeError(
             f"one of the tensors needed for gradient computation has been modified by an "
@@ -265,7 +334,7 @@ def _saved_output(node, create_graph):
     """The op's output for its vjp. With ``create_graph`` it must lead back to this
     node (so d(out)/d(x) is seen); it is rebuilt here rather than stored, which
     would make a reference cycle between a tensor and its node (PyTorch does the same)."""
-    if not create_graph:
+    if not create_graph or isinstance(node.out, _Meta):
         return node.out
     out = node.out.detach()
     out._node = node
@@ -331,8 +400,9 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
             owner = wanted_nodes[key]
             wanted[owner] = g if wanted[owner] is None else wanted[owner] + g
         node_grads[key] = g if key not in node_grads else node_grads[key] + g
-        if wanted is None and t._retains_grad and t._node is edge:
-            t.grad = _owned(g.detach()) if t.grad is None else t.grad + g.detach()
+        owner = edge.out_ref() if isinstance(t, _Meta) else t  # (None once the tensor is gone)
+        if wanted is None and owner is not None and owner._retains_grad and owner._node is edge:
+            owner.grad = _owned(g.detach()) if owner.grad is None else owner.grad + g.detach()
 
     from ..ops import autocasting, registry
 

@@ -300,7 +300,7 @@ SUB = defop("sub", wgsl=E("a - b"),
             infer=broadcast_infer("sub"), numpy=np.subtract, vjp=lambda g, x, y, *, out: (g, -g),
             reads_inputs=False)
 MUL = defop("mul", wgsl=E({"u32": "a & b", "*": "a * b"}), infer=broadcast_infer("mul"), numpy=np.multiply,
-            vjp=_mul_vjp)
+            vjp=_mul_vjp, reads_for_others=True)
 DIV = defop("div", wgsl=E("a / b"), infer=broadcast_infer("div"), numpy=np.divide,
             vjp=_div_vjp)
 POW = defop("pow", wgsl=E({"f32": "wg_pow(a, b)", "i32": "wg_ipow(a, b)"}),

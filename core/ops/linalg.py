@@ -44,6 +44,7 @@ def product_flops(shapes, out, **_) -> int:
 
 
 MATMUL = defop("matmul", infer=_matmul_infer, vjp=_matmul_vjp, numpy=np.matmul, flops=product_flops,
+               reads_for_others=True,
                wgsl=Kernel("matmul.wgsl", "matmul", "matmul.matmul"))
 
 

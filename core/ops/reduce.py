@@ -37,22 +37,22 @@ def _reduce_infer(name, result_dtype=None):
     return infer
 
 
-def _expand_back(g, x, dims, keepdim):
-    """Broadcast a reduced gradient back over the reduced dims of ``x``."""
+def _expand_back(g, shape, dims, keepdim):
+    """Broadcast a reduced gradient back over the reduced dims of an input of ``shape``."""
     if not keepdim:
-        g = g.reshape(_reduced_shape(x.shape, dims, True))
-    return g.expand(x.shape)
+        g = g.reshape(_reduced_shape(shape, dims, True))
+    return g.expand(shape)
 
 
 def _sum_vjp(g, x, *, out, dims, keepdim):
-    return _expand_back(g, x, dims, keepdim)
+    return _expand_back(g, x.shape, dims, keepdim)  # (x's shape only: its data is not kept)
 
 
 def _extreme_vjp(g, x, *, out, dims, keepdim):
     # Ties share the gradient evenly (PyTorch's amax/amin rule).
-    mask = x == _expand_back(out, x, dims, keepdim)
+    mask = x == _expand_back(out, x.shape, dims, keepdim)
     count = _sum(mask, dims, True)
-    return _expand_back(g, x, dims, keepdim) * mask / count
+    return _expand_back(g, x.shape, dims, keepdim) * mask / count
 
 
 def _prod_vjp(g, x, *, out, dims, keepdim):
@@ -61,8 +61,8 @@ def _prod_vjp(g, x, *, out, dims, keepdim):
     zeros = _sum(is_zero, dims, True)
     nonzero_prod = _prod(where(is_zero, 1, x), dims, True)
     at_zero = where(zeros == 1, nonzero_prod, 0)
-    others = where(is_zero, at_zero, _expand_back(out, x, dims, keepdim) / where(is_zero, 1, x))
-    return _expand_back(g, x, dims, keepdim) * others
+    others = where(is_zero, at_zero, _expand_back(out, x.shape, dims, keepdim) / where(is_zero, 1, x))
+    return _expand_back(g, x.shape, dims, keepdim) * others
 
 
 def _arg_infer(name):

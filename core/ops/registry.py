@@ -75,6 +75,9 @@ class Op:
     # Whether the vjp takes ``needs``: one bool per input, True where a gradient is wanted
     # (PyTorch's output_mask). Such a vjp computes nothing for the others (returns None).
     vjp_takes_needs: bool = False
+    # Whether each input's value is read only for the other inputs' gradients (x * y, x @ y):
+    # then autograd keeps it only where another input wants a gradient (``x * 2`` keeps no x).
+    reads_for_others: bool = False
     kind: str = "other"  # one of KINDS
     # Floating-point operations of one call, from the input shapes and the output shape (a
     # profile's FLOPs column); None where the op is cheap next to products.
@@ -89,10 +92,11 @@ class Op:
 
 def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
           inplace: bool = False, mutates: int = 1, reads_inputs: bool | None = None,
-          kind: str | None = None, flops: Callable | None = None, wgsl=None, **impls) -> Op:
+          reads_for_others: bool = False, kind: str | None = None, flops: Callable | None = None, wgsl=None,
+          **impls) -> Op:
     """Declare a primitive. ``impls`` maps a backend name to its kernel, e.g.
     ``numpy=np.add``. Backends added later attach theirs with ``bind``.
-    ``reads_inputs`` defaults to True, and to False for views. ``kind`` (one of ``KINDS``)
+    ``reads_inputs`` defaults to True, and to False for views; ``reads_for_others``: see Op. ``kind`` (one of ``KINDS``)
     defaults to what the kernels say: a view, an elementwise expression, a reduction...
     ``flops(input_shapes, output_shape, **attrs)`` counts a call's floating-point operations."""
     if name in OPS:
@@ -105,7 +109,7 @@ def defop(name: str, *, infer: Callable, vjp: Callable | None = None,
     if reads_inputs is None:
         reads_inputs = kind != "view"
     takes_needs = vjp is not None and "needs" in inspect.signature(vjp).parameters
-    op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs, takes_needs, kind, flops)
+    op = Op(name, infer, vjp, dict(impls), inplace, mutates, reads_inputs, takes_needs, reads_for_others, kind, flops)
     OPS[name] = op
     return op
 

@@ -139,13 +139,18 @@ class MultiheadAttention(Module):
             padding = _additive_mask(key_padding_mask, q.dtype).reshape(batch, 1, 1, source)
             mask = padding if mask is None else mask + padding
 
-        scores = ops.matmul(q * math.sqrt(1.0 / head_dim), k.mT)  # (N, H, L, S)
-        if mask is not None:
-            scores = scores + mask
-        weights = ops.softmax(scores, -1)
-        if self.training and self.dropout > 0.0:
-            weights = F.dropout(weights, self.dropout)
-        out = ops.matmul(weights, v).permute(2, 0, 1, 3).reshape(length, batch, embed)
+        dropout = self.dropout if self.training else 0.0
+        if need_weights:
+            scores = ops.matmul(q * math.sqrt(1.0 / head_dim), k.mT)  # (N, H, L, S)
+            if mask is not None:
+                scores = scores + mask
+            weights = ops.softmax(scores, -1)
+            if dropout > 0.0:
+                weights = F.dropout(weights, dropout)
+            out = ops.matmul(weights, v)
+        else:  # as torch: one scaled_dot_product_attention, under autocast all in its dtype
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        out = out.permute(2, 0, 1, 3).reshape(length, batch, embed)
         out = self.out_proj(out)
         if batched and self.batch_first:
             out = out.transpose(0, 1)
