@@ -22,12 +22,14 @@
 //
 // Grid. Workgroups are numbered wid.x + wid.y * nwg.x (folded into y past the
 // per-dimension limit); p.total is the number of threads (forward) or elements.
-//   forward: thread e = pixel (n, oy, ox) for OB consecutive output channels of one
-//     group (OB = 4 when it divides Og: each x value loaded feeds OB products).
-//   backward_input: likewise, pixel (n, h, v) of gx for OB input channels of one group.
-//   backward_weight: a team of LANES threads per weight element, lane l summing the
-//     images n = l, l + LANES, ..., then the team adds in a tree (LANES = 1 on CPU
-//     adapters, where barriers are slow and there is no idle hardware to fill).
+//   forward: thread e = PB pixels (n, oy, ox..ox+PB-1) of one row for OB consecutive output
+//     channels of one group (OB = 4 when it divides Og: each x value loaded feeds OB products;
+//     PB = 2: each w value feeds two pixels').
+//   backward_input: pixel (n, h, v) of gx for OB input channels of one group.
+//   backward_weight: a team of LANES threads per weight element (c, i, j) of OB output
+//     channels, lane l summing the images n = l, l + LANES, ..., then the team adds in a
+//     tree (LANES = 1 on CPU adapters, where barriers are slow and there is no idle
+//     hardware to fill).
 // Loops run over kernel offsets outside and channels inside, with the in-range
 // (i, j) (or output rows/cols) computed up front, so the inner loop has no branches.
 // On llvmpipe an invocation ends silently after ~65535 loop trips; the launcher
@@ -49,11 +51,12 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<SO>;
 
 override WG: u32 = 64;     // threads per workgroup, a power of two
-override OB: u32 = 1;      // forward / backward_input: output / input channels per thread (1 or 4)
+override OB: u32 = 1;      // channels per thread (1 or 4): output (forward, backward_weight), input (backward_input)
+override PB: u32 = 1;      // forward: output pixels per thread along a row (1 or 2)
 override LANES: u32 = 1;   // backward_weight: threads per weight element (a power of two <= WG)
 override ROUND_OUT: bool = false;  // out is f16: round each value first (WGSL leaves it to the implementation)
 
-var<workgroup> partial: array<f32, WG>;
+var<workgroup> partial: array<vec4<f32>, WG>;
 
 fn stored(v: f32) -> SO {
   if (ROUND_OUT) {
@@ -79,38 +82,66 @@ fn end_inside(shift: i32, step: u32, size: u32, count: u32) -> u32 {
 @compute @workgroup_size(WG)
 fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
-  // Thread e: pixel (n, oy, ox) for OB consecutive output channels of one group (OB divides Og).
+  // Thread e: PB pixels (n, oy, ox..ox+PB-1) of one output row for OB consecutive output channels
+  // of one group (OB divides Og): each x value loaded feeds OB products, each w value PB.
   let e = thread_index(wid, nwg, lid);
   if (e >= p.total) { return; }
-  let ox = e % p.wo;
-  let oy = (e / p.wo) % p.ho;
-  let o = ((e / (p.wo * p.ho)) % (p.o / OB)) * OB;
-  let n = e / (p.wo * p.ho * (p.o / OB));
+  let blocks = (p.wo + PB - 1u) / PB;
+  let ox = (e % blocks) * PB;
+  let oy = (e / blocks) % p.ho;
+  let o = ((e / (blocks * p.ho)) % (p.o / OB)) * OB;
+  let n = e / (blocks * p.ho * (p.o / OB));
   let cg = p.c / p.groups;
   let c0 = (o / (p.o / p.groups)) * cg;
   let sa = p.a_strides;
   let sb = p.b_strides;
   let y0 = i32(oy * p.sh) - i32(p.top);
   let x0 = i32(ox * p.sw) - i32(p.left);
+  let x1 = x0 + i32(p.sw);  // the second pixel's (PB = 2)
   let a_n = i32(p.a_off) + i32(n) * sa.x + i32(c0) * sa.y;
   let b_o = i32(p.b_off) + i32(o) * sb.x;
-  var acc = vec4<f32>(0.0);
+  // Kernel columns inside the image: [f0, e0) for the first pixel, [f1, e1) for the second,
+  // which sits further right (f1 <= f0, e1 <= e0); the loop runs over both.
+  let f0 = first_inside(x0, p.dw);
+  let e0 = end_inside(x0, p.dw, p.w, p.kw);
+  var f1 = f0;
+  var e1 = e0;
+  if (PB == 2u) {
+    f1 = first_inside(x1, p.dw);
+    e1 = end_inside(x1, p.dw, p.w, p.kw);
+  }
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
   for (var i = first_inside(y0, p.dh); i < end_inside(y0, p.dh, p.h, p.kh); i++) {
     let a_row = a_n + (y0 + i32(i * p.dh)) * sa.z;
-    for (var j = first_inside(x0, p.dw); j < end_inside(x0, p.dw, p.w, p.kw); j++) {
-      var a_at = a_row + (x0 + i32(j * p.dw)) * sa.w;
+    for (var j = f1; j < e0; j++) {
+      let in0 = j >= f0;
+      let in1 = j < e1;
+      // a pixel outside the image reads a valid element (its image's first) and uses 0 instead
+      var a_at0 = select(a_n, a_row + (x0 + i32(j * p.dw)) * sa.w, in0);
+      var a_at1 = select(a_n, a_row + (x1 + i32(j * p.dw)) * sa.w, in1);
       var b_at = b_o + i32(i) * sb.z + i32(j) * sb.w;
       for (var c = 0u; c < cg; c++) {
-        let v = load_a(u32(a_at));
-        for (var k = 0u; k < OB; k++) { acc[k] += v * load_b(u32(b_at + i32(k) * sb.x)); }
-        a_at += sa.y;
+        let v0 = select(0.0, load_a(u32(a_at0)), in0);
+        var v1 = 0.0;
+        if (PB == 2u) { v1 = select(0.0, load_a(u32(a_at1)), in1); }
+        for (var k = 0u; k < OB; k++) {
+          let wk = load_b(u32(b_at + i32(k) * sb.x));
+          acc0[k] += v0 * wk;
+          if (PB == 2u) { acc1[k] += v1 * wk; }
+        }
+        a_at0 += sa.y;
+        a_at1 += sa.y;
         b_at += sb.y;
       }
     }
   }
   let plane = p.ho * p.wo;
   let first = (n * p.o + o) * plane + oy * p.wo + ox;
-  for (var k = 0u; k < OB; k++) { out[first + k * plane] = stored(acc[k]); }
+  for (var k = 0u; k < OB; k++) { out[first + k * plane] = stored(acc0[k]); }
+  if (PB == 2u && ox + 1u < p.wo) {
+    for (var k = 0u; k < OB; k++) { out[first + 1u + k * plane] = stored(acc1[k]); }
+  }
 }
 
 @compute @workgroup_size(WG)
@@ -161,18 +192,20 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
 @compute @workgroup_size(WG)
 fn conv2d_backward_weight(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                           @builtin(local_invocation_index) lid: u32) {
-  // A team of LANES threads per weight element; lane l sums the images n = l, l + LANES, ...
+  // A team of LANES threads per OB weight elements (c, i, j) of OB consecutive output channels
+  // (OB divides Og): each x value loaded feeds OB products. Lane l sums the images l, l + LANES, ...
   let team = lid / LANES;
   let lane = lid % LANES;
   let e = (wid.x + wid.y * nwg.x) * (WG / LANES) + team;
   let valid = e < p.total;
-  var acc = 0.0;
+  let cg = p.c / p.groups;
+  let per_o = cg * p.kh * p.kw;
+  var acc = vec4<f32>(0.0);
   if (valid) {
     let j = e % p.kw;
     let i = (e / p.kw) % p.kh;
-    let cg = p.c / p.groups;
     let cl = (e / (p.kw * p.kh)) % cg;
-    let o = e / (p.kw * p.kh * cg);
+    let o = (e / per_o) * OB;
     let ci = (o / (p.o / p.groups)) * cg + cl;
     let sa = p.a_strides;
     let sb = p.b_strides;
@@ -189,7 +222,8 @@ fn conv2d_backward_weight(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
         var a_at = a_n + i32(oy) * sa.z + i32(x_lo) * sa.w;
         var b_at = b_n + (i32(oy * p.sh) + dy) * sb.z + (i32(x_lo * p.sw) + dx) * sb.w;
         for (var ox = x_lo; ox < x_hi; ox++) {
-          acc += load_a(u32(a_at)) * load_b(u32(b_at));
+          let xv = load_b(u32(b_at));
+          for (var q = 0u; q < OB; q++) { acc[q] += load_a(u32(a_at + i32(q) * sa.y)) * xv; }
           a_at += sa.w;
           b_at += i32(p.sw) * sb.w;
         }
@@ -205,5 +239,8 @@ fn conv2d_backward_weight(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wo
     }
     acc = partial[lid];
   }
-  if (valid && lane == 0u) { out[e] = stored(acc); }
+  if (valid && lane == 0u) {
+    let first = (e / per_o) * OB * per_o + e % per_o;
+    for (var q = 0u; q < OB; q++) { out[first + q * per_o] = stored(acc[q]); }
+  }
 }
