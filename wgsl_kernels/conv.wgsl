@@ -25,7 +25,8 @@
 //   forward: thread e = PB pixels (n, oy, ox..ox+PB-1) of one row for OB consecutive output
 //     channels of one group (OB = 4 when it divides Og: each x value loaded feeds OB products;
 //     PB = 2: each w value feeds two pixels').
-//   backward_input: pixel (n, h, v) of gx for OB input channels of one group.
+//   backward_input: likewise PB pixels (n, h, v..) of gx for OB input channels of one group
+//     (PB = 2 only with column stride 1).
 //   backward_weight: a team of LANES threads per weight element (c, i, j) of OB output
 //     channels, lane l summing the images n = l, l + LANES, ..., then the team adds in a
 //     tree (LANES = 1 on CPU adapters, where barriers are slow and there is no idle
@@ -52,7 +53,7 @@ struct Params {
 
 override WG: u32 = 64;     // threads per workgroup, a power of two
 override OB: u32 = 1;      // channels per thread (1 or 4): output (forward, backward_weight), input (backward_input)
-override PB: u32 = 1;      // forward: output pixels per thread along a row (1 or 2)
+override PB: u32 = 1;      // forward, backward_input: pixels per thread along a row (1 or 2)
 override LANES: u32 = 1;   // backward_weight: threads per weight element (a power of two <= WG)
 override ROUND_OUT: bool = false;  // out is f16: round each value first (WGSL leaves it to the implementation)
 
@@ -147,13 +148,15 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 @compute @workgroup_size(WG)
 fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) lid: u32) {
-  // Thread e: pixel (n, h, v) of gx for OB consecutive input channels of one group (OB divides Cg).
+  // Thread e: PB pixels (n, h, v..v+PB-1) of one row of gx for OB consecutive input channels of
+  // one group (OB divides Cg; PB = 2 only with column stride 1): each w value feeds PB pixels.
   let e = thread_index(wid, nwg, lid);
   if (e >= p.total) { return; }
-  let v = e % p.w;
-  let h = (e / p.w) % p.h;
-  let ci = ((e / (p.w * p.h)) % (p.c / OB)) * OB;
-  let n = e / (p.w * p.h * (p.c / OB));
+  let blocks = (p.w + PB - 1u) / PB;
+  let v = (e % blocks) * PB;
+  let h = (e / blocks) % p.h;
+  let ci = ((e / (blocks * p.h)) % (p.c / OB)) * OB;
+  let n = e / (blocks * p.h * (p.c / OB));
   let cg = p.c / p.groups;
   let og = p.o / p.groups;
   let o0 = (ci / cg) * og;
@@ -163,7 +166,8 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
   let b_c = i32(p.b_off) + i32(o0) * sb.x + i32(ci % cg) * sb.y;
   let ty0 = i32(h + p.top);
   let tx0 = i32(v + p.left);
-  var acc = vec4<f32>(0.0);
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
   for (var i = 0u; i < p.kh; i++) {
     let ty = ty0 - i32(i * p.dh);
     if (ty < 0) { break; }  // only falls as i grows
@@ -171,22 +175,36 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     if (u32(ty) % p.sh != 0u || oy >= p.ho) { continue; }
     for (var j = 0u; j < p.kw; j++) {
       let tx = tx0 - i32(j * p.dw);
-      if (tx < 0) { break; }
-      let ox = u32(tx) / p.sw;
-      if (u32(tx) % p.sw != 0u || ox >= p.wo) { continue; }
-      var a_at = a_n + i32(oy) * sa.z + i32(ox) * sa.w;
+      if (tx + i32(PB) - 1 < 0) { break; }  // (the second pixel's tx is tx + 1)
+      let ox = u32(max(tx, 0)) / p.sw;
+      let in0 = tx >= 0 && u32(tx) % p.sw == 0u && ox < p.wo;
+      let in1 = PB == 2u && tx + 1 >= 0 && tx + 1 < i32(p.wo);  // PB = 2: stride 1
+      if (!in0 && !in1) { continue; }
+      // a pixel whose tap lands outside g reads a valid element (its image's first) and uses 0
+      var a_at0 = select(a_n, a_n + i32(oy) * sa.z + i32(ox) * sa.w, in0);
+      var a_at1 = select(a_n, a_n + i32(oy) * sa.z + (tx + 1) * sa.w, in1);
       var b_at = b_c + i32(i) * sb.z + i32(j) * sb.w;
       for (var k = 0u; k < og; k++) {
-        let gv = load_a(u32(a_at));
-        for (var q = 0u; q < OB; q++) { acc[q] += gv * load_b(u32(b_at + i32(q) * sb.y)); }
-        a_at += sa.y;
+        let g0 = select(0.0, load_a(u32(a_at0)), in0);
+        var g1 = 0.0;
+        if (PB == 2u) { g1 = select(0.0, load_a(u32(a_at1)), in1); }
+        for (var q = 0u; q < OB; q++) {
+          let wq = load_b(u32(b_at + i32(q) * sb.y));
+          acc0[q] += g0 * wq;
+          if (PB == 2u) { acc1[q] += g1 * wq; }
+        }
+        a_at0 += sa.y;
+        a_at1 += sa.y;
         b_at += sb.x;
       }
     }
   }
   let plane = p.h * p.w;
   let first = (n * p.c + ci) * plane + h * p.w + v;
-  for (var q = 0u; q < OB; q++) { out[first + q * plane] = stored(acc[q]); }
+  for (var q = 0u; q < OB; q++) { out[first + q * plane] = stored(acc0[q]); }
+  if (PB == 2u && v + 1u < p.w) {
+    for (var q = 0u; q < OB; q++) { out[first + 1u + q * plane] = stored(acc1[q]); }
+  }
 }
 
 @compute @workgroup_size(WG)

@@ -17,7 +17,8 @@ digits demo's CNN step (8x8 images, 16 and 32 channels) took 262 ms direct and 3
 products in Chromium on SwiftShader (bench/browser_bench.py), the copies and dispatches
 costing more than the product saves. Columns past ``MAX_COLUMN_BYTES`` (or the device's
 binding limit) and the other cases run conv.wgsl's direct kernel: one thread per output
-element (four channels each where they divide; the forward two pixels of a row too), operands
+element (four channels each where they divide; the forward and the stride-1 backward_input two
+pixels of a row too), operands
 read as strided 4-D views in place, one dispatch. Shapes whose per-thread loop would pass llvmpipe's silent
 loop-trip limit are refused there with the sizes to reduce, rather than returning
 wrong numbers.
@@ -39,9 +40,9 @@ GEMM_MIN_CHANNELS = 4  # fewer rows per group and the product's tiles are mostly
 PRODUCT_MIN_MACS = 1 << 25
 MAX_COLUMN_BYTES = 1 << 27
 WORKGROUP = 64
-# The direct forward's output pixels per thread along a row: each weight value loaded feeds two
-# pixels' products. On llvmpipe the digits CNN's forward convs took 4.0 ms a step against 5.7-6.5
-# with one pixel (bench/profile_steps.py --devices webgpu --models cnn, 2 runs each).
+# The direct forward's (and stride-1 backward_input's) pixels per thread along a row: each weight
+# value loaded feeds two pixels' products. On llvmpipe the digits CNN's forward convs took 4.0 ms
+# a step against 5.7-6.5 with one pixel (bench/profile_steps.py --devices webgpu --models cnn).
 PIXELS = 2
 LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT
 
@@ -112,9 +113,10 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
         constants["PB"] = PIXELS if out_hw[1] > 1 else 1
         threads = total // constants["OB"] // out_hw[1] * -(-out_hw[1] // constants["PB"])
         workgroups = -(-threads // workgroup)
-    elif entry == "conv2d_backward_input":  # four input channels per thread when they divide a group
+    elif entry == "conv2d_backward_input":  # four input channels per thread when they divide a group, two pixels
         constants["OB"] = 4 if (x_shape[1] // groups) % 4 == 0 else 1
-        threads = total // constants["OB"]
+        constants["PB"] = PIXELS if x_shape[3] > 1 and attrs["stride"][1] == 1 else 1
+        threads = total // constants["OB"] // x_shape[3] * -(-x_shape[3] // constants["PB"])
         workgroups = -(-threads // workgroup)
     else:  # four output channels per team when they divide a group
         constants["OB"] = 4 if (w_shape[0] // groups) % 4 == 0 else 1
