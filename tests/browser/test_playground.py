@@ -482,3 +482,35 @@ def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server
         assert errors == []
     finally:
         context.close()
+
+
+def test_bench_page_runs_the_int8_inference_task(browser, server_url):
+    """bench.html's "mlp inference int8" (quantize_dynamic's int8 layers in webgrad, TF.js's float32
+    model as the peer), picked from the menu: every runner runs, and the cpu row shows its ratio
+    against TF.js wasm. (test_wasm_gemm checks the int8 kernel itself.)"""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        p = context.new_page()
+        errors: list[str] = []
+        p.on("pageerror", lambda error: errors.append(str(error)))
+        p.goto(server_url + "bench.html")
+        p.wait_for_selector("body[data-ready=true]")
+        p.select_option("#task-filter", "mlp inference int8")
+        p.click("#go")
+        p.wait_for_function("() => document.querySelectorAll('#log li').length >= 1")
+        p.wait_for_function("() => !document.getElementById('go').disabled", timeout=600_000)
+        lines = p.locator("#log li").all_inner_texts()
+        # webgrad webgpu, cpu (wasm matmul), cpu (numpy matmul), tfjs webgpu and wasm
+        assert len(lines) == 5 and all(" mlp inference int8 · " in line for line in lines), lines
+        assert not [line for line in lines if ": failed: " in line], lines
+        table = {row[1]: row[2:5] for row in p.evaluate("""() => [...document.querySelectorAll('#results tbody tr')]
+            .map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent))""")}
+        cpu = "webgrad cpu (wasm matmul)"
+        assert float(table[cpu][0]) > 0 and float(table["tfjs wasm"][0]) > 0, table
+        assert float(table[cpu][1]) == pytest.approx(float(table[cpu][0]) / float(table["tfjs wasm"][0]),
+                                                     rel=0.02, abs=0.01), table
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        p.screenshot(path=str(SHOTS / "bench-int8-1280.png"), full_page=True)
+        assert errors == []
+    finally:
+        context.close()
