@@ -4,6 +4,7 @@ Screenshots go to tests/browser/screenshots/ (gitignored): look at them after a 
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import urllib.error
 import urllib.request
@@ -434,10 +435,9 @@ def test_wide_output_scrolls_instead_of_wrapping_and_the_editor_keeps_long_lines
     assert page.errors == []
 
 
-def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server_url):
-    """bench.html: one task picked from the menu, a progress line per run (webgrad's runners, TF.js's
-    and jax-js's backends), webgrad ÷ TF.js and webgrad ÷ jax-js ratios, the site's header and
-    styles, and the button usable again afterwards."""
+@contextlib.contextmanager
+def _bench_page(browser, server_url):
+    """bench.html loaded in a 1280x900 page: (the page, the page errors seen so far)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         p = context.new_page()
@@ -445,6 +445,22 @@ def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server
         p.on("pageerror", lambda error: errors.append(str(error)))
         p.goto(server_url + "bench.html")
         p.wait_for_selector("body[data-ready=true]")
+        yield p, errors
+    finally:
+        context.close()
+
+
+def _results(p) -> dict:
+    """The results table as a person reads it: runner -> (ms, ÷ TF.js, ÷ jax-js)."""
+    return {row[1]: row[2:5] for row in p.evaluate("""() => [...document.querySelectorAll('#results tbody tr')]
+        .map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent))""")}
+
+
+def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server_url):
+    """bench.html: one task picked from the menu, a progress line per run (webgrad's runners, TF.js's
+    and jax-js's backends), webgrad ÷ TF.js and webgrad ÷ jax-js ratios, the site's header and
+    styles, and the button usable again afterwards."""
+    with _bench_page(browser, server_url) as (p, errors):
         assert p.locator("header.site nav a[aria-current=page]").inner_text() == "Bench"
         assert p.evaluate("() => getComputedStyle(document.body).marginTop") == "0px"  # the site's stylesheet
         assert p.locator("#results thead th").all_inner_texts() == ["task", "runner", "ms", "÷ TF.js", "÷ jax-js",
@@ -463,9 +479,7 @@ def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server
         # jax-js ran on both backends (its bundle, /build/bench/jax.js, is part of the site's assets).
         assert not [line for line in lines if " · jax-js" in line and ": failed: " in line], lines
         assert p.inner_text("#status").startswith("done: 7 runs in ")
-        # The table as a person reads it: runner -> (ms, ÷ TF.js, ÷ jax-js).
-        table = {row[1]: row[2:5] for row in p.evaluate("""() => [...document.querySelectorAll('#results tbody tr')]
-            .map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent))""")}
+        table = _results(p)
         assert float(table["jax-js wasm"][0]) > 0 and float(table["jax-js webgpu"][0]) > 0, table
 
         def ratio_of(ours, peer):  # from the ms shown, which are rounded to 0.01
@@ -480,21 +494,13 @@ def test_bench_page_runs_one_task_with_a_line_per_run_and_ratios(browser, server
         SHOTS.mkdir(parents=True, exist_ok=True)
         p.screenshot(path=str(SHOTS / "bench-run-1280.png"), full_page=True)
         assert errors == []
-    finally:
-        context.close()
 
 
 def test_bench_page_runs_the_int8_inference_task(browser, server_url):
     """bench.html's "mlp inference int8" (quantize_dynamic's int8 layers in webgrad, TF.js's float32
     model as the peer), picked from the menu: every runner runs, and the cpu row shows its ratio
     against TF.js wasm. (test_wasm_gemm checks the int8 kernel itself.)"""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    try:
-        p = context.new_page()
-        errors: list[str] = []
-        p.on("pageerror", lambda error: errors.append(str(error)))
-        p.goto(server_url + "bench.html")
-        p.wait_for_selector("body[data-ready=true]")
+    with _bench_page(browser, server_url) as (p, errors):
         p.select_option("#task-filter", "mlp inference int8")
         p.click("#go")
         p.wait_for_function("() => document.querySelectorAll('#log li').length >= 1")
@@ -503,8 +509,7 @@ def test_bench_page_runs_the_int8_inference_task(browser, server_url):
         # webgrad webgpu, cpu (wasm matmul), cpu (numpy matmul), tfjs webgpu and wasm
         assert len(lines) == 5 and all(" mlp inference int8 · " in line for line in lines), lines
         assert not [line for line in lines if ": failed: " in line], lines
-        table = {row[1]: row[2:5] for row in p.evaluate("""() => [...document.querySelectorAll('#results tbody tr')]
-            .map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent))""")}
+        table = _results(p)
         cpu = "webgrad cpu (wasm matmul)"
         assert float(table[cpu][0]) > 0 and float(table["tfjs wasm"][0]) > 0, table
         assert float(table[cpu][1]) == pytest.approx(float(table[cpu][0]) / float(table["tfjs wasm"][0]),
@@ -512,5 +517,3 @@ def test_bench_page_runs_the_int8_inference_task(browser, server_url):
         SHOTS.mkdir(parents=True, exist_ok=True)
         p.screenshot(path=str(SHOTS / "bench-int8-1280.png"), full_page=True)
         assert errors == []
-    finally:
-        context.close()
