@@ -216,3 +216,45 @@ def test_attention_without_weights_runs_in_the_autocast_dtype(device):
     assert_close(plain, attention(x, x, x)[0], rtol=1e-5, atol=1e-5)
     out.float().sum().backward()
     assert x.grad.dtype is webgrad.float32
+
+
+def test_self_attention_casts_and_keeps_its_input_once(device):
+    """As torch: self-attention (query, key and value one tensor) projects with the packed
+    in_proj_weight in one product, so under autocast the graph keeps one float16 copy of the
+    input, not one per projection; cross-attention (key is value) uses two products."""
+    from webgrad.autograd import LEAF, _Meta
+
+    webgrad.manual_seed(0)
+    attention = webgrad.nn.MultiheadAttention(16, 4, batch_first=True).to(device)
+    x = webgrad.randn(2, 8, 16, device=device, requires_grad=True)
+    memory = webgrad.randn(2, 5, 16, device=device)
+    half = webgrad.amp.get_autocast_dtype(device)
+
+    def kept_copies(out, source):  # tensors the graph keeps that hold source, sequence first, in half
+        wanted = source.detach().transpose(0, 1).to(half).float().cpu().numpy()
+        found, seen, stack = set(), set(), [out._node]
+        while stack:
+            node = stack.pop()
+            if node is None or node is LEAF or id(node) in seen:
+                continue
+            seen.add(id(node))
+            for t in (*node.inputs, node.out):
+                if (not isinstance(t, _Meta) and t.dtype is half and tuple(t.shape) == wanted.shape
+                        and np.array_equal(t.detach().float().cpu().numpy(), wanted)):
+                    found.add(id(t))
+            stack.extend(node.edges)
+        return len(found)
+
+    with webgrad.autocast(device):
+        out, _ = attention(x, x, x, need_weights=False)
+        assert kept_copies(out, x) == 1
+        cross, _ = attention(x, memory.requires_grad_(), memory, need_weights=False)
+        assert kept_copies(cross, x) == 1 and kept_copies(cross, memory) == 1
+    with webgrad.no_grad():  # the packed products give the separate products' results
+        wq, wk, wv = attention.in_proj_weight.chunk(3)
+        bq, bk, bv = attention.in_proj_bias.chunk(3)
+        F = webgrad.nn.functional
+        q, k, v = (F.linear(t.transpose(0, 1), w, b) for t, w, b in ((x, wq, bq), (memory, wk, bk), (memory, wv, bv)))
+        heads = [t.reshape(t.shape[0], 2, 4, 4).permute(1, 2, 0, 3) for t in (q, k, v)]
+        expected = attention.out_proj(F.scaled_dot_product_attention(*heads).permute(2, 0, 1, 3).reshape(8, 2, 16))
+        assert_close(attention(x, memory, memory)[0], expected.transpose(0, 1), rtol=1e-5, atol=1e-5)

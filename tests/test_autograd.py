@@ -383,6 +383,28 @@ def test_graph_keeps_only_the_tensors_vjps_read(device):
     assert_close(w.grad, xs.T @ (3 * (1 - t ** 2)), rtol=2e-2, atol=2e-2)  # through float16
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_weight_shared_by_a_batch_gets_its_gradient_from_one_product(device):
+    """x (B, L, K) @ w (K, N): w's gradient is x's rows against g's rows in one product, as torch
+    folds, never B products of w's size summed afterwards (a B-times-w-sized temporary)."""
+    import gc
+
+    memory = webgrad.webgpu if device == "webgpu" else webgrad.cpu
+    x = webgrad.randn(32, 16, 64, device=device, requires_grad=True)
+    w = webgrad.randn(64, 128, device=device, requires_grad=True)
+    loss = (x @ w).sum()
+    gc.collect()
+    memory.reset_peak_memory_stats()
+    before = memory.memory_allocated()
+    loss.backward()
+    # g (256 KiB), x.grad (128 KiB), w.grad (32 KiB) and small change; the per-batch products
+    # would add 32 * 32 KiB = 1 MiB
+    assert memory.max_memory_allocated() - before <= 512 * 1024, memory.max_memory_allocated() - before
+    xs = x.detach().cpu().numpy().astype(np.float64)
+    assert_close(w.grad, xs.reshape(-1, 64).T @ np.ones((512, 128)), rtol=1e-4, atol=1e-3)
+    assert_close(x.grad, np.broadcast_to(w.detach().cpu().numpy().sum(1), (32, 16, 64)), rtol=1e-4, atol=1e-4)
+
+
 def test_reads_of_each_vjp_come_from_its_bytecode():
     from webgrad.autograd import _META, _VALUE, _uses
     from webgrad.ops.elementwise import ADD, CAST, MUL

@@ -34,7 +34,14 @@ def _matmul_infer(x, y):
 
 def _matmul_vjp(g, x, y, *, out, needs):
     gx = g @ y.mT if needs[0] else None
-    gy = x.mT @ g if needs[1] else None
+    gy = None
+    if needs[1] and y.ndim == 2 and x.ndim > 2:
+        # y (a Linear's weight) met every row of x's batch: one product over all rows, as torch
+        # folds, not a product per batch entry summed afterwards (a batch-times-y-sized temporary)
+        rows = math.prod(x.shape[:-1])
+        gy = x.reshape(rows, x.shape[-1]).mT @ g.reshape(rows, g.shape[-1])
+    elif needs[1]:
+        gy = x.mT @ g
     return gx, gy
 
 

@@ -86,19 +86,28 @@ class MultiheadAttention(Module):
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
 
-    def _projections(self, query, key, value):
+    def _projections(self, query, key, value, query_is_key, key_is_value):
+        """q, k, v; as torch, one product with the packed weight when query, key and value are one
+        tensor (self-attention: x is cast and saved once, not three times), two when key is value."""
+        bias = self.in_proj_bias
+        if self._qkv_same_embed_dim and key_is_value:
+            if query_is_key:
+                return F.linear(query, self.in_proj_weight, bias).chunk(3, -1)
+            e = self.embed_dim
+            wq, wkv = self.in_proj_weight.split([e, 2 * e])
+            bq, bkv = bias.split([e, 2 * e]) if bias is not None else (None, None)
+            return (F.linear(query, wq, bq), *F.linear(key, wkv, bkv).chunk(2, -1))
         if self._qkv_same_embed_dim:
             wq, wk, wv = self.in_proj_weight.chunk(3)
         else:
             wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
-        bq = bk = bv = None
-        if self.in_proj_bias is not None:
-            bq, bk, bv = self.in_proj_bias.chunk(3)
+        bq, bk, bv = bias.chunk(3) if bias is not None else (None, None, None)
         return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         batched = query.ndim == 3
+        query_is_key, key_is_value = query is key, key is value  # before the transposes below
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise OpError(f"MultiheadAttention: query, key and value must all be 2-D (unbatched) or 3-D, "
                           f"got {describe(query, key, value)}")
@@ -115,7 +124,7 @@ class MultiheadAttention(Module):
             raise OpError(f"MultiheadAttention: expected query (L, N, {self.embed_dim}), key (S, N, {self.kdim}) "
                           f"and value (S, N, {self.vdim}) (sequence first), got {describe(query, key, value)}")
 
-        q, k, v = self._projections(query, key, value)  # (L or S, N, E)
+        q, k, v = self._projections(query, key, value, query_is_key, key_is_value)  # (L or S, N, E)
         q = q.reshape(length, batch, heads, head_dim).permute(1, 2, 0, 3)  # (N, H, L, D)
         k = k.reshape(source, batch, heads, head_dim).permute(1, 2, 0, 3)
         v = v.reshape(source, batch, heads, head_dim).permute(1, 2, 0, 3)
