@@ -36,6 +36,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "softmax": (1e-5, 1e-6), "log_softmax": (1e-5, 1e-5), "matmul": (1e-5, 1e-5),
     "pow": (1e-5, 1e-5), "erf": (1e-5, 1e-6), "scatter_add": (1e-5, 1e-5),
     "remainder": (1e-5, 1e-5), "sigmoid": (1e-5, 1e-6), "layer_norm_core": (1e-5, 1e-5),
+    "layer_norm": (1e-5, 1e-5),
     "cross_entropy": (1e-5, 1e-5),
 }
 FLOAT64_TOLERANCE = (1e-10, 1e-12)
@@ -661,6 +662,14 @@ case("layer_norm_core", "one_d", lambda x: webgrad.ops.layer_norm_core(x, ndims=
      F(5))
 case("layer_norm_core", "offset_mean", lambda x: webgrad.ops.layer_norm_core(x, ndims=1),
      lambda x: _layer_norm(x, 1), F(4, 7, low=50, high=54))
+case("layer_norm", "last", lambda x, w, b: webgrad.ops.layer_norm(x, w, b, ndims=1),
+     lambda x, w, b: _layer_norm(x, 1) * w + b, F(3, 6), F(6), F(6))
+case("layer_norm", "two_dims", lambda x, w, b: webgrad.ops.layer_norm(x, w, b, ndims=2, eps=1e-3),
+     lambda x, w, b: _layer_norm(x, 2, 1e-3) * w + b, F(2, 3, 4), F(3, 4), F(3, 4))
+case("layer_norm", "transposed", lambda x, w, b: webgrad.ops.layer_norm(x.transpose(0, 1), w, b, ndims=1),
+     lambda x, w, b: _layer_norm(x.transpose(1, 0, 2), 1) * w + b, F(4, 2, 5), F(5), F(5))
+case("layer_norm", "strided_weight", lambda x, w, b: webgrad.ops.layer_norm(x, w[::2], b[1:], ndims=1),
+     lambda x, w, b: _layer_norm(x, 1) * w[::2] + b[1:], F(3, 4), F(8), F(5))
 case("norm", "all", lambda x: x.norm(), lambda x: np.sqrt(np.sum(x * x)), F(3, 4))
 case("norm", "dim", lambda x: x.norm(dim=1), lambda x: np.sqrt(np.sum(x * x, 1)), F(3, 4))
 case("norm", "dims_keepdim", lambda x: webgrad.norm(x, dim=(0, -1), keepdim=True),

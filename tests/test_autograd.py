@@ -405,6 +405,28 @@ def test_a_weight_shared_by_a_batch_gets_its_gradient_from_one_product(device):
     assert_close(x.grad, np.broadcast_to(w.detach().cpu().numpy().sum(1), (32, 16, 64)), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_layer_norm_keeps_only_its_input_for_backward(device):
+    """As torch's: LayerNorm's backward computes the normalized rows again from the input, so
+    the graph keeps one tensor of the input's size per layer norm, not two."""
+    import gc
+
+    memory = webgrad.webgpu if device == "webgpu" else webgrad.cpu
+    norm = webgrad.nn.LayerNorm(128).to(device)
+    x = webgrad.randn(64, 128, device=device, requires_grad=True)
+    gc.collect()
+    before = memory.memory_allocated()
+    h = x * 2  # 32 KiB, the norm's input
+    loss = norm(h).sum()  # sum keeps only a shape
+    del h
+    gc.collect()
+    held = memory.memory_allocated() - before
+    assert 64 * 128 * 4 <= held <= 64 * 128 * 4 + 2048, held  # (the normalized rows would be 32 KiB more)
+    loss.backward()  # each normalized row sums to 0 whatever x is (gradients: tests/op_cases.py)
+    assert_close(x.grad, np.zeros((64, 128)), rtol=0, atol=1e-4)
+    assert_close(norm.bias.grad, np.full(128, 64.0), rtol=1e-6, atol=1e-6)
+
+
 def test_reads_of_each_vjp_come_from_its_bytecode():
     from webgrad.autograd import _META, _VALUE, _uses
     from webgrad.ops.elementwise import ADD, CAST, MUL

@@ -14,8 +14,12 @@
 // exact for nearby values, so a large common offset costs no digits, neither
 // in the f32 sum nor in rounding the mean itself; out[r] = ((x[r] - x0) - d) * rstd.
 //
+// With AFFINE (F.layer_norm's weight and bias), out[r] = (that) * w[r] + b[r] in f32, rounded to the
+// output type once, as torch's layer norm.
+//
 // Bindings: 0 Params, 1 x (read through load_x: f32, f16 or a packed 16-bit float, as f32), 2 out (read_write,
-// array<SO>: f32, or f16 rounded from f32).
+// array<SO>: f32, or f16 rounded from f32), 3 w and 4 b (contiguous, of the row's length, as load_w/load_b
+// read them; without AFFINE the launcher binds x there and they are not read).
 //
 // Grid. A workgroup of WG threads is cut into WG / LANES teams of LANES threads;
 // each team handles one row in three passes: sum, sum of squared deviations,
@@ -49,11 +53,14 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<SX>;
 @group(0) @binding(2) var<storage, read_write> out: array<SO>;
+@group(0) @binding(3) var<storage, read> w: array<SW>;
+@group(0) @binding(4) var<storage, read> b: array<SW>;
 
 override WG: u32 = 128;
 override LANES: u32 = 1;
 override KEEP_FLAT: bool = true;  // at most one kept dim after merging: row o starts at o * stride
 override ROUND_OUT: bool = false;  // out is f16: round each value first (WGSL leaves it to the implementation)
+override AFFINE: bool = false;     // then * w[r] + b[r]
 
 var<workgroup> scratch: array<f32, WG>;
 
@@ -88,8 +95,11 @@ fn load(base: i32, r: u32) -> f32 {
   return load_x(u32(base + i32(r) * p.row_stride));
 }
 
-fn store(i: u32, v: f32) {
-  if (ROUND_OUT) { out[i] = SO(wg_round_f16(v)); } else { out[i] = SO(v); }
+// Element r of a row: its normalized value v, with the affine part in f32 too (rounded once, as torch).
+fn store(i: u32, r: u32, v: f32) {
+  var y = v;
+  if (AFFINE) { y = y * f32(load_w(r)) + f32(load_b(r)); }
+  if (ROUND_OUT) { out[i] = SO(wg_round_f16(y)); } else { out[i] = SO(y); }
 }
 
 // This lane's sum of ((x[r] - x0) - d)^power over r = lane, lane + LANES, ...
@@ -128,13 +138,13 @@ fn write_row(base: i32, o: u32, lane: u32, x0: f32, d: f32, rstd: f32) {
   var r = lane;
   loop {
     if (r + 3u * LANES >= p.inner) { break; }
-    store(out_base + r, centered(base, r, x0, d) * rstd);
-    store(out_base + r + LANES, centered(base, r + LANES, x0, d) * rstd);
-    store(out_base + r + 2u * LANES, centered(base, r + 2u * LANES, x0, d) * rstd);
-    store(out_base + r + 3u * LANES, centered(base, r + 3u * LANES, x0, d) * rstd);
+    store(out_base + r, r, centered(base, r, x0, d) * rstd);
+    store(out_base + r + LANES, r + LANES, centered(base, r + LANES, x0, d) * rstd);
+    store(out_base + r + 2u * LANES, r + 2u * LANES, centered(base, r + 2u * LANES, x0, d) * rstd);
+    store(out_base + r + 3u * LANES, r + 3u * LANES, centered(base, r + 3u * LANES, x0, d) * rstd);
     r = r + 4u * LANES;
   }
-  for (; r < p.inner; r = r + LANES) { store(out_base + r, centered(base, r, x0, d) * rstd); }
+  for (; r < p.inner; r = r + LANES) { store(out_base + r, r, centered(base, r, x0, d) * rstd); }
 }
 
 // Add every lane's value of a team and hand the total to all of them. Called

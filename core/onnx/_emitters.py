@@ -214,12 +214,15 @@ def _arg_reduce(onnx_op):
     return emit
 
 
-def _layer_norm(low, node, x, *, ndims, eps):
+def _layer_norm(low, node, x, weight=None, bias=None, *, ndims, eps):
+    """layer_norm_core (scale 1) or layer_norm (its weight and bias)."""
     if low.opset < 17:
         raise ExportError(f"onnx.export: LayerNorm needs opset_version >= 17 (LayerNormalization), got {low.opset}")
-    shape = low.static(low.shape(node.inputs[0])[-ndims:], "LayerNorm's normalized shape")
-    scale = low.const(np.ones(shape, dtype=node.inputs[0].dtype.np), "ones")
-    return low.emit("LayerNormalization", [x, scale], axis=-int(ndims), epsilon=float(eps))
+    if weight is None:
+        shape = low.static(low.shape(node.inputs[0])[-ndims:], "LayerNorm's normalized shape")
+        weight = low.const(np.ones(shape, dtype=node.inputs[0].dtype.np), "ones")
+    return low.emit("LayerNormalization", [x, weight] + ([bias] if bias is not None else []), axis=-int(ndims),
+                    epsilon=float(eps))
 
 
 def _argsort(low, node, x, *, descending):
@@ -257,7 +260,7 @@ EMITTERS.update({
     R.PROD: _reduce("ReduceProd", 18), R.ARGMAX: _arg_reduce("ArgMax"), R.ARGMIN: _arg_reduce("ArgMin"),
     R.SOFTMAX: lambda low, node, x, *, dim: low.emit("Softmax", [x], axis=int(dim)),
     R.LOG_SOFTMAX: lambda low, node, x, *, dim: low.emit("LogSoftmax", [x], axis=int(dim)),
-    normalization.LAYER_NORM_CORE: _layer_norm, sorting.ARGSORT: _argsort, scan.CUMSUM: _cumsum,
+    normalization.LAYER_NORM_CORE: _layer_norm, normalization.LAYER_NORM: _layer_norm, sorting.ARGSORT: _argsort, scan.CUMSUM: _cumsum,
 })
 
 

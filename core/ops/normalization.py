@@ -5,10 +5,15 @@ of n elements (the product of the last k dims) and returns, per row,
 
     y = (x - mean) * rstd,    rstd = 1 / sqrt(var + eps)    (biased var)
 
-with no weight or bias: ``F.layer_norm`` applies those with ordinary ops.
-The vjp is written in Tensor ops from x and y, so gradients of gradients work:
+and ``layer_norm(x, weight, bias, ndims=k, eps=eps)`` the same followed by ``y * weight + bias``
+in the same kernel (``F.layer_norm``'s usual case). The vjps are written in Tensor ops, so
+gradients of gradients work:
 
-    gx = rstd * (g - mean(g) - y * mean(g * y))
+    gx = rstd * (g - mean(g) - y * mean(g * y))          (g * weight in place of g with the affine)
+
+With the affine, backward reads x (and weight) only and computes y again, one kernel: as torch's
+layer norm keeps its input, not its normalized output, a transformer's step keeps one tensor per
+layer norm instead of two.
 """
 from __future__ import annotations
 
@@ -23,16 +28,20 @@ def _row_dims(ndim, ndims):
     return tuple(range(ndim - ndims, ndim))
 
 
-def _layer_norm_numpy(x, *, ndims, eps):
+def _layer_norm_numpy(x, *, ndims, eps, weight=None, bias=None):
     if x.size == 0:
         return x.copy()
     axes = _row_dims(x.ndim, ndims)
-    # Statistics in float64 (float32 sums over long rows lose digits), result in x's dtype.
+    # Statistics (and the affine part) in float64 (float32 sums over long rows lose digits),
+    # the result rounded once to x's dtype.
     wide = x.astype(np.float64)
     mean = wide.mean(axis=axes, keepdims=True)
     centered = wide - mean
     var = (centered * centered).mean(axis=axes, keepdims=True)
-    return (centered / np.sqrt(var + eps)).astype(x.dtype)
+    out = centered / np.sqrt(var + eps)
+    if weight is not None:
+        out = out * weight + bias
+    return out.astype(x.dtype)
 
 
 def _layer_norm_infer(x, *, ndims, eps):
@@ -53,6 +62,31 @@ LAYER_NORM_CORE = defop("layer_norm_core", kind="reduce", infer=_layer_norm_infe
                         vjp=_layer_norm_vjp)
 
 
+def _affine_infer(x, weight, bias, *, ndims, eps):
+    return x.shape, x.dtype
+
+
+def _affine_numpy(x, weight, bias, *, ndims, eps):
+    return _layer_norm_numpy(x, ndims=ndims, eps=eps, weight=weight, bias=bias)
+
+
+def _affine_vjp(g, x, weight, bias, *, out, ndims, eps, needs):
+    lead = tuple(range(x.ndim - ndims))
+    y = layer_norm_core(x, ndims=ndims, eps=eps)  # again, rather than kept from forward
+    gx = _layer_norm_vjp(g * weight, x, out=y, ndims=ndims, eps=eps) if needs[0] else None
+    gw = _sum_rows(g * y, lead) if needs[1] else None
+    gb = _sum_rows(g, lead) if needs[2] else None
+    return gx, gw, gb
+
+
+def _sum_rows(t, lead):
+    return t.sum(lead) if lead else t  # a single row (ndims == x.ndim): nothing to add up
+
+
+LAYER_NORM = defop("layer_norm", kind="reduce", infer=_affine_infer, numpy=_affine_numpy,
+                   wgsl=Kernel("layer_norm.wgsl", "layer_norm", "layer_norm.layer_norm"), vjp=_affine_vjp)
+
+
 def layer_norm_core(x, *, ndims, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over the last ``ndims`` dims (biased var), one fused kernel.
 
@@ -69,3 +103,23 @@ def layer_norm_core(x, *, ndims, eps=1e-5):
         raise OpError(f"layer_norm: cannot normalize over the last {ndims} dims of {describe(x)}; "
                       f"ndims must be between 1 and {x.ndim}")
     return apply(LAYER_NORM_CORE, x, ndims=int(ndims), eps=float(eps))
+
+
+def layer_norm(x, weight, bias, *, ndims, eps=1e-5):
+    """``layer_norm_core(x) * weight + bias`` in one kernel; weight and bias have the shape of
+    the last ``ndims`` dims and x's dtype.
+
+    Example:
+        >>> w, b = webgrad.tensor([2.0, 2.0]), webgrad.tensor([0.0, 1.0])
+        >>> webgrad.ops.layer_norm(webgrad.tensor([[1.0, 3.0]]), w, b, ndims=1)   # about [[-2., 3.]]
+    """
+    require_float("layer_norm", x)
+    if not 1 <= ndims <= x.ndim:
+        raise OpError(f"layer_norm: cannot normalize over the last {ndims} dims of {describe(x)}; "
+                      f"ndims must be between 1 and {x.ndim}")
+    rows = tuple(x.shape[x.ndim - ndims:])
+    for name, t in (("weight", weight), ("bias", bias)):
+        if tuple(t.shape) != rows or t.dtype is not x.dtype or t.device != x.device:
+            raise OpError(f"layer_norm: {name} must have the normalized shape {rows}, dtype and device of "
+                          f"input {describe(x)}, got {describe(t)}")
+    return apply(LAYER_NORM, x, weight, bias, ndims=int(ndims), eps=float(eps))

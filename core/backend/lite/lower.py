@@ -385,13 +385,24 @@ def lower_softmax(low: Lowering, node, attrs) -> Ref:
 
 
 def lower_layer_norm(low: Lowering, node, attrs) -> Ref:
+    """layer_norm_core; for layer_norm (with weight and bias) then one elementwise step of
+    ``* weight + bias``, so bundles run the kernels they always had."""
     x = low.contiguous(low.ref(node.inputs[0]))
     out = low.new(node.output)
+    normalized = out
+    if len(node.inputs) == 3:
+        normalized = Ref(low.buffer(out.buffer.dtype, out.shape, "step"), out.shape, out.strides)
     ndims = attrs["ndims"]
     rows, size = product(x.shape[:-ndims]), product(x.shape[-ndims:])
     eps_bits = int(np.float32(attrs["eps"]).view(np.uint32))
-    low.add_step("layer_norm", [x], out, {"rows": rows, "n": size, "eps": float(attrs["eps"])},
+    low.add_step("layer_norm", [x], normalized, {"rows": rows, "n": size, "eps": float(attrs["eps"])},
                  kernels.read_kernel("layer_norm"), [rows, size, eps_bits, x.offset], rows)
+    if len(node.inputs) == 3:
+        dtype = node.output.dtype.name
+        steps = (("mul", (("in", 0), ("in", 1)), (dtype, dtype), dtype, ()),
+                 ("add", (("t", 0), ("in", 2)), (dtype, dtype), dtype, ()))
+        affine = Fused(steps, 3, (OPS["mul"].impls["wgsl"], OPS["add"].impls["wgsl"]))
+        low.elementwise_step([normalized, low.ref(node.inputs[1]), low.ref(node.inputs[2])], out, affine)
     return out
 
 
@@ -465,6 +476,7 @@ LOWERINGS = {
     "matmul": lower_matmul, "quantized_linear": lower_quantized_linear, "conv2d": lower_conv2d,
     "max_pool2d_select": lower_max_pool,
     "softmax": lower_softmax, "log_softmax": lower_softmax, "layer_norm_core": lower_layer_norm,
+    "layer_norm": lower_layer_norm,
     "take": lower_take, "cat": lower_cat, "unslice": lower_unslice, **dict.fromkeys(REDUCTIONS, lower_reduce),
     **dict.fromkeys(("permute", "expand", "slice", "reshape"), lower_view),
 }

@@ -57,10 +57,10 @@ def pack_params(rows, inner, offset, groups, kept, row_stride, eps) -> bytes:
 
 
 def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
-    """layer_norm_core of ``arrays[0]`` over its last ``attrs["ndims"]`` dims; f16 in and out is
-    read and written as it is, a packed 16-bit float read as it is and the result rounded after,
-    computed in f32."""
-    (x,) = arrays
+    """layer_norm_core of ``arrays[0]`` over its last ``attrs["ndims"]`` dims, then (the
+    layer_norm op) ``* arrays[1] + arrays[2]``; f16 in and out is read and written as it is, a
+    packed 16-bit float read as it is and the result rounded after, computed in f32."""
+    x = arrays[0]
     if x.kind not in FLOATS:
         raise TypeError(f"layer_norm: not supported on webgpu for element type {x.kind}; convert with .float()")
     kind = x.kind
@@ -85,8 +85,13 @@ def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
     lanes, groups, launch = gpu_reduce.widen_for_long_rows(
         backend, "layer_norm", x.shape, rows, inner, lanes, workgroup, cpu_adapter, loop_trips)
 
-    constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1, "ROUND_OUT": out.kind == "f16"}
+    affine = len(arrays) == 3
+    # read as row element r: parameters are contiguous from 0 already, other views are copied
+    w, b = (a if a.is_contiguous() and not a.offset else backend.contiguous(a) for a in arrays[1:]) if affine \
+        else (x, x)  # x: bound, never read
+    constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1, "ROUND_OUT": out.kind == "f16",
+                 "AFFINE": affine}
     params = pack_params(rows, inner, x.offset, groups, kept, row_stride, attrs["eps"])
-    backend.dispatch(FILE, record.entry, (("X", x.kind), ("O", out.kind)), None, constants, [x.buffer, out.buffer],
-                     params, launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
+    backend.dispatch(FILE, record.entry, (("X", x.kind), ("O", out.kind), ("W", w.kind)), None, constants,
+                     [x.buffer, out.buffer, w.buffer, b.buffer], params, launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
     return elementwise.converted(backend, out, kind)

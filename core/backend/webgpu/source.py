@@ -45,7 +45,7 @@ _TYPE_NAME = re.compile(r"\b([ABO])\b")
 OPERANDS = {"unary.wgsl": (("a", "A"),), "binary.wgsl": (("a", "A"), ("b", "A")),
             "ternary.wgsl": (("a", "A"), ("b", "B"), ("c", "B")), "reduce.wgsl": (("x", "X"),),
             "conv.wgsl": (("a", "A"), ("b", "B")), "pool.wgsl": (("a", "A"), ("b", "B")),
-            "softmax.wgsl": (("x", "X"),), "layer_norm.wgsl": (("x", "X"),)}
+            "softmax.wgsl": (("x", "X"),), "layer_norm.wgsl": (("x", "X"), ("w", "W"), ("b", "W"))}
 STORES = ("unary.wgsl", "binary.wgsl", "ternary.wgsl")
 # The packed kinds' bits per element, and math.wgsl's functions from an element's bits to its
 # value and from a value to its bits.
