@@ -260,7 +260,8 @@ EMITTERS.update({
     R.PROD: _reduce("ReduceProd", 18), R.ARGMAX: _arg_reduce("ArgMax"), R.ARGMIN: _arg_reduce("ArgMin"),
     R.SOFTMAX: lambda low, node, x, *, dim: low.emit("Softmax", [x], axis=int(dim)),
     R.LOG_SOFTMAX: lambda low, node, x, *, dim: low.emit("LogSoftmax", [x], axis=int(dim)),
-    normalization.LAYER_NORM_CORE: _layer_norm, normalization.LAYER_NORM: _layer_norm, sorting.ARGSORT: _argsort, scan.CUMSUM: _cumsum,
+    normalization.LAYER_NORM_CORE: _layer_norm, normalization.LAYER_NORM: _layer_norm,
+    sorting.ARGSORT: _argsort, scan.CUMSUM: _cumsum,
 })
 
 

@@ -86,12 +86,14 @@ def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
         backend, "layer_norm", x.shape, rows, inner, lanes, workgroup, cpu_adapter, loop_trips)
 
     affine = len(arrays) == 3
-    # read as row element r: parameters are contiguous from 0 already, other views are copied
-    w, b = (a if a.is_contiguous() and not a.offset else backend.contiguous(a) for a in arrays[1:]) if affine \
-        else (x, x)  # x: bound, never read
+    if affine:  # read as row element r: parameters are contiguous from 0 already, other views are copied
+        w, b = (a if a.is_contiguous() and not a.offset else backend.contiguous(a) for a in arrays[1:])
+    else:
+        w = b = x  # bound, never read
     constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1, "ROUND_OUT": out.kind == "f16",
                  "AFFINE": affine}
     params = pack_params(rows, inner, x.offset, groups, kept, row_stride, attrs["eps"])
-    backend.dispatch(FILE, record.entry, (("X", x.kind), ("O", out.kind), ("W", w.kind)), None, constants,
-                     [x.buffer, out.buffer, w.buffer, b.buffer], params, launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
+    types = (("X", x.kind), ("O", out.kind), ("W", w.kind))
+    backend.dispatch(FILE, record.entry, types, None, constants, [x.buffer, out.buffer, w.buffer, b.buffer], params,
+                     launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
     return elementwise.converted(backend, out, kind)
