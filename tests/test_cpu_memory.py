@@ -3,10 +3,12 @@ new tensors, views counted once, freed buffers given back, the peak, compiled st
 profiler's timeline, and tensors made before counting started."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import webgrad
 from webgrad import nn
@@ -95,3 +97,28 @@ def test_tensors_made_before_counting_are_counted():
 def test_torch_cpu_names():
     assert cpu.is_available() and cpu.device_count() == 1 and cpu.current_device() == "cpu"
     cpu.synchronize()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds (heap.py)")
+def test_a_step_reuses_the_pages_the_last_one_freed():
+    """The numpy backend keeps freed arrays' memory in the process (backend/numpy/heap.py): a
+    repeated step faults in no new pages; with WEBGRAD_KEEP_FREED_MEMORY=0 (glibc's own
+    thresholds) each of its 256 KiB arrays is a fresh mapping, faulted in page by page."""
+    code = ("import resource, webgrad\n"
+            "norm = webgrad.nn.LayerNorm(64).double()\n"
+            "x = webgrad.randn(16, 32, 64, dtype=webgrad.float64, requires_grad=True)\n"
+            "def step():\n"
+            "    norm(x * 2).exp().sum().backward()\n"
+            "step()\n"
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+            "for _ in range(50):\n"
+            "    step()\n"
+            "print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 50)\n")
+
+    def faults_per_step(keep: str) -> float:
+        env = dict(os.environ, WEBGRAD_KEEP_FREED_MEMORY=keep)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+        return float(out.stdout.split()[-1])
+
+    kept, fresh = faults_per_step("1"), faults_per_step("0")
+    assert kept < 8 and fresh > 100, (kept, fresh)

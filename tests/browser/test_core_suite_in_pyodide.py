@@ -31,7 +31,7 @@ DESELECT: list[str] = [f"test_opinfo.py::test_entry[linalg.eigh-{config}]"
 # test_opinfo.py: one test per recorded OpInfo entry and config (cpu: float64 and float32, webgpu:
 # float32) plus its three status tests; the recording is replayed there (tests/data/opinfo).
 OPINFO_CPU, OPINFO_WEBGPU = 1002, 509
-_COMMON = {"test_nn_modules.py": 17, "test_autograd.py": 69, "test_autograd_function.py": 13, "test_optim.py": 118,
+_COMMON = {"test_nn_modules.py": 17, "test_autograd.py": 71, "test_autograd_function.py": 13, "test_optim.py": 118,
            "test_optim_more.py": 33, "test_data.py": 33, "test_serialize.py": 45, "test_tensor.py": 53,
            "test_rnn.py": 3, "test_transformer.py": 7}
 FLOORS = {

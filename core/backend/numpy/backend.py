@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import random as wg_random
+from . import heap
 from . import replay as numpy_replay
 from . import wasm_gemm
 from .blas import blas_threads, matmul_size
@@ -39,6 +40,9 @@ class NumpyBackend:
     device = "cpu"
     passes = PASSES
     counts_dispatches = False
+
+    def __init__(self):
+        heap.keep_freed_memory()  # a step's arrays reuse the last step's pages (heap.py)
 
     def run(self, op, inputs, attrs, shape, dtype):
         arrays = [t._data for t in inputs]
