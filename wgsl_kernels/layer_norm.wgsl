@@ -187,3 +187,62 @@ fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     if (live) { write_row(base, o, lane, x0, d, rstd); }
   }
 }
+
+// layer_norm_backward: the input gradient of layer_norm_core for the incoming gradient g
+// (binding 3, contiguous like out), with y = ((x - x0) - d) * rstd found again as above:
+//   out[r] = rstd * (g[r] - mean(g) - y[r] * mean(g * y))
+// Each lane adds its elements' g and g * y (two accumulators each), then the team adds its lanes'.
+fn lane_grad_sums(base: i32, o: u32, lane: u32, x0: f32, d: f32, rstd: f32) -> vec2<f32> {
+  var s = vec2<f32>(0.0, 0.0);
+  var t = vec2<f32>(0.0, 0.0);
+  var r = lane;
+  loop {
+    if (r + LANES >= p.inner) { break; }
+    let g0 = f32(load_w(o * p.inner + r));
+    let g1 = f32(load_w(o * p.inner + r + LANES));
+    s = s + vec2<f32>(g0, g0 * (centered(base, r, x0, d) * rstd));
+    t = t + vec2<f32>(g1, g1 * (centered(base, r + LANES, x0, d) * rstd));
+    r = r + 2u * LANES;
+  }
+  if (r < p.inner) {
+    let g0 = f32(load_w(o * p.inner + r));
+    s = s + vec2<f32>(g0, g0 * (centered(base, r, x0, d) * rstd));
+  }
+  return s + t;
+}
+
+@compute @workgroup_size(WG)
+fn layer_norm_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                       @builtin(num_workgroups) nwg: vec3<u32>) {
+  let lane = lid % LANES;
+  let rows_per_group = WG / LANES;
+  let n = f32(p.inner);
+  for (var g = wid.x + wid.y * nwg.x; g < p.groups; g = g + nwg.x * nwg.y) {
+    let o = g * rows_per_group + lid / LANES;
+    let live = o < p.rows;
+    let row = select(0u, o, live);
+    let base = row_start(row);
+    let x0 = load(base, 0u);
+    var s = 0.0;
+    if (live) { s = lane_sum(base, lane, x0, 0.0, false); }
+    if (LANES > 1u) { s = team_sum(s, lid, lane); }
+    let d = s / n;
+    var q = 0.0;
+    if (live) { q = lane_sum(base, lane, x0, d, true); }
+    if (LANES > 1u) { q = team_sum(q, lid, lane); }
+    let rstd = 1.0 / sqrt(q / n + p.eps);
+    var sums = vec2<f32>(0.0, 0.0);
+    if (live) { sums = lane_grad_sums(base, row, lane, x0, d, rstd); }
+    if (LANES > 1u) { sums = vec2<f32>(team_sum(sums.x, lid, lane), team_sum(sums.y, lid, lane)); }
+    let mean_g = sums.x / n;
+    let mean_gy = sums.y / n;
+    if (live) {
+      let out_base = row * p.inner;
+      for (var r = lane; r < p.inner; r = r + LANES) {
+        let y = centered(base, r, x0, d) * rstd;
+        let v = rstd * ((f32(load_w(out_base + r)) - mean_g) - y * mean_gy);
+        if (ROUND_OUT) { out[out_base + r] = SO(wg_round_f16(v)); } else { out[out_base + r] = SO(v); }
+      }
+    }
+  }
+}

@@ -22,19 +22,18 @@ import numpy as np
 from ..kernels import Kernel
 from ._helpers import describe, require_float
 from .registry import OpError, apply, defop
+from ..autograd import is_grad_enabled
 
 
 def _row_dims(ndim, ndims):
     return tuple(range(ndim - ndims, ndim))
 
 
-def _layer_norm_numpy(x, *, ndims, eps, weight=None, bias=None):
-    if x.size == 0:
-        return x.copy()
+def _normalized_rows(x, ndims, eps):
+    """(y, rstd): x's rows of the last ``ndims`` dims normalized, in float64 (float32 sums over
+    long rows lose digits), and each row's 1 / sqrt(var + eps). In place on one copy: a fresh
+    array per step (each a new mapping, faulted in page by page) made this several times slower."""
     n = int(np.prod(x.shape[x.ndim - ndims:]))
-    # Statistics (and the affine part) in float64 (float32 sums over long rows lose digits),
-    # the result rounded once to x's dtype. In place on one copy: a fresh array per step
-    # (each a new mapping, faulted in page by page) made this several times slower.
     rows = x.astype(np.float64, order="C").reshape(-1, n)
     mean = rows.sum(axis=1, keepdims=True)
     mean /= n
@@ -42,7 +41,16 @@ def _layer_norm_numpy(x, *, ndims, eps, weight=None, bias=None):
     var = np.einsum("ij,ij->i", rows, rows)[:, None]
     var /= n
     var += eps
-    rows /= np.sqrt(var)
+    rstd = 1.0 / np.sqrt(var)
+    rows *= rstd
+    return rows, rstd
+
+
+def _layer_norm_numpy(x, *, ndims, eps, weight=None, bias=None):
+    """The result rounded once to x's dtype, the affine part in float64 too."""
+    if x.size == 0:
+        return x.copy()
+    rows, _ = _normalized_rows(x, ndims, eps)
     if weight is not None:
         rows *= weight.reshape(-1)
         rows += bias.reshape(-1)
@@ -54,10 +62,41 @@ def _layer_norm_infer(x, *, ndims, eps):
 
 
 def _layer_norm_vjp(g, x, *, out, ndims, eps):
+    if not is_grad_enabled():  # a plain backward: one kernel
+        return apply(LAYER_NORM_BACKWARD, g, x, ndims=ndims, eps=eps)
+    # create_graph: in Tensor ops, rstd recomputed from x, so the second derivative sees its
+    # dependence on x
     dims = _row_dims(x.ndim, ndims)
-    # rstd recomputed from x in Tensor ops, so the second derivative sees its dependence on x.
     rstd = (x.var(dims, keepdim=True, correction=0) + eps).rsqrt()
     return rstd * (g - g.mean(dims, keepdim=True) - out * (g * out).mean(dims, keepdim=True))
+
+
+def _backward_numpy(g, x, *, ndims, eps):
+    """gx of layer_norm_core for the incoming gradient g, the statistics again from x (float64)."""
+    if x.size == 0:
+        return np.zeros_like(x)
+    y, rstd = _normalized_rows(x, ndims, eps)
+    n = y.shape[1]
+    rows = g.astype(np.float64, order="C").reshape(y.shape)
+    mean_g = rows.sum(axis=1, keepdims=True)
+    mean_g /= n
+    mean_gy = np.einsum("ij,ij->i", rows, y)[:, None]
+    mean_gy /= n
+    rows -= mean_g
+    y *= mean_gy
+    rows -= y
+    rows *= rstd
+    return rows.astype(x.dtype).reshape(x.shape)
+
+
+def _backward_infer(g, x, *, ndims, eps):
+    return x.shape, x.dtype
+
+
+# The vjp of a plain backward: each row read four times (two statistics, the two sums, the write)
+# instead of about twenty composed ops, each writing a temporary of the input's size.
+LAYER_NORM_BACKWARD = defop("layer_norm_backward", kind="reduce", infer=_backward_infer, numpy=_backward_numpy,
+                            wgsl=Kernel("layer_norm.wgsl", "layer_norm_backward", "layer_norm.layer_norm_backward"))
 
 
 # Fused: one kernel reads each row three times (sum, squared deviations, write)

@@ -56,11 +56,39 @@ def pack_params(rows, inner, offset, groups, kept, row_stride, eps) -> bytes:
     return words.tobytes()
 
 
+def backward_loop_trips(inner, lanes, rounds):
+    """Loop trips of layer_norm_backward: the two statistics passes, the gradient sums (two
+    elements a trip), the write (one), and four tree combines."""
+    per_lane = -(-inner // lanes)
+    return rounds * (2 * (per_lane // 4 + 4) + per_lane // 2 + 1 + per_lane + 4 * lanes.bit_length())
+
+
 def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
     """layer_norm_core of ``arrays[0]`` over its last ``attrs["ndims"]`` dims, then (the
     layer_norm op) ``* arrays[1] + arrays[2]``; f16 in and out is read and written as it is, a
     packed 16-bit float read as it is and the result rounded after, computed in f32."""
     x = arrays[0]
+    if len(arrays) == 3:  # read as row element r: parameters are contiguous from 0 already, other views are copied
+        w, b = (_from_zero(backend, a) for a in arrays[1:])
+        return _launch(backend, record, x, [w, b], attrs, shape, {"AFFINE": True}, loop_trips)
+    return _launch(backend, record, x, [x, x], attrs, shape, {"AFFINE": False}, loop_trips)  # x: bound, never read
+
+
+def layer_norm_backward(backend, op, record, arrays, attrs, shape, dtype):
+    """The input gradient of layer_norm_core for the incoming gradient ``arrays[0]`` at
+    ``arrays[1]`` (one kernel: statistics again, two sums, the write)."""
+    g, x = arrays
+    return _launch(backend, record, x, [_from_zero(backend, g)], attrs, shape, {}, backward_loop_trips)
+
+
+def _from_zero(backend, a):
+    """``a``, or a copy of it, with its elements in order from offset 0."""
+    return a if a.is_contiguous() and not a.offset else backend.contiguous(a)
+
+
+def _launch(backend, record, x, extra, attrs, shape, constants, trips):
+    """Dispatch ``record``'s entry over x's rows, binding ``extra`` (all of one element kind)
+    after x and the output."""
     if x.kind not in FLOATS:
         raise TypeError(f"layer_norm: not supported on webgpu for element type {x.kind}; convert with .float()")
     kind = x.kind
@@ -83,17 +111,12 @@ def layer_norm(backend, op, record, arrays, attrs, shape, dtype):
     cpu_adapter = gpu_reduce.is_cpu_adapter(backend)
     lanes = choose_lanes(rows, inner, kept, row_stride, workgroup, cpu_adapter)
     lanes, groups, launch = gpu_reduce.widen_for_long_rows(
-        backend, "layer_norm", x.shape, rows, inner, lanes, workgroup, cpu_adapter, loop_trips)
+        backend, record.entry, x.shape, rows, inner, lanes, workgroup, cpu_adapter, trips)
 
-    affine = len(arrays) == 3
-    if affine:  # read as row element r: parameters are contiguous from 0 already, other views are copied
-        w, b = (a if a.is_contiguous() and not a.offset else backend.contiguous(a) for a in arrays[1:])
-    else:
-        w = b = x  # bound, never read
     constants = {"WG": workgroup, "LANES": lanes, "KEEP_FLAT": len(kept) <= 1, "ROUND_OUT": out.kind == "f16",
-                 "AFFINE": affine}
+                 **constants}
     params = pack_params(rows, inner, x.offset, groups, kept, row_stride, attrs["eps"])
-    types = (("X", x.kind), ("O", out.kind), ("W", w.kind))
-    backend.dispatch(FILE, record.entry, types, None, constants, [x.buffer, out.buffer, w.buffer, b.buffer], params,
-                     launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
+    types = (("X", x.kind), ("O", out.kind), ("W", extra[0].kind))
+    backend.dispatch(FILE, record.entry, types, None, constants, [x.buffer, out.buffer] + [a.buffer for a in extra],
+                     params, launch, f"{FILE}:{record.entry} {tuple(x.shape)}")
     return elementwise.converted(backend, out, kind)
