@@ -199,6 +199,10 @@ def _uses(vjp, count: int) -> tuple:
     return _USES[key]
 
 
+# Instructions that name local or closure variables (LOAD_FAST_LOAD_FAST names two, from 3.13).
+_NAME_OPS = frozenset(dis.haslocal) | frozenset(dis.hasfree)
+
+
 def _read_bytecode(vjp, count: int) -> tuple:
     code = getattr(vjp, "__code__", None)
     if code is None or not hasattr(vjp, "__defaults__"):  # not a plain function
@@ -209,13 +213,16 @@ def _read_bytecode(vjp, count: int) -> tuple:
     names: dict[str, str | None] = dict.fromkeys(read)
     instructions = list(dis.get_instructions(code))
     for i, instruction in enumerate(instructions):
+        if instruction.opcode not in _NAME_OPS:  # a keyword's name in a call is a constant, not a read
+            continue
         argvals = instruction.argval if isinstance(instruction.argval, tuple) else (instruction.argval,)
-        for name in argvals:
-            if name not in names or not isinstance(name, str) or instruction.opname == "LOAD_ATTR":
+        after = instructions[i + 1] if i + 1 < len(instructions) else None
+        meta_read = (instruction.opname in ("LOAD_FAST", "LOAD_FAST_LOAD_FAST") and after is not None
+                     and after.opname == "LOAD_ATTR" and after.argval in _META_ATTRS)
+        for k, name in enumerate(argvals):
+            if name not in names:
                 continue
-            after = instructions[i + 1] if i + 1 < len(instructions) else None
-            if (instruction.opname == "LOAD_FAST" and after is not None and after.opname == "LOAD_ATTR"
-                    and after.argval in _META_ATTRS):
+            if meta_read and k == len(argvals) - 1:  # the attribute is read of the last name loaded
                 names[name] = names[name] or _META
             else:
                 names[name] = _VALUE
