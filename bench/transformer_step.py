@@ -47,8 +47,8 @@ def batches(rounds):
     ids = np.array([vocab.index(c) for c in text], dtype=np.int64)
     rng = np.random.default_rng(0)
     starts = rng.integers(0, len(ids) - CONTEXT - 1, (rounds, BATCH))
-    return len(vocab), [(np.stack([ids[s:s + CONTEXT] for s in row]), np.stack([ids[s + 1:s + CONTEXT + 1] for s in row]))
-                        for row in starts]
+    return len(vocab), [(np.stack([ids[s:s + CONTEXT] for s in row]),
+                         np.stack([ids[s + 1:s + CONTEXT + 1] for s in row])) for row in starts]
 
 
 def make_step(lib, vocab, device="cpu", compiled=False):
