@@ -92,6 +92,7 @@ CASES = [
     Case("softmax", _seeded(lambda: (_fn(lambda x: x.softmax(-1) + x.softmax(1)), (_randn(2, 5, 7),)))),
     Case("log_softmax", _seeded(lambda: (nn.LogSoftmax(dim=1), (_randn(4, 9),)))),
     Case("layer_norm", _seeded(lambda: (nn.LayerNorm(6), (_randn(2, 3, 6),)))),
+    Case("layer_norm_no_bias", _seeded(lambda: (nn.LayerNorm(6, bias=False), (_randn(2, 3, 6),)))),
     Case("reductions", _seeded(lambda: (
         _fn(lambda x: webgrad.cat([x.sum(1), x.mean(1), x.amax(1), x.amin(1), x.prod(1),
                                    x.argmax(1).float(), x.argmin(1).float()], 1)), (_randn(3, 4, 2),)))),

@@ -106,6 +106,8 @@ MODULE_PAIRS = [
     ("BatchNorm1d", lambda lib: lib.BatchNorm1d(4), (5, 4, 3)),
     ("BatchNorm2d", lambda lib: lib.BatchNorm2d(3, affine=False), (2, 3, 4, 4)),
     ("LayerNorm", lambda lib: lib.LayerNorm((3, 4)), (2, 3, 4)),
+    ("LayerNormNoBias", lambda lib: lib.LayerNorm(6, bias=False), (2, 3, 6)),
+    ("LayerNormNoAffine", lambda lib: lib.LayerNorm(6, elementwise_affine=False), (2, 3, 6)),
     ("Embedding", lambda lib: lib.Embedding(7, 3, padding_idx=1), None),
     ("MaxPool2d", lambda lib: lib.MaxPool2d(3, 2, 1), (1, 2, 7, 7)),
     ("AvgPool2d", lambda lib: lib.AvgPool2d(2, ceil_mode=True, count_include_pad=False), (1, 2, 5, 5)),

@@ -284,7 +284,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         if t is not None and tuple(t.shape) != normalized_shape:
             raise OpError(f"layer_norm: {name} of shape {tuple(t.shape)} must have normalized_shape "
                           f"{normalized_shape}")
-    if (weight is not None and bias is not None and weight.dtype is bias.dtype is input.dtype
+    if weight is not None and bias is None:  # LayerNorm(bias=False): a zero bias, so one kernel still
+        bias = creation.zeros(normalized_shape, dtype=weight.dtype, device=weight.device)
+    if (weight is not None and weight.dtype is bias.dtype is input.dtype
             and weight.device == bias.device == input.device):
         return ops.layer_norm(input, weight, bias, ndims=k, eps=eps)  # one kernel; backward keeps input only
     out = ops.layer_norm_core(input, ndims=k, eps=eps)  # one fused kernel; the affine part below
