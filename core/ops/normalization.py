@@ -6,14 +6,15 @@ of n elements (the product of the last k dims) and returns, per row,
     y = (x - mean) * rstd,    rstd = 1 / sqrt(var + eps)    (biased var)
 
 and ``layer_norm(x, weight, bias, ndims=k, eps=eps)`` the same followed by ``y * weight + bias``
-in the same kernel (``F.layer_norm``'s usual case). The vjps are written in Tensor ops, so
-gradients of gradients work:
+in the same kernel (``F.layer_norm``'s usual case). The input gradient is
 
     gx = rstd * (g - mean(g) - y * mean(g * y))          (g * weight in place of g with the affine)
 
-With the affine, backward reads x (and weight) only and computes y again, one kernel: as torch's
-layer norm keeps its input, not its normalized output, a transformer's step keeps one tensor per
-layer norm instead of two.
+one kernel in a plain backward (``layer_norm_backward``, the statistics found again from x), and
+Tensor ops under ``create_graph``, so gradients of gradients work. With the affine, backward reads
+x (and weight) only and computes y again where the weight's gradient needs it: as torch's layer
+norm keeps its input, not its normalized output, a transformer's step keeps one tensor per layer
+norm instead of two.
 """
 from __future__ import annotations
 
@@ -116,7 +117,8 @@ def _affine_numpy(x, weight, bias, *, ndims, eps):
 
 def _affine_vjp(g, x, weight, bias, *, out, ndims, eps, needs):
     lead = tuple(range(x.ndim - ndims))
-    y = layer_norm_core(x, ndims=ndims, eps=eps)  # again, rather than kept from forward
+    # y again, rather than kept from forward: for the weight, and for gx's Tensor ops under create_graph
+    y = layer_norm_core(x, ndims=ndims, eps=eps) if needs[1] or is_grad_enabled() else None
     gx = _layer_norm_vjp(g * weight, x, out=y, ndims=ndims, eps=eps) if needs[0] else None
     gw = _sum_rows(g * y, lead) if needs[1] else None
     gb = _sum_rows(g, lead) if needs[2] else None
