@@ -178,29 +178,32 @@ def test_grad_scaler_unscale_then_clip_and_errors():
     assert restored.get_scale() == 1024.0
 
 
+def _kept(out) -> list:
+    """The tensors ``out``'s graph keeps for backward (inputs and outputs its nodes hold)."""
+    from webgrad.autograd import LEAF, _Meta
+
+    kept, seen, stack = [], set(), [out._node]
+    while stack:
+        node = stack.pop()
+        if node is None or node is LEAF or id(node) in seen:
+            continue
+        seen.add(id(node))
+        kept += [t for t in (*node.inputs, node.out) if not isinstance(t, _Meta)]
+        stack.extend(node.edges)
+    return kept
+
+
 def test_attention_without_weights_runs_in_the_autocast_dtype(device):
     """As torch: MultiheadAttention(need_weights=False) (TransformerEncoderLayer's call) is one
     scaled_dot_product_attention, on the lower list, so under autocast("webgpu") its scores and
     softmax stay float16 (no float32 copy of the (N, H, L, S) scores kept for backward); with the
     weights asked for, softmax is float32 as on torch's list."""
-    from webgrad.autograd import LEAF, _Meta
-
     webgrad.manual_seed(0)
     attention = webgrad.nn.MultiheadAttention(16, 4, batch_first=True).to(device)
     x = webgrad.randn(2, 8, 16, device=device, requires_grad=True)
 
     def kept_scores(out):  # dtypes of the (2, 4, 8, 8) tensors the graph keeps
-        found, seen, stack = set(), set(), [out._node]
-        while stack:
-            node = stack.pop()
-            if node is None or node is LEAF or id(node) in seen:
-                continue
-            seen.add(id(node))
-            for t in (*node.inputs, node.out):
-                if not isinstance(t, _Meta) and tuple(t.shape) == (2, 4, 8, 8):
-                    found.add(t.dtype.name)
-            stack.extend(node.edges)
-        return found
+        return {t.dtype.name for t in _kept(out) if tuple(t.shape) == (2, 4, 8, 8)}
 
     half = "float16" if device == "webgpu" else "bfloat16"  # the device's autocast default
     with webgrad.autocast(device):
@@ -222,8 +225,6 @@ def test_self_attention_casts_and_keeps_its_input_once(device):
     """As torch: self-attention (query, key and value one tensor) projects with the packed
     in_proj_weight in one product, so under autocast the graph keeps one float16 copy of the
     input, not one per projection; cross-attention (key is value) uses two products."""
-    from webgrad.autograd import LEAF, _Meta
-
     webgrad.manual_seed(0)
     attention = webgrad.nn.MultiheadAttention(16, 4, batch_first=True).to(device)
     x = webgrad.randn(2, 8, 16, device=device, requires_grad=True)
@@ -232,18 +233,8 @@ def test_self_attention_casts_and_keeps_its_input_once(device):
 
     def kept_copies(out, source):  # tensors the graph keeps that hold source, sequence first, in half
         wanted = source.detach().transpose(0, 1).to(half).float().cpu().numpy()
-        found, seen, stack = set(), set(), [out._node]
-        while stack:
-            node = stack.pop()
-            if node is None or node is LEAF or id(node) in seen:
-                continue
-            seen.add(id(node))
-            for t in (*node.inputs, node.out):
-                if (not isinstance(t, _Meta) and t.dtype is half and tuple(t.shape) == wanted.shape
-                        and np.array_equal(t.detach().float().cpu().numpy(), wanted)):
-                    found.add(id(t))
-            stack.extend(node.edges)
-        return len(found)
+        return len({id(t) for t in _kept(out) if t.dtype is half and tuple(t.shape) == wanted.shape
+                    and np.array_equal(t.detach().float().cpu().numpy(), wanted)})
 
     with webgrad.autocast(device):
         out, _ = attention(x, x, x, need_weights=False)

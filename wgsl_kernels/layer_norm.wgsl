@@ -165,26 +165,38 @@ fn team_sum(v: f32, lid: u32, lane: u32) -> f32 {
   return result;
 }
 
+// A row's first element x0, d = mean - x0 and rstd = 1 / sqrt(var + eps): two passes, each
+// added up over the team. Called in uniform control flow (team_sum's barriers).
+struct RowStats {
+  x0: f32,
+  d: f32,
+  rstd: f32,
+}
+
+fn row_stats(base: i32, lid: u32, lane: u32, live: bool) -> RowStats {
+  let n = f32(p.inner);
+  let x0 = load(base, 0u);
+  var s = 0.0;
+  if (live) { s = lane_sum(base, lane, x0, 0.0, false); }
+  if (LANES > 1u) { s = team_sum(s, lid, lane); }
+  let d = s / n;
+  var q = 0.0;
+  if (live) { q = lane_sum(base, lane, x0, d, true); }
+  if (LANES > 1u) { q = team_sum(q, lid, lane); }
+  return RowStats(x0, d, 1.0 / sqrt(q / n + p.eps));
+}
+
 @compute @workgroup_size(WG)
 fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
               @builtin(num_workgroups) nwg: vec3<u32>) {
   let lane = lid % LANES;
   let rows_per_group = WG / LANES;
-  let n = f32(p.inner);
   for (var g = wid.x + wid.y * nwg.x; g < p.groups; g = g + nwg.x * nwg.y) {
     let o = g * rows_per_group + lid / LANES;
     let live = o < p.rows;
     let base = row_start(select(0u, o, live));
-    let x0 = load(base, 0u);
-    var s = 0.0;
-    if (live) { s = lane_sum(base, lane, x0, 0.0, false); }
-    if (LANES > 1u) { s = team_sum(s, lid, lane); }
-    let d = s / n;  // mean - x0
-    var q = 0.0;
-    if (live) { q = lane_sum(base, lane, x0, d, true); }
-    if (LANES > 1u) { q = team_sum(q, lid, lane); }
-    let rstd = 1.0 / sqrt(q / n + p.eps);
-    if (live) { write_row(base, o, lane, x0, d, rstd); }
+    let st = row_stats(base, lid, lane, live);
+    if (live) { write_row(base, o, lane, st.x0, st.d, st.rstd); }
   }
 }
 
@@ -222,25 +234,17 @@ fn layer_norm_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_inv
     let live = o < p.rows;
     let row = select(0u, o, live);
     let base = row_start(row);
-    let x0 = load(base, 0u);
-    var s = 0.0;
-    if (live) { s = lane_sum(base, lane, x0, 0.0, false); }
-    if (LANES > 1u) { s = team_sum(s, lid, lane); }
-    let d = s / n;
-    var q = 0.0;
-    if (live) { q = lane_sum(base, lane, x0, d, true); }
-    if (LANES > 1u) { q = team_sum(q, lid, lane); }
-    let rstd = 1.0 / sqrt(q / n + p.eps);
+    let st = row_stats(base, lid, lane, live);
     var sums = vec2<f32>(0.0, 0.0);
-    if (live) { sums = lane_grad_sums(base, row, lane, x0, d, rstd); }
+    if (live) { sums = lane_grad_sums(base, row, lane, st.x0, st.d, st.rstd); }
     if (LANES > 1u) { sums = vec2<f32>(team_sum(sums.x, lid, lane), team_sum(sums.y, lid, lane)); }
     let mean_g = sums.x / n;
     let mean_gy = sums.y / n;
     if (live) {
       let out_base = row * p.inner;
       for (var r = lane; r < p.inner; r = r + LANES) {
-        let y = centered(base, r, x0, d) * rstd;
-        let v = rstd * ((f32(load_w(out_base + r)) - mean_g) - y * mean_gy);
+        let y = centered(base, r, st.x0, st.d) * st.rstd;
+        let v = st.rstd * ((f32(load_w(out_base + r)) - mean_g) - y * mean_gy);
         if (ROUND_OUT) { out[out_base + r] = SO(wg_round_f16(v)); } else { out[out_base + r] = SO(v); }
       }
     }
