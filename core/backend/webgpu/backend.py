@@ -61,6 +61,7 @@ _NARROW_AWARE = {"elementwise.run": tuple(COMPUTE), "views.run": tuple(COMPUTE),
                  "movement.unslice": tuple(COMPUTE), "movement.cat": tuple(COMPUTE), "movement.flip": tuple(COMPUTE),
                  "reduce.reduce": tuple(COMPUTE), "reduce.arg_reduce": tuple(COMPUTE), "matmul.matmul": HALVES,
                  "softmax.softmax": HALVES, "softmax.cross_entropy": HALVES, "layer_norm.layer_norm": HALVES,
+                 "layer_norm.layer_norm_backward": HALVES,
                  "conv.conv2d": HALVES, "pooling.max_pool2d": HALVES, "qlinear.quantized_linear": ("i8",),
                  "optim.optim_step": HALVES, "optim_group.optim_group": HALVES, "index.take": tuple(COMPUTE),
                  "index.gather": tuple(COMPUTE), "index.index_add": tuple(COMPUTE), "index.scatter_add": tuple(COMPUTE)}
