@@ -374,11 +374,18 @@ def _unshared(g) -> bool:
         return False
     data = g._data
     if isinstance(data, np.ndarray):  # not a view of an array, nor an array another tensor wraps
-        return data.base is None and data.flags.c_contiguous and data.flags.writeable and \
-            sys.getrefcount(data) == 3
+        return data.flags.c_contiguous and data.flags.writeable and sys.getrefcount(data) == 3 and \
+            _whole_private_memory(data.base, data.nbytes)
     storage = getattr(data, "storage", None)  # a device array: its own buffer, from the start
     return storage is not None and data.offset == 0 and data.is_contiguous() and \
         sys.getrefcount(data) == 3 and sys.getrefcount(storage) == 3
+
+
+def _whole_private_memory(base, nbytes) -> bool:
+    """Whether an array with this ``base`` owns its memory: no base, or a base that only the
+    array refers to and that it covers whole (a kernel's reshape of its fresh result)."""
+    return base is None or (isinstance(base, np.ndarray) and base.base is None and base.nbytes == nbytes
+                            and sys.getrefcount(base) == 3)  # the array's .base, the parameter, the argument
 
 
 def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, inputs=None):
