@@ -1,14 +1,14 @@
-"""BLAS threads per matmul size (core/backend/blas.py), with and without a background load.
+"""The cpu threads products run on (core/backend/numpy/blas.py), with and without a background load.
 
-Two workloads on the numpy backend: the digits MLP training step (64 -> 128 -> 10,
-batch 64, Adam; its products are small) and one large matmul (1024 x 1024 @
-1024 x 1024). Each runs with webgrad's per-size choice (one BLAS thread below
-``blas.SINGLE_THREAD_BELOW`` multiply-adds, the default count above) and with
-the choice off (numpy's default threads for every product), first on an idle
-machine, then with ``--load`` background processes each keeping a core busy.
-Modes alternate in rounds so drift in the machine's load hits both alike.
-Prints the median ms per call and the ratio default / per-size (above 1: the
-choice is faster).
+Workloads on the numpy backend: the digits MLP training step (64 -> 128 -> 10, batch 64, Adam;
+its products are small), a mid-size product (512 x 64 @ 64 x 256, as in the char transformer),
+one large matmul (1024 x 1024 @ 1024 x 1024) and the MNIST CNN's training step (bench/cnn_step.py:
+its convolutions split their batch over the threads). Each runs with webgrad's threads (BLAS on
+one thread; from ``blas.SINGLE_THREAD_BELOW`` multiply-adds a product, or a conv pass's blocks,
+split over webgrad's pool) and with BLAS's own threads for every product (numpy's default),
+first on an idle machine, then with ``--load`` background processes each keeping a core busy.
+Modes alternate in rounds so drift in the machine's load hits both alike. Prints the median ms
+per call and the ratio BLAS / webgrad (above 1: webgrad's threads are faster).
 
 Some machines here set OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE, which make numpy's
 small matmuls much slower; measure with both unset:
@@ -29,6 +29,7 @@ import webgrad
 from webgrad.backend.numpy import blas
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cnn_step  # noqa: E402  (the MNIST network bench/cnn_step.py times)
 from mlp_step import webgrad_step  # noqa: E402  (the same step bench/mlp_step.py times)
 
 LARGE = 1024
@@ -52,26 +53,33 @@ def per_call(fn, seconds: float, min_calls: int) -> float:
     return statistics.median(times)
 
 
-def large_matmul():
+def product(m: int, k: int, n: int):
     rng = np.random.default_rng(0)
-    a = webgrad.tensor(rng.random((LARGE, LARGE), dtype=np.float32))
-    b = webgrad.tensor(rng.random((LARGE, LARGE), dtype=np.float32))
+    a = webgrad.tensor(rng.random((m, k), dtype=np.float32))
+    b = webgrad.tensor(rng.random((k, n), dtype=np.float32))
     return lambda: a @ b
 
 
-def set_mode(mode: str, threshold: int) -> None:
-    blas.blas_threads.reset()
-    blas.SINGLE_THREAD_BELOW = threshold if mode == "per-size" else 0
+def mnist_step():
+    model = cnn_step.mnist_net(webgrad)
+    x, y = cnn_step.data((1, 28, 28), cnn_step.MNIST_BATCH)
+    return cnn_step.step_fn(webgrad, model, webgrad.optim.Adadelta(model.parameters()),
+                            webgrad.tensor(x), webgrad.tensor(y))
 
 
-def measure(workloads, rounds: int, seconds: float, threshold: int) -> dict:
+def set_mode(mode: str) -> None:
+    blas.cpu_threads.reset()
+    blas.cpu_threads.split = mode == "webgrad"
+
+
+def measure(workloads, rounds: int, seconds: float) -> dict:
     results: dict = {}
     for _ in range(rounds):
-        for mode in ("per-size", "default"):
-            set_mode(mode, threshold)
+        for mode in ("webgrad", "BLAS"):
+            set_mode(mode)
             for name, (fn, min_calls) in workloads.items():
                 results.setdefault((name, mode), []).append(per_call(fn, seconds, min_calls))
-    set_mode("per-size", threshold)
+    set_mode("webgrad")
     return {key: statistics.median(values) for key, values in results.items()}
 
 
@@ -85,25 +93,26 @@ def main() -> None:
         if os.environ.get(name):
             print(f"note: {name}={os.environ[name]} is set; numpy's BLAS runs a slower kernel (see docstring)")
     threshold = blas.SINGLE_THREAD_BELOW
-    workloads = {"MLP step": (webgrad_step("cpu"), 20), f"matmul {LARGE}^3": (large_matmul(), 3)}
+    workloads = {"MLP step": (webgrad_step("cpu"), 20), "matmul 512x64x256": (product(512, 64, 256), 20),
+                 f"matmul {LARGE}^3": (product(LARGE, LARGE, LARGE), 3), "MNIST CNN step": (mnist_step(), 3)}
     from threadpoolctl import threadpool_info
 
     threads = [(info["internal_api"], info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"]
     print(f"{os.cpu_count()} CPUs; BLAS {threads}; one thread below {threshold} multiply-adds")
-    print(f"{'workload':<16} {'load':>4} {'per-size ms':>12} {'default ms':>11} {'default/per-size':>17}")
+    print(f"{'workload':<18} {'load':>4} {'webgrad ms':>11} {'BLAS ms':>9} {'BLAS/webgrad':>13}")
     for load in (0, args.load):
         workers = [multiprocessing.Process(target=spin, daemon=True) for _ in range(load)]
         for worker in workers:
             worker.start()
         try:
-            result = measure(workloads, args.rounds, args.seconds, threshold)
+            result = measure(workloads, args.rounds, args.seconds)
         finally:
             for worker in workers:
                 worker.terminate()
                 worker.join()
         for name in workloads:
-            ours, peer = result[(name, "per-size")], result[(name, "default")]
-            print(f"{name:<16} {load:>4} {ours * 1e3:12.3f} {peer * 1e3:11.3f} {peer / ours:16.2f}x")
+            ours, peer = result[(name, "webgrad")], result[(name, "BLAS")]
+            print(f"{name:<18} {load:>4} {ours * 1e3:11.3f} {peer * 1e3:9.3f} {peer / ours:12.2f}x")
 
 
 if __name__ == "__main__":

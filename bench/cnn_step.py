@@ -37,6 +37,12 @@ def seconds_per_call(fn, number: int) -> float:
     return (time.perf_counter() - start) / number
 
 
+# Seconds of rest before each candidate's turn: a framework's idle threads may spin for a
+# while after its last parallel call (OpenBLAS's for about 0.1 s), taking the cores the next
+# candidate would use.
+COOL_DOWN = 0.3
+
+
 def alternated(candidates: dict, rounds: int = 3, number: int = 5) -> dict:
     """Median seconds per call of each candidate, the candidates taking turns each round."""
     for fn in candidates.values():  # warm up (and trace the compiled ones)
@@ -45,6 +51,7 @@ def alternated(candidates: dict, rounds: int = 3, number: int = 5) -> dict:
     runs: dict = {name: [] for name in candidates}
     for _ in range(rounds):
         for name, fn in candidates.items():
+            time.sleep(COOL_DOWN)
             runs[name].append(seconds_per_call(fn, number))
     return {name: statistics.median(times) for name, times in runs.items()}
 

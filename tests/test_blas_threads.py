@@ -1,17 +1,21 @@
-"""The numpy backend runs small matmuls on one BLAS thread and large ones on the
-default count (core/backend/blas.py). Speed is measured in bench/blas_threads.py;
-here we check the choice itself, by reading BLAS's thread count inside the kernel.
+"""The numpy backend runs a small product on one BLAS thread, a mid-size one on BLAS's threads,
+and splits a large product, or a convolution pass's blocks, over its own pool of threads with
+BLAS on one thread (core/backend/numpy/blas.py). Speed is measured
+in bench/blas_threads.py and bench/cnn_step.py; here we check what runs where, and that the
+split gives numpy's results.
 """
 from __future__ import annotations
 
+import multiprocessing
 import sys
+import threading
 
 import numpy as np
 import pytest
 
 import webgrad
-from webgrad.backend.numpy import backend as numpy_backend
 from webgrad.backend.numpy import blas
+from webgrad.ops import conv
 from conftest import need_module
 
 threadpoolctl = need_module("threadpoolctl")
@@ -22,43 +26,110 @@ def numpy_blas_threads() -> list[int]:
 
 
 @pytest.fixture()
-def seen(monkeypatch):
-    """Thread counts BLAS has as each matmul kernel is handed out (the backend calls it next),
-    with a fresh chooser whose default is 2."""
-    counts: list[list[int]] = []
-    chooser = blas.BlasThreads()
-    choose = chooser.choose
-
-    def spy(size):
-        choose(size)
-        counts.append(numpy_blas_threads())
-
-    monkeypatch.setattr(chooser, "choose", spy)
+def two_threads():
+    """The backend's cpu threads as on a 2-core machine (whatever this one has), found afresh."""
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        monkeypatch.setattr(numpy_backend, "blas_threads", chooser)
-        assert numpy_blas_threads() and set(numpy_blas_threads()) == {2}
-        yield counts
-        assert set(numpy_blas_threads()) <= {1, 2}
+        blas.cpu_threads.reset()
+        assert blas.cpu_threads.count() == 2
+        yield blas.cpu_threads
+        blas.cpu_threads.reset()
+    blas.cpu_threads.reset()
 
 
-def test_small_matmul_runs_on_one_thread_and_large_on_the_default(seen):
-    small = webgrad.ones(64, 64) @ webgrad.ones(64, 128)
-    large = webgrad.ones(256, 256) @ webgrad.ones(256, 256)
-    small_again = webgrad.ones(2, 3) @ webgrad.ones(3, 4)
-    assert seen == [[1], [2], [1]]
-    assert small.shape == (64, 128) and float(large[0, 0].item()) == 256.0 and small_again.shape == (2, 4)
+@pytest.fixture()
+def products(monkeypatch):
+    """(thread name, BLAS thread counts, rows, columns) of every np.matmul the backend calls."""
+    calls: list = []
+    real = np.matmul
+
+    def spy(x, y, *args, **kwargs):
+        calls.append((threading.current_thread().name, numpy_blas_threads(), x.shape[-2], y.shape[-1]))
+        return real(x, y, *args, **kwargs)
+    monkeypatch.setattr(np, "matmul", spy)
+    return calls
 
 
-def test_backward_products_choose_too(seen):
-    w = webgrad.ones(64, 128, requires_grad=True)
-    (webgrad.ones(64, 64) @ w).sum().backward()
-    assert seen and all(counts == [1] for counts in seen)
+def test_a_large_product_is_split_over_the_threads_with_blas_on_one(two_threads, products):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((512, 512), dtype=np.float32), rng.standard_normal((512, 256), dtype=np.float32)
+    out = webgrad.tensor(x) @ webgrad.tensor(y)
+    np.testing.assert_allclose(out.numpy(), x.astype(np.float64) @ y, rtol=1e-4, atol=1e-4)
+    assert sorted(name for name, *_ in products) == ["MainThread", "webgrad-cpu"]
+    assert all(counts == [1] for _, counts, _, _ in products)
+    assert sorted(rows for _, _, rows, _ in products) == [256, 256]  # x's rows, as m >= n
 
 
-def test_threshold_zero_leaves_the_default(seen, monkeypatch):
-    monkeypatch.setattr(blas, "SINGLE_THREAD_BELOW", 0)
-    webgrad.ones(8, 8) @ webgrad.ones(8, 8)
-    assert seen == [[2]]
+def test_a_mid_size_product_runs_whole_on_blas_threads(two_threads, products):
+    webgrad.ones(256, 256) @ webgrad.ones(256, 256)
+    assert products == [("MainThread", [2], 256, 256)]
+
+
+def test_a_small_product_runs_whole_on_one_thread(two_threads, products):
+    webgrad.ones(256, 256) @ webgrad.ones(256, 256)
+    webgrad.ones(64, 64) @ webgrad.ones(64, 128)  # after a product on BLAS's threads
+    assert products[-1] == ("MainThread", [1], 64, 128)
+
+
+@pytest.mark.parametrize("x_shape, y_shape", [((3, 40, 400), (400, 900)),  # y's columns, x broadcast
+                                              ((900, 300), (2, 300, 80)),  # x's rows, y broadcast
+                                              ((1, 4000, 9000), (9000, 1))])
+def test_split_products_give_numpys_result(two_threads, x_shape, y_shape):
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(x_shape), rng.standard_normal(y_shape)
+    # BLAS's edge tiles fall elsewhere in a share than in the whole: equal to rounding, not bits
+    np.testing.assert_allclose(blas.cpu_threads.matmul(x, y), np.matmul(x, y), rtol=1e-12, atol=1e-12)
+    out = np.full(np.matmul(x, y).shape, np.nan)
+    assert blas.cpu_threads.matmul(x, y, out=out) is out
+    np.testing.assert_allclose(out, np.matmul(x, y), rtol=1e-12, atol=1e-12)
+
+
+def test_compiled_steps_split_products_too(two_threads, products):
+    w = webgrad.ones(512, 256)
+    step = webgrad.compile(lambda x: (x @ w).relu())
+    x = webgrad.ones(512, 512)
+    np.testing.assert_array_equal(step(x).numpy(), np.full((512, 256), 512.0, np.float32))
+    products.clear()
+    step(x)
+    assert sorted(name for name, *_ in products) == ["MainThread", "webgrad-cpu"]
+
+
+def test_conv_passes_split_the_batch_and_match_one_thread(two_threads, products, monkeypatch):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((8, 16, 18, 18), dtype=np.float32)
+    w = rng.standard_normal((32, 16, 3, 3), dtype=np.float32)
+    geometry = dict(stride=(1, 1), padding=(1, 0, 2, 1), dilation=(1, 1), groups=1)
+    g = rng.standard_normal(conv._conv2d_numpy(x, w, **geometry).shape, dtype=np.float32)
+
+    def passes():
+        return (conv._conv2d_numpy(x, w, **geometry),
+                conv._backward_input_numpy(g, w, input_hw=(18, 18), **geometry),
+                conv._backward_weight_numpy(g, x, kernel_hw=(3, 3), **geometry))
+    monkeypatch.setattr(conv, "BLOCK_ELEMENTS", 1)  # a block per image
+    split = passes()
+    names = {name for name, *_ in products}
+    assert names == {"MainThread", "webgrad-cpu"} and all(counts == [1] for _, counts, _, _ in products)
+    monkeypatch.setattr(conv, "PARALLEL_FROM", 1 << 62)
+    products.clear()
+    whole = passes()
+    assert {name for name, *_ in products} == {"MainThread"}
+    np.testing.assert_array_equal(split[0], whole[0])
+    np.testing.assert_array_equal(split[1], whole[1])  # each image's gradient is its own thread's
+    np.testing.assert_allclose(split[2], whole[2], rtol=1e-5, atol=1e-4)  # the threads' sums, added
+
+
+def test_a_failing_share_raises_on_the_caller_and_the_pool_goes_on(two_threads):
+    def share(k):
+        if k == 1:
+            raise ValueError("share 1 failed")
+        return k
+    with pytest.raises(ValueError, match="share 1 failed"):
+        blas.cpu_threads.map(share, [0, 1])
+    assert blas.cpu_threads.map(lambda k: k * 10, [1, 2]) == [10, 20]
+
+
+def test_shares_that_ask_for_the_pool_run_on_their_own_thread(two_threads):
+    inner = blas.cpu_threads.map(lambda k: blas.cpu_threads.map(lambda j: (k, j), [0, 1]), [0, 1])
+    assert inner == [[(0, 0), (0, 1)], [(1, 0), (1, 1)]]
 
 
 def test_matmul_size_counts_broadcast_batches():
@@ -67,10 +138,27 @@ def test_matmul_size_counts_broadcast_batches():
     assert blas.matmul_size(np.empty((0, 4)), np.empty((4, 6))) == 0
 
 
-def test_without_threadpoolctl_nothing_changes(monkeypatch):
+def test_without_threadpoolctl_nothing_is_split(monkeypatch):
     monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # as in Pyodide: the import fails
-    chooser = blas.BlasThreads()
-    chooser.choose(10)
-    chooser.choose(1 << 30)
-    chooser.reset()
-    assert chooser._libs == []
+    threads = blas.CpuThreads()
+    assert threads.count() == 1
+    x = np.ones((1024, 1024))
+    np.testing.assert_array_equal(threads.matmul(x, x), np.full((1024, 1024), 1024.0))
+    assert threads._pool is None and threads._libs == []
+
+
+def _product_in_child(queue):
+    x = np.ones((1024, 1024))
+    queue.put((blas.cpu_threads._pool is None, float(blas.cpu_threads.matmul(x, x)[0, 0])))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork is Linux's start method; elsewhere no pool is inherited")
+def test_a_forked_child_makes_its_own_pool(two_threads):
+    blas.cpu_threads.map(lambda k: k, [0, 1])  # the pool's threads exist here, not in a child
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_product_in_child, args=(queue,))
+    child.start()
+    fresh, value = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert fresh and value == 1024.0 and child.exitcode == 0

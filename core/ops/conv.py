@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from ..backend.numpy import wasm_gemm
+from ..backend.numpy.blas import cpu_threads
 from ..backend.numpy.wasm_gemm import np_matmul  # numpy's matmul, or in Pyodide the wasm one
 from ..kernels import Kernel
 from ._helpers import describe
@@ -70,6 +71,21 @@ def _blocks(n, per_image):
     return [(b, min(n, b + step)) for b in range(0, n, step)]
 
 
+# A large pass splits the batch's blocks over the cpu threads (backend/numpy/blas.py), each
+# doing its blocks' im2col copies, products and adds: numpy lets go of the GIL in all three.
+# Splitting each block's product alone leaves the rest on one thread: the MNIST CNN's 32->64
+# conv forward at batch 64 took 13.7 ms on 2 BLAS threads, 10.5 ms with blocks on 2 threads.
+PARALLEL_FROM = 1 << 22  # multiply-adds of a pass, as blas.SINGLE_THREAD_BELOW
+
+
+def _over_blocks(n, per_image, multiply_adds, run):
+    """``[run(blocks)]`` for the batch's blocks, or ``run`` of each thread's share of them."""
+    blocks = _blocks(n, per_image)
+    threads = min(len(blocks), cpu_threads.count()) if multiply_adds >= PARALLEL_FROM else 1
+    shares = [blocks[len(blocks) * k // threads:len(blocks) * (k + 1) // threads] for k in range(threads)]
+    return cpu_threads.map(run, shares)
+
+
 def _conv2d_numpy(x, w, *, stride, padding, dilation, groups):
     n, o = x.shape[0], w.shape[0]
     ho, wo = _geometry(x.shape[2:], w.shape[2:], stride, padding, dilation)
@@ -79,9 +95,12 @@ def _conv2d_numpy(x, w, *, stride, padding, dilation, groups):
     windows = _windows(x, w.shape[2:], (ho, wo), stride, padding, dilation, groups)
     wm = w.reshape(groups, o // groups, -1)[None]
     out = np.empty((n, groups, o // groups, ho * wo), np.result_type(x, w))
-    for b0, b1 in _blocks(n, wm.shape[-1] * ho * wo):
-        cols = windows[b0:b1].transpose(0, 1, 2, 5, 6, 3, 4).reshape(b1 - b0, groups, -1, ho * wo)  # (B, g, K, L)
-        out[b0:b1] = np_matmul(wm, cols)
+
+    def run(blocks):
+        for b0, b1 in blocks:
+            cols = windows[b0:b1].transpose(0, 1, 2, 5, 6, 3, 4).reshape(b1 - b0, groups, -1, ho * wo)  # (B, g, K, L)
+            out[b0:b1] = np_matmul(wm, cols)
+    _over_blocks(n, wm.shape[-1] * ho * wo, n * o * wm.shape[-1] * ho * wo, run)
     return out.reshape(n, o, ho, wo)
 
 
@@ -97,36 +116,46 @@ def _backward_input_numpy(g, w, *, input_hw, stride, padding, dilation, groups):
         # col2im as kh*kw flat adds. g is widened to the padded input's size (zero columns and
         # rows), so a window offset (i, j) shifts an image's whole column block, every channel
         # at once, by one flat offset into the padded input: one 1-D add per offset and image.
-        # The zeros add nothing where a shift wraps into the next channel or image; the last
-        # shift runs (kh-1)*dh*wp + (kw-1)*dw past the end, into slack. numpy adds a strided 2-D
-        # block at a quarter of a flat one's speed: per-channel row adds took 6 of the MNIST
-        # CNN's 23 ms (32->64 3x3, batch 64); in Pyodide strided row adds were ~4 of 9 ms.
-        plane = hp * wp
+        # The zeros add nothing where a shift wraps into the next channel or image, and what
+        # runs past a block's end is zeros, left out (blocks on two threads never meet). numpy
+        # adds a strided 2-D block at a quarter of a flat one's speed: per-channel row adds took
+        # 6 of the MNIST CNN's 23 ms (32->64 3x3, batch 64); in Pyodide ~4 of 9 ms.
+        plane, row = hp * wp, cg * hp * wp  # row: one group's channels of one image
         wk = w.reshape(groups, o // groups, cg, kh * kw).transpose(0, 3, 2, 1)  # (g, kh*kw, Cg, O/g)
         wm = wk.reshape(groups, kh * kw * cg, o // groups)[None]
-        slack = (kh - 1) * dh * wp + (kw - 1) * dw
-        flat = np.zeros(n * groups * cg * plane + slack, dtype)
-        for b0, b1 in _blocks(n, groups * cg * kh * kw * plane):
-            widened = np.zeros((b1 - b0, o, hp, wp), g.dtype)
-            widened[:, :, :ho, :wo] = g[b0:b1]
-            cols = np_matmul(wm, widened.reshape(b1 - b0, groups, o // groups, plane))
-            cols = cols.reshape(b1 - b0, groups, kh, kw, cg * plane)
-            for i in range(kh):
-                for j in range(kw):
-                    start = b0 * groups * cg * plane + i * dh * wp + j * dw
-                    block = flat[start:start + (b1 - b0) * groups * cg * plane]
-                    block.reshape(b1 - b0, groups, cg * plane)[...] += cols[:, :, i, j]
-        gx = flat[:n * groups * cg * plane].reshape(n, groups * cg, hp, wp)
+        flat = np.zeros(n * groups * row, dtype)
+
+        def run(blocks):
+            for b0, b1 in blocks:
+                widened = np.zeros((b1 - b0, o, hp, wp), g.dtype)
+                widened[:, :, :ho, :wo] = g[b0:b1]
+                cols = np_matmul(wm, widened.reshape(b1 - b0, groups, o // groups, plane))
+                cols = cols.reshape(b1 - b0, groups, kh, kw, row)
+                rows = (b1 - b0) * groups
+                for i in range(kh):
+                    for j in range(kw):
+                        shift = i * dh * wp + j * dw
+                        block = flat[b0 * groups * row + shift:b1 * groups * row]
+                        src = cols[:, :, i, j].reshape(rows, row)
+                        if rows > 1:
+                            whole = block[:(rows - 1) * row].reshape(rows - 1, row)
+                            whole += src[:-1]
+                        block[(rows - 1) * row:] += src[-1, :row - shift]
+        _over_blocks(n, groups * kh * kw * row, n * o * cg * kh * kw * plane, run)
+        gx = flat.reshape(n, groups * cg, hp, wp)
     else:
         gx = np.zeros((n, groups * cg, hp, wp), dtype)
-        for b0, b1 in _blocks(n, groups * cg * kh * kw * ho * wo):
-            cols = np_matmul(wm, g[b0:b1].reshape(b1 - b0, groups, o // groups, ho * wo))
-            cols = cols.reshape(b1 - b0, groups * cg, kh, kw, ho, wo)
-            block = gx[b0:b1]
-            for i in range(kh):  # col2im: kh*kw strided adds, each a whole (B, C, Ho, Wo) block
-                for j in range(kw):
-                    block[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] += \
-                        cols[:, :, i, j]
+
+        def run(blocks):
+            for b0, b1 in blocks:
+                cols = np_matmul(wm, g[b0:b1].reshape(b1 - b0, groups, o // groups, ho * wo))
+                cols = cols.reshape(b1 - b0, groups * cg, kh, kw, ho, wo)
+                block = gx[b0:b1]
+                for i in range(kh):  # col2im: kh*kw strided adds, each a whole (B, C, Ho, Wo) block
+                    for j in range(kw):
+                        block[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] += \
+                            cols[:, :, i, j]
+        _over_blocks(n, groups * cg * kh * kw * ho * wo, n * o * cg * kh * kw * ho * wo, run)
     return gx[:, :, top:top + h, left:left + wd]
 
 
@@ -137,12 +166,16 @@ def _backward_weight_numpy(g, x, *, kernel_hw, stride, padding, dilation, groups
     # The transposed gradient, (K, O) per group: with the columns as the product's left operand
     # and g transposed on the right, BLAS reads both as stored. g @ columns.T took 18.5 ms for
     # the MNIST CNN's 32->64 conv at batch 64, columns @ g.T 15 ms.
-    total = np.zeros((groups, k, o // groups), np.result_type(g, x))
-    for b0, b1 in _blocks(n, groups * k * ho * wo):
-        b = b1 - b0
-        cols = windows[b0:b1].transpose(1, 2, 5, 6, 0, 3, 4).reshape(groups, k, b * ho * wo)  # (g, K, B*L)
-        gm = g[b0:b1].reshape(b, groups, o // groups, ho * wo).transpose(1, 2, 0, 3).reshape(groups, o // groups, -1)
-        total += np_matmul(cols, gm.transpose(0, 2, 1))
+    def run(blocks):
+        total = np.zeros((groups, k, o // groups), np.result_type(g, x))
+        for b0, b1 in blocks:
+            b = b1 - b0
+            cols = windows[b0:b1].transpose(1, 2, 5, 6, 0, 3, 4).reshape(groups, k, b * ho * wo)  # (g, K, B*L)
+            gm = g[b0:b1].reshape(b, groups, o // groups, ho * wo).transpose(1, 2, 0, 3)
+            gm = gm.reshape(groups, o // groups, -1)
+            total += np_matmul(cols, gm.transpose(0, 2, 1))
+        return total
+    total = sum(_over_blocks(n, groups * k * ho * wo, n * o * k * ho * wo, run))
     return np.ascontiguousarray(total.transpose(0, 2, 1)).reshape(o, x.shape[1] // groups, *kernel_hw)
 
 

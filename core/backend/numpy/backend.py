@@ -12,7 +12,7 @@ from ... import random as wg_random
 from . import heap
 from . import replay as numpy_replay
 from . import wasm_gemm
-from .blas import blas_threads, matmul_size
+from .blas import cpu_threads, matmul_size
 from .arrays import NP_MATMUL, counted, stored_result, takes_out, writes_out  # noqa: F401  (imported from here)
 from .wasm_gemm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy.use_wasm_gemm)
 
@@ -23,15 +23,13 @@ PASSES = ("dce", "folded", "cse", "dce", "transposed", "copies", "fused")
 
 
 def product_kernel(x, y):
-    """The function that computes ``x @ y`` here: the wasm GEMM in Pyodide, else numpy's BLAS with
-    the thread count set for the product's size (matmul, and kernels made of products)."""
-    size = matmul_size(x, y)
-    if wasm_gemm.wants(x, y, size):  # Pyodide: float32 products in wasm (see wasm/)
+    """The function that computes ``x @ y`` here: the wasm GEMM in Pyodide, else numpy's BLAS on
+    one thread, a large product split over the cpu threads (matmul, and kernels made of products)."""
+    if wasm_gemm.wants(x, y, matmul_size(x, y)):  # Pyodide: float32 products in wasm (see wasm/)
         return wasm_gemm.matmul
-    blas_threads.choose(size)  # one BLAS thread for small products (see blas.py)
     if wasm_gemm.IN_PYODIDE:  # numpy's own loop there: y goes k-major first (see wasm/)
         return wasm_gemm.numpy_matmul
-    return NP_MATMUL
+    return cpu_threads.matmul  # (see blas.py)
 
 
 class NumpyBackend:
@@ -52,7 +50,7 @@ class NumpyBackend:
 
     def kernel(self, op, arrays):
         """The function that runs ``op`` on ``arrays``: its numpy kernel, but for matmul the
-        wasm GEMM in Pyodide or numpy's BLAS with the thread count set for the product's size."""
+        wasm GEMM in Pyodide or numpy's BLAS split over the cpu threads by the product's size."""
         kernel = op.impls.get("numpy")
         if kernel is None:
             raise NotImplementedError(f"{op.name}: no numpy kernel")

@@ -1,38 +1,97 @@
-"""BLAS threads per matrix product size, for the numpy backend.
+"""Threads for the numpy backend's products and convolution passes, by size:
 
-OpenBLAS splits a product over all cores once it is past a small size. For the
-small products of a typical training step (64 x 64 x 128) the threads gain
-little when the machine is idle, and when other processes keep the cores busy
-they spin waiting for each other: a digits-MLP step went from ~0.4 ms to 4-30 ms
-under one background process on 2 cores (see bench/blas_threads.py). So a
-product below ``SINGLE_THREAD_BELOW`` multiply-adds runs on one BLAS thread, and
-a larger one on the number of threads BLAS had when webgrad first used it (what
-``OPENBLAS_NUM_THREADS`` or the user chose).
+- A product below ``SINGLE_THREAD_BELOW`` multiply-adds runs on one BLAS thread. OpenBLAS's
+  threads spin while they wait for each other: for the small products of a training step
+  (64 x 64 x 128) they gain little on an idle machine, and under one background process on 2
+  cores a digits-MLP step went from ~0.4 ms to 4-30 ms (bench/blas_threads.py).
+- Up to ``SPLIT_FROM``, a product runs on BLAS's own threads: they start fastest.
+- A larger product, and a convolution pass (whose blocks of images, im2col copy, product and
+  col2im add each, go one share per thread; ops/conv.py), run on webgrad's own pool of Python
+  threads with BLAS on one thread. numpy lets go of the GIL in its products and copies. After a
+  product on several threads, OpenBLAS's idle threads keep spinning (sched_yield) for about
+  0.1 s and take a core from whatever else runs in parallel: right after a 2-thread product
+  the MNIST CNN's 32->64 conv forward took 19 ms on 2 threads, not 11. The pool's idle threads
+  sleep. Under one background process the MNIST CNN step took 99 ms this way, 414 ms with BLAS's
+  threads for every product.
 
-The count is changed only when the size class changes (each change costs a few
-microseconds), so after a small product numpy's BLAS stays on one thread until
-webgrad runs a large one. threadpoolctl does the switching; where it is missing
-(Pyodide, whose numpy has no threaded BLAS) or finds no BLAS, nothing happens.
-threadpoolctl lets only one Python thread change a process-wide BLAS pool at a
-time; from other threads the choice is skipped, which costs speed, never results.
+The pool has as many threads as numpy's BLAS had when webgrad first used it
+(``OPENBLAS_NUM_THREADS``, or a threadpoolctl limit the user set). threadpoolctl sets BLAS's
+count; where it is missing (Pyodide, whose numpy has no threads) or finds no BLAS, products run
+as numpy's matmul does and nothing is split. While one caller's shares run, another caller's
+(another Python thread, or a share's own products) run on their own thread alone.
 """
 from __future__ import annotations
 
 import math
+import os
+import queue
+import threading
 
 import numpy as np
 
-# Multiply-adds (m * k * n * batch) below which a product runs on one thread;
-# 0 turns the choice off (bench/blas_threads.py compares both).
+# Multiply-adds (m * k * n * batch) below which a product runs on one BLAS thread, and from
+# which it is split over the pool; between the two BLAS's own threads start faster than the
+# pool's (512 x 64 x 256: 0.10 ms on 2 BLAS threads, 0.17 ms split, 0.17 ms on one thread).
+# bench/blas_threads.py compares the whole choice against BLAS's threads for every product.
 SINGLE_THREAD_BELOW = 1 << 22
+SPLIT_FROM = 1 << 25
 
 
-class BlasThreads:
-    """Switches the BLAS libraries numpy loaded between one thread and their default count."""
+class _Pool:
+    """``workers - 1`` threads that sleep until handed a share; the caller runs the first."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._inboxes: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(workers - 1)]
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._busy = threading.Lock()
+        for inbox in self._inboxes:
+            threading.Thread(target=self._serve, args=(inbox,), name="webgrad-cpu", daemon=True).start()
+
+    def _serve(self, inbox) -> None:
+        while True:
+            fn, share, slot, results = inbox.get()
+            try:
+                results[slot] = fn(share)
+                self._done.put(None)
+            except BaseException as error:  # handed to the caller, which raises it
+                self._done.put(error)
+
+    def busy(self) -> bool:
+        return self._busy.locked()
+
+    def map(self, fn, shares: list) -> list | None:
+        """``[fn(share) for share in shares]`` (at most ``workers`` shares), each on its own
+        thread; None, running nothing, while another caller's shares run."""
+        if not self._busy.acquire(blocking=False):
+            return None
+        try:
+            results: list = [None] * len(shares)
+            for slot, share in enumerate(shares[1:], 1):
+                self._inboxes[slot - 1].put((fn, share, slot, results))
+            error = None
+            try:
+                results[0] = fn(shares[0])
+            except BaseException as own:
+                error = own
+            for _ in shares[1:]:  # every share ends before its arrays go back to the caller
+                error = error or self._done.get()
+            if error is not None:
+                raise error
+            return results
+        finally:
+            self._busy.release()
+
+
+class CpuThreads:
+    """Runs the numpy backend's products (``matmul``) and a kernel's independent shares of work
+    (``map``) on BLAS's thread count."""
 
     def __init__(self):
         self._libs: list | None = None  # (threadpoolctl controller, default count), found on first use
-        self._single: bool | None = None  # the state last set
+        self._many: bool | None = None  # whether BLAS was last set to its default count (None: not set)
+        self._pool: _Pool | None = None
+        self.split = True  # False: every product on BLAS's default threads, nothing split (bench/blas_threads.py)
 
     @staticmethod
     def _find() -> list:
@@ -42,22 +101,65 @@ class BlasThreads:
             return []
         return [(lib, default) for lib, default in found if isinstance(default, int) and default > 1]
 
-    def choose(self, multiply_adds: int) -> None:
-        """Set the thread count for a product of ``multiply_adds`` multiply-adds."""
-        single = multiply_adds < SINGLE_THREAD_BELOW
-        if single is self._single:
-            return
+    def _threads(self) -> int:
         if self._libs is None:
             self._libs = self._find()
-        self._single = single
-        for lib, default in self._libs:
-            lib.set_num_threads(1 if single else default)
+        return max((default for _, default in self._libs), default=1)
+
+    def _blas(self, many: bool) -> None:
+        """BLAS on its default count or on one thread; changed only when that differs (each change
+        costs a few microseconds)."""
+        if many is not self._many:
+            self._many = many
+            for lib, default in self._libs or ():
+                lib.set_num_threads(default if many else 1)
+
+    def count(self) -> int:
+        """The threads a kernel's shares may use: BLAS's count at first use, 1 where nothing can
+        be set (or with ``split`` off)."""
+        return self._threads() if self.split else 1
+
+    def map(self, fn, shares: list) -> list:
+        """``[fn(share) for share in shares]``, the shares on as many threads (at most
+        ``count()`` shares; fewer run on fewer threads), each share's products on one BLAS thread."""
+        if len(shares) > 1 and self.count() >= len(shares):
+            if self._pool is None or self._pool.workers < len(shares):
+                self._pool = _Pool(self.count())
+            self._blas(False)
+            results = self._pool.map(fn, shares)
+            if results is not None:
+                return results
+        return [fn(share) for share in shares]
+
+    def matmul(self, x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``np.matmul(x, y, out=out)`` for operands of at least 2 dims, on threads by its size."""
+        if self._pool is not None and self._pool.busy():  # a share's own product: BLAS is on one thread
+            return np.matmul(x, y, out=out)
+        size = matmul_size(x, y)
+        m, n = x.shape[-2], y.shape[-1]
+        parts = min(self.count(), max(m, n)) if size >= SPLIT_FROM else 1
+        if parts <= 1:
+            self._threads()
+            self._blas(size >= SINGLE_THREAD_BELOW or not self.split)
+            return np.matmul(x, y, out=out)
+        if out is None:
+            shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (m, n)
+            out = np.empty(shape, np.result_type(x.dtype, y.dtype))
+        bounds = [(max(m, n) * k // parts, max(m, n) * (k + 1) // parts) for k in range(parts)]
+
+        def rows(span):
+            np.matmul(x[..., span[0]:span[1], :], y, out=out[..., span[0]:span[1], :])
+
+        def columns(span):
+            np.matmul(x, y[..., span[0]:span[1]], out=out[..., span[0]:span[1]])
+        self.map(rows if m >= n else columns, bounds)
+        return out
 
     def reset(self) -> None:
-        """Give every BLAS library its default count back (and forget the state)."""
+        """Give every BLAS library its default count back and find it again on next use."""
         for lib, default in self._libs or ():
             lib.set_num_threads(default)
-        self._single = None
+        self._libs, self._many = None, None
 
 
 def numpy_blas_controllers() -> list:
@@ -77,4 +179,6 @@ def matmul_size(x, y) -> int:
     return batch * x.shape[-2] * x.shape[-1] * y.shape[-1]
 
 
-blas_threads = BlasThreads()
+cpu_threads = CpuThreads()
+if hasattr(os, "register_at_fork"):  # a forked child has none of the pool's threads: it makes its own
+    os.register_at_fork(after_in_child=lambda: setattr(cpu_threads, "_pool", None))

@@ -22,6 +22,7 @@ import weakref
 import numpy as np
 
 from .arrays import NP_MATMUL, counted, stored_result, takes_out, writes_out
+from .blas import cpu_threads
 from .wasm_gemm import IN_PYODIDE
 
 
@@ -104,7 +105,7 @@ class NumpyList:
                 continue
             kernel = op.impls.get("numpy")
             if kernel is NP_MATMUL:  # natively BLAS, with out=; in Pyodide chosen per call (wasm GEMM or not)
-                kernel = _blas_matmul(backend, op) if not IN_PYODIDE else None
+                kernel = _blas_matmul if not IN_PYODIDE else None
             if (kernel is not None and out in recording.fresh and out not in outside
                     and writes_out(kernel, attrs)):
                 key = (shape, dtype.np)
@@ -176,10 +177,7 @@ def _check(check, plan):
     return call
 
 
-def _blas_matmul(backend, op):
-    """np.matmul with out=, after setting BLAS's thread count for the product (as the backend does)."""
-    @takes_out
-    def matmul(x, y, out):
-        backend.kernel(op, (x, y))  # sets the thread count; natively it is np.matmul
-        return np.matmul(x, y, out=out)
-    return matmul
+@takes_out
+def _blas_matmul(x, y, out):
+    """np.matmul with out=, split over the cpu threads by the product's size (as the backend does)."""
+    return cpu_threads.matmul(x, y, out=out)

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blas import blas_threads, matmul_size
+from ..blas import cpu_threads, matmul_size
 
 IN_PYODIDE = sys.platform == "emscripten"
 # Below this many multiply-adds numpy's own loop is as fast: the calls into JS and
@@ -229,10 +229,10 @@ def np_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``np.matmul``, in wasm where that applies (Pyodide, float32, large enough): for
     numpy kernels that multiply matrices themselves (conv2d's im2col in ops/conv.py)."""
     if x.ndim >= 2 and y.ndim >= 2:
-        size = matmul_size(x, y)
-        if wants(x, y, size):
+        if wants(x, y, matmul_size(x, y)):
             return matmul(x, y)
-        blas_threads.choose(size)  # as the matmul op does (see blas.py)
+        if not IN_PYODIDE:
+            return cpu_threads.matmul(x, y)  # as the matmul op does (see blas.py)
     return numpy_matmul(x, y)
 
 
