@@ -16,6 +16,7 @@ import pytest
 import webgrad
 from webgrad.backend.numpy import blas
 from webgrad.ops import conv
+from webgrad.ops.elementwise import relu_backward
 from conftest import need_module
 
 threadpoolctl = need_module("threadpoolctl")
@@ -115,6 +116,49 @@ def test_conv_passes_split_the_batch_and_match_one_thread(two_threads, products,
     np.testing.assert_array_equal(split[0], whole[0])
     np.testing.assert_array_equal(split[1], whole[1])  # each image's gradient is its own thread's
     np.testing.assert_allclose(split[2], whole[2], rtol=1e-5, atol=1e-4)  # the threads' sums, added
+
+
+@pytest.fixture()
+def elementwise_shares(monkeypatch):
+    """(thread name, rows) of every share of an elementwise kernel the cpu threads run."""
+    calls: list = []
+    real = blas.CpuThreads.map
+
+    def spy(self, fn, shares):
+        def traced(share):
+            calls.append((threading.current_thread().name, share))
+            return fn(share)
+        return real(self, traced, shares)
+    monkeypatch.setattr(blas.CpuThreads, "map", spy)
+    return calls
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_large_elementwise_op_is_split_along_its_first_axis(two_threads, elementwise_shares, compiled):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 32, 24, 24), dtype=np.float32)
+    b = rng.standard_normal((32, 1, 1), dtype=np.float32)
+    g = rng.standard_normal(x.shape, dtype=np.float32)
+    bias, grad = webgrad.tensor(b), webgrad.tensor(g)
+
+    def step(t):
+        y = webgrad.relu(t + bias)  # the bias broadcasts whole into every share
+        return y, relu_backward(grad, y)
+    fn = webgrad.compile(step) if compiled else step
+    fn(webgrad.tensor(x))
+    elementwise_shares.clear()
+    y, gx = fn(webgrad.tensor(x))
+    expected = np.maximum(x + b, 0)
+    np.testing.assert_array_equal(y.numpy(), expected)
+    np.testing.assert_array_equal(gx.numpy(), np.where(expected > 0, g, 0))
+    assert {name for name, _ in elementwise_shares} == {"MainThread", "webgrad-cpu"}
+
+
+def test_small_or_float16_elementwise_ops_run_whole(two_threads, elementwise_shares):
+    webgrad.ones(64, 64).relu()
+    x = webgrad.ones(64, 32, 24, 24, dtype=webgrad.float16)
+    assert (x + x).dtype == webgrad.float16  # computed in float32 and rounded once: not split
+    assert elementwise_shares == []
 
 
 def test_a_failing_share_raises_on_the_caller_and_the_pool_goes_on(two_threads):

@@ -6,13 +6,15 @@ PyTorch). Each op's numpy kernel is declared beside the op in ``webgrad.ops``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ... import random as wg_random
 from . import heap
 from . import replay as numpy_replay
 from . import wasm_gemm
-from .blas import cpu_threads, matmul_size
+from .blas import ELEMENTWISE_SPLIT_FROM, cpu_threads, matmul_size
 from .arrays import NP_MATMUL, counted, stored_result, takes_out, writes_out  # noqa: F401  (imported from here)
 from .wasm_gemm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy.use_wasm_gemm)
 
@@ -46,7 +48,13 @@ class NumpyBackend:
         arrays = [t._data for t in inputs]
         if any(a.dtype == np.float16 for a in arrays):  # computed in float32, rounded once (torch's opmath)
             arrays = [a.astype(np.float32) if a.dtype == np.float16 else a for a in arrays]
-        return stored_result(self.kernel(op, arrays)(*arrays, **attrs), dtype)
+        kernel = self.kernel(op, arrays)
+        if (op.kind == "elementwise" and math.prod(shape) >= ELEMENTWISE_SPLIT_FROM and cpu_threads.count() > 1
+                and writes_out(kernel, attrs)):
+            out = np.empty(shape, dtype.np)
+            if cpu_threads.elementwise(kernel, arrays, attrs, out):  # large: split over the cpu threads
+                return stored_result(out, dtype)
+        return stored_result(kernel(*arrays, **attrs), dtype)
 
     def kernel(self, op, arrays):
         """The function that runs ``op`` on ``arrays``: its numpy kernel, but for matmul the

@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 
 from .arrays import NP_MATMUL, counted, stored_result, takes_out, writes_out
-from .blas import cpu_threads
+from .blas import ELEMENTWISE_SPLIT_FROM, cpu_threads
 from .wasm_gemm import IN_PYODIDE
 
 
@@ -113,6 +113,8 @@ class NumpyList:
                 self.planned += 1
                 end = max(last_read.get(v, n) for v in sharing[out])
                 dying.setdefault(end, []).append((key, array))
+                if op.kind == "elementwise" and array.size >= ELEMENTWISE_SPLIT_FROM:
+                    kernel = _split(kernel)
                 self.calls.append(_into(kernel, ids, attrs, out, array))
             else:
                 self.calls.append(_call(backend, op, ids, attrs, out, dtype))
@@ -175,6 +177,16 @@ def _check(check, plan):
     def call(env):
         plan().run_check(check, env)  # the plan makes the Tensors a check reads
     return call
+
+
+def _split(kernel):
+    """An elementwise kernel split over the cpu threads where it can be (blas.py)."""
+    @takes_out
+    def split(*arrays, out, **attrs):
+        if cpu_threads.elementwise(kernel, arrays, attrs, out):
+            return out
+        return kernel(*arrays, out=out, **attrs)
+    return split
 
 
 @takes_out
