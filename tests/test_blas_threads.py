@@ -161,6 +161,49 @@ def test_small_or_float16_elementwise_ops_run_whole(two_threads, elementwise_sha
     assert elementwise_shares == []
 
 
+@pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (3, 2, 1)])
+def test_max_pooling_splits_the_batch_and_matches_one_thread(two_threads, elementwise_shares, monkeypatch,
+                                                             kernel, stride, padding):
+    x = webgrad.tensor(np.random.default_rng(4).standard_normal((8, 16, 96, 97), dtype=np.float32),
+                       requires_grad=True)
+
+    def pooled():
+        x.grad = None
+        y = webgrad.nn.functional.max_pool2d(x, kernel, stride, padding)
+        (y * y).sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+    split = pooled()
+    assert {name for name, _ in elementwise_shares} == {"MainThread", "webgrad-cpu"}
+    monkeypatch.setattr(blas, "ELEMENTWISE_SPLIT_FROM", 1 << 62)
+    elementwise_shares.clear()
+    whole = pooled()
+    assert {name for name, _ in elementwise_shares} == {"MainThread"}
+    np.testing.assert_array_equal(split[0], whole[0])
+    np.testing.assert_array_equal(split[1], whole[1])
+
+
+@pytest.mark.parametrize("make", [lambda p: webgrad.optim.Adam(p, lr=0.1, weight_decay=0.01),
+                                  lambda p: webgrad.optim.Adadelta(p, maximize=True)])
+def test_a_large_parameters_optimizer_step_is_split_and_matches_one_thread(two_threads, elementwise_shares,
+                                                                         monkeypatch, make):
+    rng = np.random.default_rng(5)
+    start, grad = rng.standard_normal((2, 1200, 1000), dtype=np.float32)
+
+    def stepped():
+        w = webgrad.nn.Parameter(webgrad.tensor(start))
+        optimizer = make([w])
+        for _ in range(2):
+            w.grad = webgrad.tensor(grad)
+            optimizer.step()
+        return w.detach().numpy()
+    split = stepped()
+    assert {name for name, _ in elementwise_shares} == {"MainThread", "webgrad-cpu"}
+    monkeypatch.setattr(blas, "ELEMENTWISE_SPLIT_FROM", 1 << 62)
+    elementwise_shares.clear()
+    np.testing.assert_array_equal(split, stepped())
+    assert elementwise_shares == []
+
+
 def test_a_failing_share_raises_on_the_caller_and_the_pool_goes_on(two_threads):
     def share(k):
         if k == 1:

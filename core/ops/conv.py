@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from ..backend.numpy import wasm_gemm
+from ..backend.numpy import blas
 from ..backend.numpy.blas import cpu_threads
 from ..backend.numpy.wasm_gemm import np_matmul  # numpy's matmul, or in Pyodide the wasm one
 from ..kernels import Kernel
@@ -66,8 +67,8 @@ def _windows(x, k_hw, out_hw, stride, padding, dilation, groups):
 BLOCK_ELEMENTS = 1 << 18
 
 
-def _blocks(n, per_image):
-    step = max(1, BLOCK_ELEMENTS // max(1, per_image))
+def _blocks(n, per_image, most):
+    step = max(1, min(most, BLOCK_ELEMENTS // max(1, per_image)))
     return [(b, min(n, b + step)) for b in range(0, n, step)]
 
 
@@ -75,13 +76,18 @@ def _blocks(n, per_image):
 # doing its blocks' im2col copies, products and adds: numpy lets go of the GIL in all three.
 # Splitting each block's product alone leaves the rest on one thread: the MNIST CNN's 32->64
 # conv forward at batch 64 took 13.7 ms on 2 BLAS threads, 10.5 ms with blocks on 2 threads.
-PARALLEL_FROM = 1 << 22  # multiply-adds of a pass, as blas.SINGLE_THREAD_BELOW
+# From PARALLEL_FROM multiply-adds, or (a depthwise conv: avg_pool2d) an input or gradient of
+# blas.ELEMENTWISE_SPLIT_FROM elements, a pass is worth the threads' start.
+PARALLEL_FROM = 1 << 22
 
 
-def _over_blocks(n, per_image, multiply_adds, run):
-    """``[run(blocks)]`` for the batch's blocks, or ``run`` of each thread's share of them."""
-    blocks = _blocks(n, per_image)
-    threads = min(len(blocks), cpu_threads.count()) if multiply_adds >= PARALLEL_FROM else 1
+def _over_blocks(n, per_image, multiply_adds, elements, run):
+    """``[run(blocks)]`` for the batch's blocks, or ``run`` of each thread's share of them. A
+    block holds at most a thread's part of the batch, so that the shares come out even."""
+    large = multiply_adds >= PARALLEL_FROM or elements >= blas.ELEMENTWISE_SPLIT_FROM
+    threads = cpu_threads.count() if large else 1
+    blocks = _blocks(n, per_image, -(-n // threads))
+    threads = min(len(blocks), threads)
     shares = [blocks[len(blocks) * k // threads:len(blocks) * (k + 1) // threads] for k in range(threads)]
     return cpu_threads.map(run, shares)
 
@@ -100,7 +106,7 @@ def _conv2d_numpy(x, w, *, stride, padding, dilation, groups):
         for b0, b1 in blocks:
             cols = windows[b0:b1].transpose(0, 1, 2, 5, 6, 3, 4).reshape(b1 - b0, groups, -1, ho * wo)  # (B, g, K, L)
             out[b0:b1] = np_matmul(wm, cols)
-    _over_blocks(n, wm.shape[-1] * ho * wo, n * o * wm.shape[-1] * ho * wo, run)
+    _over_blocks(n, wm.shape[-1] * ho * wo, n * o * wm.shape[-1] * ho * wo, max(x.size, out.size), run)
     return out.reshape(n, o, ho, wo)
 
 
@@ -141,7 +147,7 @@ def _backward_input_numpy(g, w, *, input_hw, stride, padding, dilation, groups):
                             whole = block[:(rows - 1) * row].reshape(rows - 1, row)
                             whole += src[:-1]
                         block[(rows - 1) * row:] += src[-1, :row - shift]
-        _over_blocks(n, groups * kh * kw * row, n * o * cg * kh * kw * plane, run)
+        _over_blocks(n, groups * kh * kw * row, n * o * cg * kh * kw * plane, max(g.size, flat.size), run)
         gx = flat.reshape(n, groups * cg, hp, wp)
     else:
         gx = np.zeros((n, groups * cg, hp, wp), dtype)
@@ -155,7 +161,7 @@ def _backward_input_numpy(g, w, *, input_hw, stride, padding, dilation, groups):
                     for j in range(kw):
                         block[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] += \
                             cols[:, :, i, j]
-        _over_blocks(n, groups * cg * kh * kw * ho * wo, n * o * cg * kh * kw * ho * wo, run)
+        _over_blocks(n, groups * cg * kh * kw * ho * wo, n * o * cg * kh * kw * ho * wo, max(g.size, gx.size), run)
     return gx[:, :, top:top + h, left:left + wd]
 
 
@@ -175,7 +181,7 @@ def _backward_weight_numpy(g, x, *, kernel_hw, stride, padding, dilation, groups
             gm = gm.reshape(groups, o // groups, -1)
             total += np_matmul(cols, gm.transpose(0, 2, 1))
         return total
-    total = sum(_over_blocks(n, groups * k * ho * wo, n * o * k * ho * wo, run))
+    total = sum(_over_blocks(n, groups * k * ho * wo, n * o * k * ho * wo, max(g.size, x.size), run))
     return np.ascontiguousarray(total.transpose(0, 2, 1)).reshape(o, x.shape[1] // groups, *kernel_hw)
 
 

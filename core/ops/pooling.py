@@ -23,6 +23,7 @@ import weakref
 
 import numpy as np
 
+from ..backend.numpy.blas import cpu_threads
 from ..kernels import Kernel
 from ._helpers import describe
 from .registry import OpError, apply, defop
@@ -68,9 +69,21 @@ def _inside(x_hw, *, kernel, stride, padding, dilation, out_hw, **_):
     return None if inside.all() else inside
 
 
+def _by_rows(x, rows) -> list:
+    """``[rows(lo, hi)]`` over x's batch: one share per cpu thread for a large x (blas.py)."""
+    return cpu_threads.map(lambda span: rows(*span), cpu_threads.spans(x.shape[0], x.size))
+
+
 def _first_maxima(x, geometry):
     """Each window's first maximum (or first NaN) and its offset number k = i * kw + j, each
     (N, C, Ho, Wo); padding never wins, also against a window of -inf."""
+    shares = _by_rows(x, lambda lo, hi: _first_maxima_rows(x[lo:hi], geometry))
+    if len(shares) == 1:
+        return shares[0]
+    return np.concatenate([best for best, _ in shares]), np.concatenate([k for _, k in shares])
+
+
+def _first_maxima_rows(x, geometry):
     planes = _planes(x, -np.inf, geometry)
     inside = _inside(x.shape[2:], **geometry)
     best = planes[0].copy()
@@ -124,9 +137,17 @@ def _select_numpy(x, source, **geometry):
 
 def _backward_numpy(g, x, **geometry):
     k = _offsets(x, geometry)
-    (top, left), (h, w) = geometry["padding"], x.shape[2:]
-    dtype = np.result_type(g, x)
-    gx = _padded(np.zeros(x.shape, dtype), 0, **geometry)
+    gx = np.empty(x.shape, np.result_type(g, x))
+    _by_rows(x, lambda lo, hi: _backward_rows(g[lo:hi], k[lo:hi], gx[lo:hi], geometry))
+    return gx
+
+
+def _backward_rows(g, k, out, geometry):
+    """``out`` (x's rows) = each window's gradient g at its first maximum k, zeros elsewhere."""
+    (top, left), (h, w) = geometry["padding"], out.shape[2:]
+    dtype = out.dtype
+    out[...] = 0
+    gx = _padded(out, 0, **geometry)  # out itself where no window reaches past the input
     views = _offset_views(gx, **geometry)  # writeable: a reshape would copy, so index (i, j)
     kw, zero = views.shape[1], dtype.type(0)
     (kh, _), (sh, sw), (dh, dw) = geometry["kernel"], geometry["stride"], geometry["dilation"]
@@ -142,7 +163,8 @@ def _backward_numpy(g, x, **geometry):
             view[...] = np.where(k == number, g, zero)
         else:
             view += np.where(k == number, g, zero)  # overlaps add up, offset by offset
-    return gx[:, :, top:top + h, left:left + w]
+    if gx is not out:
+        out[...] = gx[:, :, top:top + h, left:left + w]
 
 
 # -- shape rules and vjps ----------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend.numpy.blas import cpu_threads
 from ..kernels import Kernel
 from ..ops.registry import OpError, apply_inplace, defop
 
@@ -54,9 +55,11 @@ def _same_as_param(op_name: str, names: tuple[str, ...], flags: dict):
 def _declare(name: str, names: tuple[str, ...], kernel, **flags):
     """An optimizer op: ``names`` lists its inputs, every one but the last (grad) is
     written. ``flags`` are the boolean attrs this op's buffer layout implies."""
+    def numpy(*arrays, **attrs):  # a large parameter's elements split over the cpu threads (blas.py)
+        cpu_threads.update(kernel, arrays, attrs)
     return defop(name, infer=_same_as_param(name, names, flags), inplace=True,
                  wgsl=Kernel("optim.wgsl", name, "optim.optim_step"),  # update function named after the op
-                 mutates=len(names) - 1, numpy=kernel)
+                 mutates=len(names) - 1, numpy=numpy)
 
 
 def _effective_grad(param, grad, weight_decay, maximize):

@@ -14,7 +14,8 @@ from ... import random as wg_random
 from . import heap
 from . import replay as numpy_replay
 from . import wasm_gemm
-from .blas import ELEMENTWISE_SPLIT_FROM, cpu_threads, matmul_size
+from . import blas
+from .blas import cpu_threads, matmul_size
 from .arrays import NP_MATMUL, counted, stored_result, takes_out, writes_out  # noqa: F401  (imported from here)
 from .wasm_gemm import use_wasm_gemm  # noqa: F401  (webgrad.backend.numpy.use_wasm_gemm)
 
@@ -49,7 +50,7 @@ class NumpyBackend:
         if any(a.dtype == np.float16 for a in arrays):  # computed in float32, rounded once (torch's opmath)
             arrays = [a.astype(np.float32) if a.dtype == np.float16 else a for a in arrays]
         kernel = self.kernel(op, arrays)
-        if (op.kind == "elementwise" and math.prod(shape) >= ELEMENTWISE_SPLIT_FROM and cpu_threads.count() > 1
+        if (op.kind == "elementwise" and math.prod(shape) >= blas.ELEMENTWISE_SPLIT_FROM and cpu_threads.count() > 1
                 and writes_out(kernel, attrs)):
             out = np.empty(shape, dtype.np)
             if cpu_threads.elementwise(kernel, arrays, attrs, out):  # large: split over the cpu threads

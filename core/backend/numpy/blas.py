@@ -158,6 +158,22 @@ class CpuThreads:
         self.map(rows if m >= n else columns, bounds)
         return out
 
+    def spans(self, n: int, size: int) -> list[tuple[int, int]]:
+        """[(lo, hi)]: n rows in one share per thread for a pass over ``size`` elements from
+        ``ELEMENTWISE_SPLIT_FROM`` (a kernel whose rows are independent, for ``map``), else one."""
+        parts = max(1, min(self.count(), n)) if size >= ELEMENTWISE_SPLIT_FROM else 1
+        return [(n * k // parts, n * (k + 1) // parts) for k in range(parts)]
+
+    def update(self, kernel, arrays: tuple, attrs: dict) -> None:
+        """Run an in-place kernel whose arrays all have one shape and each element's result reads
+        only that element (an optimizer's step), over flat shares of them where that pays."""
+        spans = self.spans(arrays[0].size, arrays[0].size)
+        if len(spans) == 1 or not all(a.shape == arrays[0].shape and a.flags.c_contiguous for a in arrays):
+            kernel(*arrays, **attrs)
+            return
+        flat = [a.reshape(-1) for a in arrays]  # views: writes reach the arrays
+        self.map(lambda span: kernel(*[a[span[0]:span[1]] for a in flat], **attrs), spans)
+
     def elementwise(self, kernel, arrays: list, attrs: dict, out: np.ndarray) -> bool:
         """Run an elementwise kernel that writes ``out=`` split along out's first axis, from
         ``ELEMENTWISE_SPLIT_FROM`` elements of one dtype; False, running nothing, otherwise."""

@@ -22,7 +22,8 @@ import weakref
 import numpy as np
 
 from .arrays import NP_MATMUL, counted, stored_result, takes_out, writes_out
-from .blas import ELEMENTWISE_SPLIT_FROM, cpu_threads
+from . import blas
+from .blas import cpu_threads
 from .wasm_gemm import IN_PYODIDE
 
 
@@ -113,7 +114,7 @@ class NumpyList:
                 self.planned += 1
                 end = max(last_read.get(v, n) for v in sharing[out])
                 dying.setdefault(end, []).append((key, array))
-                if op.kind == "elementwise" and array.size >= ELEMENTWISE_SPLIT_FROM:
+                if op.kind == "elementwise" and array.size >= blas.ELEMENTWISE_SPLIT_FROM:
                     kernel = _split(kernel)
                 self.calls.append(_into(kernel, ids, attrs, out, array))
             else:
