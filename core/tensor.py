@@ -863,6 +863,14 @@ class Tensor:
     def mT(self) -> "Tensor":
         return ops.transpose(self, -2, -1)
 
+    @property
+    def _is_mT_view(self):  # -> bool (here `bool` names the method)
+        """Whether this tensor is another's ``.mT`` view (a Linear's ``weight.mT``): matmul's vjp
+        then makes its gradient in that tensor's layout (ops/linalg.py)."""
+        view = self._view_of
+        return view is not None and view[1] == "permute" and view[2][-2:] == (self.ndim - 1, self.ndim - 2) \
+            and view[2][:-2] == tuple(range(self.ndim - 2))
+
 
 def _inplace_unary(name):
     def method(self):

@@ -406,6 +406,36 @@ def test_a_weight_shared_by_a_batch_gets_its_gradient_from_one_product(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("batch_dims", [(8,), (4, 6)])
+def test_a_linears_weight_gradient_is_made_in_the_weights_layout_and_kept_without_a_copy(device, batch_dims,
+                                                                                        monkeypatch):
+    """As torch's mm backward: the gradient of weight.mT is computed as (g.T @ x).T, so the
+    transposed view's vjp gives back a fresh (out, in) array and it becomes .grad as it is;
+    a plain x @ w still gets x.T @ g."""
+    from webgrad.ops import registry
+
+    layer = webgrad.nn.Linear(5, 3).to(device)
+    x = webgrad.randn(*batch_dims, 5, device=device)
+    copied: list = []
+    real = registry._apply
+
+    def apply(op, *args, **kwargs):
+        out = real(op, *args, **kwargs)
+        if op.name == "copy" and tuple(out.shape) == (3, 5):
+            copied.append(op.name)
+        return out
+    monkeypatch.setattr(registry, "_apply", apply)
+    layer(x).sum().backward()
+    rows = x.detach().cpu().numpy().reshape(-1, 5).astype(np.float64)
+    assert_close(layer.weight.grad, np.ones((len(rows), 3)).T @ rows, rtol=1e-5, atol=1e-5)
+    assert layer.weight.grad.is_contiguous() and copied == []
+    w = webgrad.randn(5, 3, device=device, requires_grad=True)
+    (x @ w).sum().backward()
+    assert_close(w.grad, rows.T @ np.ones((len(rows), 3)), rtol=1e-5, atol=1e-5)
+    assert w.grad.is_contiguous()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_layer_norm_keeps_only_its_input_for_backward(device):
     """As torch's: LayerNorm's backward computes the normalized rows again from the input, so
     the graph keeps one tensor of the input's size per layer norm, not two."""

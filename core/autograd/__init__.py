@@ -172,11 +172,11 @@ class _Meta:
     the tensor's memory is freed when nothing else holds it: torch likewise saves for backward
     only the tensors a derivative formula needs (``b`` of ``a + b`` is never saved)."""
 
-    __slots__ = ("shape", "dtype", "device")
+    __slots__ = ("shape", "dtype", "device", "_is_mT_view")
     _node = None  # the engine reaches a non-leaf's owner through its node (Node.out_ref)
 
     def __init__(self, t):
-        self.shape, self.dtype, self.device = t.shape, t.dtype, t.device
+        self.shape, self.dtype, self.device, self._is_mT_view = t.shape, t.dtype, t.device, t._is_mT_view
 
     @property
     def ndim(self) -> int:
@@ -184,7 +184,7 @@ class _Meta:
 
 
 _VALUE, _META = "value", "meta"
-_META_ATTRS = frozenset(("shape", "dtype", "device", "ndim"))
+_META_ATTRS = frozenset(("shape", "dtype", "device", "ndim", "_is_mT_view"))
 _USES: dict = {}  # (vjp, input count) -> _uses' answer
 
 

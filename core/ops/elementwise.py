@@ -54,7 +54,14 @@ ERF = _unary("erf", E("wg_erf(a)"), lambda x: np.asarray(_erf(x), dtype=x.dtype)
              lambda g, x, *, out: g * (2 / math.sqrt(math.pi)) * exp(-x * x))
 @takes_out
 def _relu_numpy(x, out=None):
-    return np.maximum(x, 0, out=out)
+    if x.dtype.kind != "f" or x.size < 4096:
+        return np.maximum(x, 0, out=out)
+    # Against an array of zeros: numpy's maximum with a scalar 0 takes a slower loop for floats
+    # (0.93 ms for 2.4M float32, 0.55 ms zeros and all). NaN stays NaN either way.
+    zeros = np.zeros_like(x) if out is None or np.may_share_memory(out, x) else out
+    if zeros is out:
+        out.fill(0)
+    return np.maximum(x, zeros, out=out if out is not None else zeros)
 
 
 @takes_out

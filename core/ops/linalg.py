@@ -39,9 +39,11 @@ def _matmul_vjp(g, x, y, *, out, needs):
         # y (a Linear's weight) met every row of x's batch: one product over all rows, as torch
         # folds, not a product per batch entry summed afterwards (a batch-times-y-sized temporary)
         rows = math.prod(x.shape[:-1])
-        gy = x.reshape(rows, x.shape[-1]).mT @ g.reshape(rows, g.shape[-1])
-    elif needs[1]:
-        gy = x.mT @ g
+        x, g = x.reshape(rows, x.shape[-1]), g.reshape(rows, g.shape[-1])
+    if needs[1]:
+        # y = w.mT (F.linear's weight): (g.T @ x).T, whose transpose (the permute's vjp) is a fresh
+        # array in w's layout, kept as w.grad without a copy; as torch's mm backward does
+        gy = (g.mT @ x).mT if y._is_mT_view else x.mT @ g
     return gx, gy
 
 

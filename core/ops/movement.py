@@ -16,6 +16,7 @@ from ..backend import get_backend
 from .registry import Op, OpError, apply, defop
 from ..creation import ones
 from .elementwise import promote, where
+from ..autograd import is_grad_enabled
 from .autocasting import autocast_op
 
 
@@ -115,8 +116,17 @@ def _inverse(perm):
     return tuple(inv)
 
 
+def _unpermute(g, dims):
+    """``g.permute`` by dims' inverse. A g that is itself a view permuted by ``dims`` gives back
+    the tensor it views (a transpose of a transpose, as torch's): matmul's vjp makes a transposed
+    weight's gradient that way (linalg.py), so it stays an array of its own, kept as ``.grad``."""
+    if g._view_of is not None and g._view_of[1:] == ("permute", tuple(dims)) and not is_grad_enabled():
+        return g._view_of[0]
+    return g.permute(_inverse(dims))
+
+
 PERMUTE = defop("permute", wgsl=View("permute"), infer=lambda x, *, dims: (tuple(x.shape[d] for d in dims), x.dtype),
-                vjp=lambda g, x, *, out, dims: g.permute(_inverse(dims)),
+                vjp=lambda g, x, *, out, dims: _unpermute(g, dims),
                 numpy=lambda x, *, dims: np.transpose(x, dims))
 
 
