@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -212,6 +213,20 @@ def test_a_failing_share_raises_on_the_caller_and_the_pool_goes_on(two_threads):
     with pytest.raises(ValueError, match="share 1 failed"):
         blas.cpu_threads.map(share, [0, 1])
     assert blas.cpu_threads.map(lambda k: k * 10, [1, 2]) == [10, 20]
+
+
+def test_a_share_that_fails_on_the_caller_still_waits_for_the_others(two_threads):
+    ended: list = []
+
+    def share(k):
+        if k == 0:
+            raise KeyError("the caller's share")
+        time.sleep(0.2)
+        ended.append(k)
+    with pytest.raises(KeyError):
+        blas.cpu_threads.map(share, [0, 1])
+    assert ended == [1]  # the other share's arrays were not handed back while it still ran
+    assert blas.cpu_threads.map(lambda k: -k, [1, 2]) == [-1, -2]
 
 
 def test_shares_that_ask_for_the_pool_run_on_their_own_thread(two_threads):

@@ -46,19 +46,18 @@ class _Pool:
     def __init__(self, workers: int):
         self.workers = workers
         self._inboxes: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(workers - 1)]
-        self._done: queue.SimpleQueue = queue.SimpleQueue()
         self._busy = threading.Lock()
         for inbox in self._inboxes:
             threading.Thread(target=self._serve, args=(inbox,), name="webgrad-cpu", daemon=True).start()
 
     def _serve(self, inbox) -> None:
         while True:
-            fn, share, slot, results = inbox.get()
+            fn, share, slot, results, done = inbox.get()
             try:
                 results[slot] = fn(share)
-                self._done.put(None)
+                done.put(None)
             except BaseException as error:  # handed to the caller, which raises it
-                self._done.put(error)
+                done.put(error)
 
     def busy(self) -> bool:
         return self._busy.locked()
@@ -69,16 +68,20 @@ class _Pool:
         if not self._busy.acquire(blocking=False):
             return None
         try:
+            # A queue of this call's own: a caller interrupted while it waits (KeyboardInterrupt)
+            # leaves its shares' ends there, never in the next call's.
             results: list = [None] * len(shares)
+            done: queue.SimpleQueue = queue.SimpleQueue()
             for slot, share in enumerate(shares[1:], 1):
-                self._inboxes[slot - 1].put((fn, share, slot, results))
+                self._inboxes[slot - 1].put((fn, share, slot, results, done))
             error = None
             try:
                 results[0] = fn(shares[0])
             except BaseException as own:
                 error = own
             for _ in shares[1:]:  # every share ends before its arrays go back to the caller
-                error = error or self._done.get()
+                ended = done.get()
+                error = error or ended
             if error is not None:
                 raise error
             return results
