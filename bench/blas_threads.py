@@ -93,11 +93,12 @@ def main() -> None:
         if os.environ.get(name):
             print(f"note: {name}={os.environ[name]} is set; numpy's BLAS runs a slower kernel (see docstring)")
     threshold = blas.SINGLE_THREAD_BELOW
-    workloads = {"MLP step": (webgrad_step("cpu"), 20), "matmul 512x64x256": (product(512, 64, 256), 20),
-                 f"matmul {LARGE}^3": (product(LARGE, LARGE, LARGE), 3), "MNIST CNN step": (mnist_step(), 3)}
     from threadpoolctl import threadpool_info
 
+    # (read before webgrad first multiplies: from then on it keeps BLAS itself on one thread)
     threads = [(info["internal_api"], info["num_threads"]) for info in threadpool_info() if info["user_api"] == "blas"]
+    workloads = {"MLP step": (webgrad_step("cpu"), 20), "matmul 512x64x256": (product(512, 64, 256), 20),
+                 f"matmul {LARGE}^3": (product(LARGE, LARGE, LARGE), 3), "MNIST CNN step": (mnist_step(), 3)}
     print(f"{os.cpu_count()} CPUs; BLAS {threads}; one thread below {threshold} multiply-adds")
     print(f"{'workload':<18} {'load':>4} {'webgrad ms':>11} {'BLAS ms':>9} {'BLAS/webgrad':>13}")
     for load in (0, args.load):
