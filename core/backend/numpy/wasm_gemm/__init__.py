@@ -225,15 +225,21 @@ def _operand(x: np.ndarray, batch: tuple, count: int):
     return np.ascontiguousarray(x3), (step, cols, 1)
 
 
-def np_matmul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def np_matmul(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``np.matmul``, in wasm where that applies (Pyodide, float32, large enough): for
-    numpy kernels that multiply matrices themselves (conv2d's im2col in ops/conv.py)."""
-    if x.ndim >= 2 and y.ndim >= 2:
-        if wants(x, y, matmul_size(x, y)):
-            return matmul(x, y)
-        if not IN_PYODIDE:
-            return cpu_threads.matmul(x, y)  # as the matmul op does (see blas.py)
-    return numpy_matmul(x, y)
+    numpy kernels that multiply matrices themselves (conv2d's im2col in ops/conv.py). Natively
+    BLAS writes straight into ``out`` (any row stride); in Pyodide the result is copied there."""
+    products = x.ndim >= 2 and y.ndim >= 2
+    if products and wants(x, y, matmul_size(x, y)):
+        result = matmul(x, y)
+    elif products and not IN_PYODIDE:
+        return cpu_threads.matmul(x, y, out=out)  # as the matmul op does (see blas.py)
+    else:
+        result = numpy_matmul(x, y)
+    if out is None:
+        return result
+    out[...] = result
+    return out
 
 
 # Pyodide's numpy (no BLAS) multiplies in its own loop, which walks y down a column: with y
