@@ -11,6 +11,7 @@ import zipfile
 import numpy as np
 import pytest
 
+import webgrad
 from conftest import run_async
 from webgrad.web import runner, worker
 
@@ -25,6 +26,39 @@ def test_call_runs_a_webgrad_function_and_awaits_coroutines():
     assert call("webgrad.web.worker", "jsonable", (1, 2)) == {"ok": True, "result": [1, 2]}
     out = call("webgrad.store", "info_async", "http://127.0.0.1:9/api/models/none")
     assert out["ok"] is False and out["traceback"]  # awaited: the coroutine's own failure comes back
+
+
+def test_an_interrupted_call_leaves_grad_and_autocast_modes_as_it_found_them(monkeypatch):
+    """A Stop's KeyboardInterrupt can land as a ``with no_grad()`` block's __enter__ starts, after
+    the switch and before the undo is set up: later runs then had no gradients ("backward: tensor
+    ... does not require grad" after a demo's Stop). An ordinary error keeps what code switched."""
+    from webgrad.ops import autocasting
+
+    def stopped_inside_blocks():
+        webgrad.set_grad_enabled(False)  # a block switched, its undo never set up
+        autocasting.push("cpu", webgrad.bfloat16, True)
+        raise KeyboardInterrupt
+
+    def switched_then_failed():
+        webgrad.set_grad_enabled(False)
+        raise ValueError("after the switch")
+    monkeypatch.setattr(worker, "stopped_inside_blocks", stopped_inside_blocks, raising=False)
+    monkeypatch.setattr(worker, "switched_then_failed", switched_then_failed, raising=False)
+
+    async def calls():  # one thread throughout: the modes are per thread
+        seen = {"stopped": await worker.call("webgrad.web.worker", "stopped_inside_blocks")}
+        seen["after stop"] = (webgrad.is_grad_enabled(), list(autocasting.stack()), autocasting.ACTIVE[0])
+        x = webgrad.ones(2, requires_grad=True)
+        (x * 3).sum().backward()
+        seen["grad"] = x.grad.tolist()
+        seen["failed"] = await worker.call("webgrad.web.worker", "switched_then_failed")
+        seen["after error"] = webgrad.is_grad_enabled()
+        webgrad.set_grad_enabled(True)
+        return seen
+    seen = run_async(calls())
+    assert seen["stopped"]["ok"] is False and "KeyboardInterrupt" in seen["stopped"]["traceback"]
+    assert seen["after stop"] == (True, [], 0) and seen["grad"] == [3.0, 3.0]
+    assert seen["failed"]["ok"] is False and seen["after error"] is False
 
 
 def test_call_keeps_flat_arrays_and_bytes_as_buffers():

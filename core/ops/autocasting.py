@@ -75,6 +75,18 @@ def key() -> tuple:
     return tuple((b["device_type"], b["dtype"].name, b["enabled"]) for b in stack()) if ACTIVE[0] else ()
 
 
+def thread_state() -> tuple:
+    """This thread's autocast blocks and whether an op is running inside (autograd.thread_modes)."""
+    return list(stack()), getattr(_state, "inside_op", False)
+
+
+def restore_thread_state(state: tuple) -> None:
+    blocks, inside = state
+    ACTIVE[0] += sum(b["enabled"] for b in blocks) - sum(b["enabled"] for b in stack())
+    stack()[:] = blocks
+    _state.inside_op = inside
+
+
 def push(device_type: str, dtype, enabled: bool) -> None:
     stack().append({"device_type": device_type, "dtype": dtype, "enabled": enabled})
     ACTIVE[0] += enabled

@@ -309,10 +309,17 @@ async def _run_cell(code: str, filename: str) -> dict:
 
 
 async def _answer(work: Any, where: str) -> dict:
-    """A run's or call's answer: its own, or its error described (KeyboardInterrupt included)."""
+    """A run's or call's answer: its own, or its error described (KeyboardInterrupt included).
+    After an interrupt, webgrad's grad and autocast modes are put back as the run found them: the
+    signal may land between a ``with no_grad()`` block's switch and its undo (a demo's Stop did)."""
+    from ..autograd import restore_thread_modes, thread_modes
+
+    modes = thread_modes()
     try:
         return await _stoppable(work)
     except BaseException as error:  # noqa: B036 (KeyboardInterrupt and SystemExit are reported too)
+        if isinstance(error, KeyboardInterrupt):
+            restore_thread_modes(modes)
         return describe_error(error, where)
     finally:
         for stream in (sys.stdout, sys.stderr):
