@@ -129,20 +129,15 @@ def is_inference_mode_enabled() -> bool:
     return getattr(inference_mode._depth, "n", 0) > 0
 
 
-def thread_modes() -> tuple:
-    """This thread's grad, inference and autocast modes: what ``with`` blocks switch and switch
-    back. A KeyboardInterrupt can land between the two (as a block's ``__enter__`` or ``__exit__``
+def grad_modes() -> tuple:
+    """This thread's grad and inference modes: what ``with`` blocks switch and switch back. A
+    KeyboardInterrupt can land between the two (as a block's ``__enter__`` or ``__exit__``
     starts), so the page's runtime puts them back after an interrupted run (web/worker.py)."""
-    from ..ops import autocasting
-
-    return is_grad_enabled(), getattr(inference_mode._depth, "n", 0), autocasting.thread_state()
+    return is_grad_enabled(), getattr(inference_mode._depth, "n", 0)
 
 
-def restore_thread_modes(modes: tuple) -> None:
-    from ..ops import autocasting
-
-    _mode.enabled, inference_mode._depth.n, autocast = modes
-    autocasting.restore_thread_state(autocast)
+def restore_grad_modes(modes: tuple) -> None:
+    _mode.enabled, inference_mode._depth.n = modes
 
 
 class Node:

@@ -76,7 +76,7 @@ def key() -> tuple:
 
 
 def thread_state() -> tuple:
-    """This thread's autocast blocks and whether an op is running inside (autograd.thread_modes)."""
+    """This thread's autocast blocks and whether an op is running inside (as autograd.grad_modes)."""
     return list(stack()), getattr(_state, "inside_op", False)
 
 

@@ -36,6 +36,9 @@ import traceback
 import types
 from typing import Any
 
+from ..autograd import grad_modes, restore_grad_modes
+from ..ops import autocasting
+
 CELL = "<playground>"
 MAX_TEXT = 200_000  # characters of a result's repr/HTML sent to the page
 # Frames from these files are Pyodide's machinery (or this module): not the user's business.
@@ -312,14 +315,13 @@ async def _answer(work: Any, where: str) -> dict:
     """A run's or call's answer: its own, or its error described (KeyboardInterrupt included).
     After an interrupt, webgrad's grad and autocast modes are put back as the run found them: the
     signal may land between a ``with no_grad()`` block's switch and its undo (a demo's Stop did)."""
-    from ..autograd import restore_thread_modes, thread_modes
-
-    modes = thread_modes()
+    modes = grad_modes(), autocasting.thread_state()
     try:
         return await _stoppable(work)
     except BaseException as error:  # noqa: B036 (KeyboardInterrupt and SystemExit are reported too)
         if isinstance(error, KeyboardInterrupt):
-            restore_thread_modes(modes)
+            restore_grad_modes(modes[0])
+            autocasting.restore_thread_state(modes[1])
         return describe_error(error, where)
     finally:
         for stream in (sys.stdout, sys.stderr):
