@@ -22,7 +22,11 @@ CASES = [
     ((2, 2, 4, 4), (3, 4, 4), (1, 1), (0, 0, 0, 0), (1, 1), 1),            # kernel = input: 1x1 output
     ((2, 3, 5, 7), (2, 1, 1), (2, 2), (0, 1, 1, 0), (1, 1), 1),            # 1x1 kernel, strided
     ((2, 8, 6, 5), (4, 3, 3), (2, 1), (1, 2, 0, 1), (1, 1), 2),            # 4 input channels a group
+    ((2, 3, 8, 8), (3, 2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 3),            # depthwise, windows tile the input
+    ((2, 3, 9, 7), (3, 2, 3), (3, 3), (1, 0, 0, 1), (1, 1), 3),            # depthwise, gaps between windows
+    ((2, 3, 9, 9), (3, 3, 3), (2, 1), (1, 1, 0, 2), (2, 1), 3),            # depthwise, dilated, overlapping
 ]
+DEPTHWISE = [case for case in CASES if case[-1] > 1 and case[-1] == case[0][1] == case[1][0]]
 
 
 def _ids(case):
@@ -104,7 +108,26 @@ def test_strided_views_are_read_in_place(layout, device):
     assert_close(gw, t_gw.numpy(), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[5]], ids=_ids)
+@pytest.mark.parametrize("case", DEPTHWISE, ids=_ids)
+def test_depthwise_box_filters_match_torch(case, device):
+    """Taps equal within each channel (avg_pool2d's): numpy sums the windows before it scales."""
+    torch = need_module("torch")
+    rng = np.random.default_rng(4)
+    x, w = _arrays(case, rng)
+    w = np.broadcast_to(rng.standard_normal((w.shape[0], 1, 1, 1)), w.shape).astype(np.float32)
+    _, _, stride, padding, dilation, groups = case
+    tx = torch.tensor(x, requires_grad=True)
+    expected = _torch_conv(torch, tx, torch.tensor(w), stride, padding, dilation, groups)
+    g = rng.standard_normal(tuple(expected.shape)).astype(np.float32)
+    expected.backward(torch.tensor(g))
+    X = webgrad.tensor(x, device=device, requires_grad=True)
+    out = webgrad.ops.conv2d_core(X, webgrad.tensor(w, device=device), stride, padding, dilation, groups)
+    assert_close(out, expected.detach().numpy(), rtol=1e-4, atol=1e-4)
+    out.backward(webgrad.tensor(g, device=device))
+    assert_close(X.grad, tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[5], *DEPTHWISE], ids=_ids)
 def test_gradients_match_finite_differences_float64(case):
     rng = np.random.default_rng(3)
     x, w = _arrays(case, rng)

@@ -316,8 +316,11 @@ def test_max_pool2d_is_one_dispatch_each_way_on_webgpu():
     yc.sum().backward()
     np.testing.assert_array_equal(y.detach().numpy(), yc.detach().numpy())
     np.testing.assert_array_equal(grad.numpy(), xc.grad.numpy())
-    before = device.dispatches  # avg_pool2d: the ones, a depthwise convolution, the division
+    before = device.dispatches  # avg_pool2d, every window divided by 3 * 3: the taps, a depthwise convolution
     F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)
+    assert device.dispatches - before == 2
+    before = device.dispatches  # border windows count fewer elements: the division after
+    F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)
     assert device.dispatches - before == 3
 
 

@@ -316,21 +316,28 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
     (ph, pw), (eh, ew) = padding, extra
-    if x.dtype.is_floating_point and x.numel() > 0:  # window sums as one depthwise convolution by ones
-        ones = creation.ones(x.shape[1], 1, *kernel, dtype=x.dtype, device=x.device)
-        total = ops.conv2d_core(x, ones, stride, (ph, ph + eh, pw, pw + ew), (1, 1), groups=x.shape[1])
-    else:
-        if ph or pw or eh or ew:
-            x = ops.pad(x, (pw, pw + ew, ph, ph + eh))
-        total = ops.stack(_windows(x, kernel, stride, dilation, out_hw), -1).sum(-1)
+    if divisor_override == 0:
+        raise ValueError("avg_pool2d: divisor_override must be non-zero")
     if divisor_override is not None:
-        if divisor_override == 0:
-            raise ValueError("avg_pool2d: divisor_override must be non-zero")
-        out = total / divisor_override
+        divisors = np.full(out_hw, float(divisor_override))
     else:
         rows = _pool_counts(input.shape[-2], out_hw[0], kernel[0], stride[0], ph, count_include_pad)
         cols = _pool_counts(input.shape[-1], out_hw[1], kernel[1], stride[1], pw, count_include_pad)
-        out = total / creation.tensor(np.outer(rows, cols), dtype=input.dtype, device=input.device)
+        divisors = np.outer(rows, cols)
+    uniform = bool((divisors == divisors.flat[0]).all())
+    if x.dtype.is_floating_point and x.numel() > 0:
+        # Window sums as one depthwise convolution; one divisor for every window (no padding
+        # counted apart) goes into its taps, with no division after.
+        taps = creation.full((x.shape[1], 1, *kernel), 1 / divisors.flat[0] if uniform else 1.0, dtype=x.dtype,
+                             device=x.device)
+        out = ops.conv2d_core(x, taps, stride, (ph, ph + eh, pw, pw + ew), (1, 1), groups=x.shape[1])
+        if uniform:
+            return out.squeeze(0) if unbatched else out
+    else:
+        if ph or pw or eh or ew:
+            x = ops.pad(x, (pw, pw + ew, ph, ph + eh))
+        out = ops.stack(_windows(x, kernel, stride, dilation, out_hw), -1).sum(-1)
+    out = out / creation.tensor(divisors, dtype=input.dtype, device=input.device)
     return out.squeeze(0) if unbatched else out
 
 
