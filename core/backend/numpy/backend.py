@@ -120,7 +120,10 @@ class NumpyBackend:
         return stored_result((start + step * np.arange(count)).astype(dtype.np, copy=False), dtype)
 
     def uniform(self, shape, low, high, dtype):
-        return stored_result(wg_random.numpy_generator().uniform(low, high, size=shape), dtype)
+        rng = wg_random.numpy_generator()
+        if dtype.np == np.float32 and (low, high) == (0.0, 1.0):  # rand, dropout: float32 draws, half the cost
+            return stored_result(rng.random(shape, dtype=np.float32), dtype)
+        return stored_result(rng.uniform(low, high, size=shape), dtype)
 
     def normal(self, shape, mean, std, dtype):
         return stored_result(wg_random.numpy_generator().standard_normal(size=shape) * std + mean, dtype)
