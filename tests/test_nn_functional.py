@@ -267,6 +267,10 @@ MAX_POOL_CASES = [
     dict(kernel_size=3, stride=2, padding=1),
     dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
     dict(kernel_size=(2, 3), stride=(1, 2), dilation=2, padding=(1, 1)),
+    # Windows that never overlap (webgpu: a backward thread per window, max_pool2d_backward_cells)
+    dict(kernel_size=2, ceil_mode=True),
+    dict(kernel_size=2, stride=3, padding=1),                             # gaps between windows
+    dict(kernel_size=2, stride=(3, 2), dilation=(2, 1), padding=(1, 0)),  # dilated, just disjoint
 ]
 
 

@@ -2,7 +2,8 @@
 
 Both operands stay strided 4-D views; the output is a new contiguous array. A
 thread's loops are kh*kw (select) or (kh*kw)^2 (backward) trips, far below
-llvmpipe's loop limit for any kernel PyTorch accepts on these sizes.
+llvmpipe's loop limit for any kernel PyTorch accepts on these sizes. Where windows
+never overlap the backward runs a thread per window (max_pool2d_backward_cells).
 """
 from __future__ import annotations
 
@@ -39,14 +40,17 @@ def max_pool2d(backend, op, record, arrays, attrs, shape, dtype):
     if stored_kind(kind_of(dtype)) != kind_of(dtype):  # a packed result: written as f32, rounded after
         return elementwise.converted(backend, max_pool2d(backend, op, record, arrays, attrs, shape, dtype_of("f32")),
                                      kind_of(dtype))
-    x_shape = b.shape if record.entry == "max_pool2d_backward" else a.shape
+    backward = record.entry == "max_pool2d_backward"
+    x_shape = b.shape if backward else a.shape
     out = backend.empty(shape, kind_of(dtype), op.name)
-    total = out.numel()
+    total, entry = out.numel(), record.entry
     if total == 0:
         return out
+    if backward and all(d * (k - 1) < s for k, s, d in zip(attrs["kernel"], attrs["stride"], attrs["dilation"])):
+        total, entry = a.numel(), "max_pool2d_backward_cells"  # disjoint windows: a thread each
     types = (("A", a.kind), ("B", b.kind), ("O", out.kind))
-    backend.dispatch_1d(FILE, record.entry, types, None,
+    backend.dispatch_1d(FILE, entry, types, None,
                         {**constants(x_shape, attrs["out_hw"], attrs), "ROUND_OUT": out.kind == "f16"},
                         [a.buffer, b.buffer, out.buffer], pack_params(a, b, total), total,
-                        f"{FILE}:{record.entry} {tuple(x_shape)}")
+                        f"{FILE}:{entry} {tuple(x_shape)}")
     return out
