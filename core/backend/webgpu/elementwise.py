@@ -16,13 +16,14 @@ CHECKED_CALL = "wg_check_divisor("  # binary.wgsl's check; an expression calling
 
 
 def pack_params(n, shape, offsets, strides) -> bytes:
-    words = np.zeros(48, dtype=np.uint32)
+    """strided.wgsl's Params: the shape, then a vec4 per dim of the operands' strides."""
+    words = np.zeros(16 + 4 * MAX_RANK, dtype=np.uint32)
     words[0], words[1] = n, len(shape)
     words[4:4 + len(offsets)] = offsets
     words[8:8 + len(shape)] = shape
-    signed = words.view(np.int32)
+    signed = words.view(np.int32)[16:].reshape(MAX_RANK, 4)
     for k, st in enumerate(strides):
-        signed[16 + 8 * k:16 + 8 * k + len(st)] = st
+        signed[:len(st), k] = st
     return words.tobytes()
 
 
