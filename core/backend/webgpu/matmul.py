@@ -75,12 +75,13 @@ REGISTER = Blocking("matmul", wg_x=8, wg_y=2, tm=16, tn4=4)
 # 64x10): SwiftShader 3.5 -> 1.1 ms, llvmpipe 0.43 -> 0.36 ms; wider outputs (64 x 128 and up)
 # stay faster with REGISTER on llvmpipe, and 256 x 256 and up on both.
 NARROW = Blocking("matmul", wg_x=4, wg_y=4, tm=8, tn4=2)
-# SwiftShader (Chromium's CPU adapter) on products under 64 x 128 outputs: workgroups of
-# 2 x 2 threads with 8 x 8 blocks, 16 x 16 per workgroup, so a small product still makes
-# several workgroups to spread over the cores. Measured in Chromium on the digits MLP's
-# products: 64x128 @ 128x10 1.63 -> 1.03 ms, 10x64 @ 64x128 1.30 -> 0.73 ms (64x64 @ 64x128
-# and larger are slower with it; llvmpipe gains nothing: 0.36 -> 0.32 and 0.38 -> 0.49 ms).
-SMALL = Blocking("matmul", wg_x=2, wg_y=2, tm=8, tn4=2)
+# SwiftShader (Chromium's CPU adapter) on products under 64 x 128 outputs: FOUR's kernel in
+# workgroups of 4 x 4 threads (16 x 16 of C), so that a small product still makes several
+# workgroups to spread over the cores. SwiftShader keeps the register kernel's private arrays
+# in memory (it does not unroll loops over TM and TN4): in Chromium the char transformer's
+# products (attention per head, 512-row weight gradients) took 877 ms over three steps with
+# 8 x 8 register blocks in 2 x 2 workgroups, 444 ms so; the digits MLP's step is the same.
+SMALL = Blocking("matmul_4x4", wg_x=4, wg_y=4, tm=4, tn4=1)
 # SwiftShader on larger products: 4 x 4 blocks in workgroups of 16 x 16 threads (64 x 64 of C),
 # no private arrays. In Chromium (bench/browser_bench.py, one run each on this 2-core machine)
 # matmul 256 / 512 / 1024 took 90 / 949 / 4921 ms with REGISTER, 89 / 577 / 4915 with NARROW,
