@@ -84,6 +84,7 @@ var<workgroup> scratch_index: array<u32, WG>;
 // from the innermost (last) dim out, unrolled by hand with every uniform read at a constant
 // index (SwiftShader reads a uniform at a run-time index lane by lane: the digits CNN's bias
 // gradient, a sum over (0, 2, 3), took 7.5 ms in Chromium through a shared walk function).
+// Two copies: WGSL cannot pass a uniform by reference, and arrays passed by value were as slow.
 fn keep_offset(i: u32) -> i32 {
   var rem = i;
   var off = 0;
