@@ -325,19 +325,19 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
         cols = _pool_counts(input.shape[-1], out_hw[1], kernel[1], stride[1], pw, count_include_pad)
         divisors = np.outer(rows, cols)
     uniform = bool((divisors == divisors.flat[0]).all())
-    if x.dtype.is_floating_point and x.numel() > 0:
-        # Window sums as one depthwise convolution; one divisor for every window (no padding
+    as_conv = x.dtype.is_floating_point and x.numel() > 0
+    if as_conv:
+        # Window sums as one depthwise convolution. One divisor for every window (no padding
         # counted apart) goes into its taps, with no division after.
         taps = creation.full((x.shape[1], 1, *kernel), 1 / divisors.flat[0] if uniform else 1.0, dtype=x.dtype,
                              device=x.device)
         out = ops.conv2d_core(x, taps, stride, (ph, ph + eh, pw, pw + ew), (1, 1), groups=x.shape[1])
-        if uniform:
-            return out.squeeze(0) if unbatched else out
     else:
         if ph or pw or eh or ew:
             x = ops.pad(x, (pw, pw + ew, ph, ph + eh))
         out = ops.stack(_windows(x, kernel, stride, dilation, out_hw), -1).sum(-1)
-    out = out / creation.tensor(divisors, dtype=input.dtype, device=input.device)
+    if not (as_conv and uniform):
+        out = out / creation.tensor(divisors, dtype=input.dtype, device=input.device)
     return out.squeeze(0) if unbatched else out
 
 
