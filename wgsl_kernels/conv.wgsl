@@ -82,7 +82,7 @@ fn end_inside(shift: i32, step: u32, size: u32, count: u32) -> u32 {
 
 // OB channels' values as one vec4 (zeros past OB), and their store: whole-vector arithmetic,
 // never a vector component picked by a loop counter, which SwiftShader runs through memory
-// (the digits CNN's convs took 2-3x longer in Chromium so).
+// (the digits CNN's three conv passes took twice as long in Chromium so).
 fn load_a4(at: i32, step: i32) -> vec4<f32> {
   if (OB == 4u) {
     return vec4<f32>(load_a(u32(at)), load_a(u32(at + step)), load_a(u32(at + 2 * step)), load_a(u32(at + 3 * step)));
