@@ -176,8 +176,21 @@ def test_webgpu_gradients_equal_cpu_through_F_conv2d_and_conv1d():
 def _force_path(monkeypatch, path):
     from webgrad.backend.webgpu import conv as gpu_conv
 
-    monkeypatch.setattr(gpu_conv, "GEMM_MIN_CHANNELS", 1 if path == "product" else 1 << 30)
+    for name in ("GEMM_MIN_CHANNELS", "SWIFTSHADER_GEMM_MIN_CHANNELS"):
+        monkeypatch.setattr(gpu_conv, name, 1 if path == "product" else 1 << 30)
     monkeypatch.setattr(gpu_conv, "PRODUCT_MIN_MACS", 1)
+
+
+def test_product_rows_follow_the_adapter():
+    """SwiftShader takes a pass as a product from 64 rows per group, other adapters from 4."""
+    from webgrad.backend.webgpu import conv as gpu_conv
+
+    def backend(**info):
+        return type("Backend", (), {"device": type("Device", (), {"adapter_info": info})})
+
+    assert gpu_conv.gemm_min_channels(backend(vendor="google", architecture="swiftshader")) == 64
+    assert gpu_conv.gemm_min_channels(backend(device="llvmpipe (LLVM 15.0.6, 256 bits)", adapter_type="CPU")) == 4
+    assert gpu_conv.gemm_min_channels(backend(device="NVIDIA H200", adapter_type="DiscreteGPU")) == 4
 
 
 @requires_webgpu

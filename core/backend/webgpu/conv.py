@@ -1,9 +1,10 @@
 """Launcher for conv2d forward, backward_input and backward_weight on WebGPU.
 
 Where the pass is large enough (``PRODUCT_MIN_MACS`` multiply-adds) and the channels allow
-(at least ``GEMM_MIN_CHANNELS`` per group on the product's row side) each pass is a product
-on matmul.wgsl (its blocking chosen per adapter) over an im2col copy (one strided-copy
-dispatch: the receptive fields as a (K, L) matrix):
+(at least ``GEMM_MIN_CHANNELS`` per group on the product's row side; on SwiftShader
+``SWIFTSHADER_GEMM_MIN_CHANNELS``) each pass is a product on matmul.wgsl (its blocking chosen
+per adapter) over an im2col copy (one strided-copy dispatch: the receptive fields as a (K, L)
+matrix):
 
     forward          out_g (Og, L)  = w_g (Og, K) @ cols_g(x) (K, L)       per image
     backward_weight  gw_g (Og, K)   = g_g (Og, N*L) @ cols_g(x)^T (N*L, K)
@@ -32,11 +33,17 @@ import numpy as np
 from . import elementwise
 from . import reduce as gpu_reduce
 from .array import contiguous_strides
-from .geometry import FLOATS, dtype_of, itemsize, kind_of, stored_kind
+from .geometry import FLOATS, dtype_of, is_swiftshader, itemsize, kind_of, stored_kind
 from .matmul import _product
 
 FILE = "conv.wgsl"
 GEMM_MIN_CHANNELS = 4  # fewer rows per group and the product's tiles are mostly idle
+# SwiftShader runs the direct kernel nearer its products: in Chromium each pass was faster direct
+# below 64 rows (3x3, padding 1, 32x32 images, batch 16; ms product / direct): forward 16->32
+# 192 / 156, 32->32 327 / 258, 64->32 671 / 507; backward_input 32->64 672 / 533; backward_weight
+# 64->32 1143 / 790. From 64 rows the products win: forward 32->64 339 / 530, backward_input
+# 64->32 344 / 554, backward_weight 32->64 688 / 848, 128->128 (16x16 images) 251 / 413.
+SWIFTSHADER_GEMM_MIN_CHANNELS = 64
 PRODUCT_MIN_MACS = 1 << 25
 MAX_COLUMN_BYTES = 1 << 27
 WORKGROUP = 64
@@ -187,11 +194,18 @@ def _forward(backend, x, w, stride, padding, dilation, groups, dtype):
     return out.view((n, o, ho, wo), contiguous_strides((n, o, ho, wo)), out.offset)
 
 
+def gemm_min_channels(backend) -> int:
+    """The fewest rows per group (the product's row side) for which a pass runs as a product."""
+    info = getattr(backend.device, "adapter_info", None) or {}
+    return SWIFTSHADER_GEMM_MIN_CHANNELS if is_swiftshader(info) else GEMM_MIN_CHANNELS
+
+
 def _as_product(backend, entry, a, b, attrs, shape, dtype):
     """The pass as a product over im2col columns (see the module doc), or None for the direct kernel."""
     stride, padding, dilation, groups = attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"]
+    min_rows = gemm_min_channels(backend)
     if entry == "conv2d_forward":  # a = x, b = w
-        if b.shape[0] // groups < GEMM_MIN_CHANNELS:
+        if b.shape[0] // groups < min_rows:
             return None
         return _forward(backend, a, b, stride, padding, dilation, groups, dtype)
     if entry == "conv2d_backward_input":  # a = g (N, O, Ho, Wo), b = w (O, Cg, kh, kw)
@@ -199,7 +213,7 @@ def _as_product(backend, entry, a, b, attrs, shape, dtype):
         (dh, dw), (top, bottom, left, right) = dilation, padding
         reach_h, reach_w = (kh - 1) * dh, (kw - 1) * dw
         transposed = (reach_h - top, reach_h - bottom, reach_w - left, reach_w - right)
-        if stride != (1, 1) or min(transposed) < 0 or cg < GEMM_MIN_CHANNELS:
+        if stride != (1, 1) or min(transposed) < 0 or cg < min_rows:
             return None
         # w_t[g*Cg + c, o', i, j] = w[g*Og + o', c, kh-1-i, kw-1-j]: flipped and transposed per group
         og, s = o // groups, b.strides
@@ -211,7 +225,7 @@ def _as_product(backend, entry, a, b, attrs, shape, dtype):
     o, cg, kh, kw = shape
     n, _, ho, wo = a.shape
     og, k, l_total = o // groups, cg * kh * kw, n * ho * wo
-    if og < GEMM_MIN_CHANNELS or not _fits(backend, groups * k * l_total, b.kind):
+    if og < min_rows or not _fits(backend, groups * k * l_total, b.kind):
         return None
     if l_total > LOOP_TRIP_LIMIT and gpu_reduce.is_cpu_adapter(backend):
         return None  # the product's loop over N*L could pass a CPU adapter's silent trip limit

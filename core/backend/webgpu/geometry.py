@@ -123,6 +123,11 @@ def is_cpu_adapter(info: dict) -> bool:
     return any(name in text for name in CPU_ADAPTERS)
 
 
+def is_swiftshader(info: dict) -> bool:
+    """True for Chromium's software adapter, whose kernel choices differ from llvmpipe's."""
+    return "swiftshader" in " ".join(str(v) for v in info.values()).lower()
+
+
 def broadcast_strides(shape, strides, target) -> list:
     """Strides that read a view of (``shape``, ``strides``) broadcast to ``target``
     (numpy's rules, already checked by the op): 0 for the new leading dims and for

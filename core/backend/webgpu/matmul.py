@@ -21,7 +21,8 @@ import numpy as np
 from ...kernels import Elementwise, Program
 from .array import contiguous_strides
 from . import elementwise, fused, geometry, large
-from .geometry import FLOATS, broadcast_strides, coalesce, dtype_of, is_cpu_adapter, kind_of, stored_kind
+from .geometry import (FLOATS, broadcast_strides, coalesce, dtype_of, is_cpu_adapter, is_swiftshader, kind_of,
+                       stored_kind)
 from .reduce import LOOP_TRIP_LIMIT
 
 FILE = "matmul.wgsl"
@@ -105,7 +106,7 @@ def choose_blocking(backend, m: int, n: int) -> Blocking:
     info = getattr(backend.device, "adapter_info", None) or {}
     if not is_cpu_adapter(info):
         return TILED
-    if "swiftshader" in " ".join(str(v) for v in info.values()).lower():
+    if is_swiftshader(info):
         return SMALL if m * n < 64 * 128 else FOUR
     return NARROW if n <= 2 * NARROW.cols else REGISTER
 
