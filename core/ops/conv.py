@@ -112,7 +112,10 @@ def _box(taps):
 
 def _sum(arrays, out):
     """The arrays' sum, written into ``out``."""
-    np.add(arrays[0], arrays[1], out=out) if len(arrays) > 1 else np.copyto(out, arrays[0])
+    if len(arrays) == 1:
+        np.copyto(out, arrays[0])
+    else:
+        np.add(arrays[0], arrays[1], out=out)
     for more in arrays[2:]:
         out += more
     return out
@@ -140,10 +143,12 @@ def _depthwise_numpy(x, w, out_hw, stride, padding, dilation):
                 continue
             for i in range(kh):
                 for j in range(kw):
-                    np.copyto(part, x[b0:b1, :, i * dh:i * dh + sh * (ho - 1) + 1:sh,
+                    term = part if i or j else total  # the first offset's term starts the total
+                    np.copyto(term, x[b0:b1, :, i * dh:i * dh + sh * (ho - 1) + 1:sh,
                                       j * dw:j * dw + sw * (wo - 1) + 1:sw])
-                    part *= taps[:, i, j]
-                    np.add(total, part, out=total) if i or j else np.copyto(total, part)
+                    term *= taps[:, i, j]
+                    if i or j:
+                        total += part
     _over_blocks(n, x[0].size + out[0].size, out.size * kh * kw, max(x.size, out.size), run)
     return out
 
@@ -170,7 +175,10 @@ def _depthwise_backward_input(g, w, input_hw, stride, padding, dilation):
                     if not box or not (i or j):
                         np.multiply(g[b0:b1], taps[:, i, j], out=part)
                     into = gx[b0:b1, :, i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw]
-                    np.copyto(into, part) if disjoint else np.add(into, part, out=into)
+                    if disjoint:
+                        np.copyto(into, part)
+                    else:
+                        into += part
     _over_blocks(n, g[0].size + gx[0].size, g.size * kh * kw, max(g.size, gx.size), run)
     return gx[:, :, top:top + input_hw[0], left:left + input_hw[1]]
 

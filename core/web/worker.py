@@ -315,13 +315,13 @@ async def _answer(work: Any, where: str) -> dict:
     """A run's or call's answer: its own, or its error described (KeyboardInterrupt included).
     After an interrupt, webgrad's grad and autocast modes are put back as the run found them: the
     signal may land between a ``with no_grad()`` block's switch and its undo (a demo's Stop did)."""
-    modes = grad_modes(), autocasting.thread_state()
+    grad_state, autocast_state = grad_modes(), autocasting.thread_state()
     try:
         return await _stoppable(work)
     except BaseException as error:  # noqa: B036 (KeyboardInterrupt and SystemExit are reported too)
         if isinstance(error, KeyboardInterrupt):
-            restore_grad_modes(modes[0])
-            autocasting.restore_thread_state(modes[1])
+            restore_grad_modes(grad_state)
+            autocasting.restore_thread_state(autocast_state)
         return describe_error(error, where)
     finally:
         for stream in (sys.stdout, sys.stderr):
