@@ -5,7 +5,9 @@ twice from the same initial weights and batches, with seconds per step.
     python bench/amp_train.py [--device webgpu] [--dtype float16|bfloat16]
 
 Autocast follows torch's lists (webgrad/ops/autocasting.py): products in the reduced dtype,
-softmax, layer_norm, losses in float32, GradScaler scaling the loss as torch's AMP recipe.
+softmax, layer_norm, losses in float32, GradScaler scaling the loss. Each step is torch's AMP
+recipe: zero_grad, the forward under autocast, scaled backward, scaler.step, scaler.update
+(zeroing first frees the last step's gradients before the forward, not after it).
 Measure with OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset (see bench/mlp_step.py).
 """
 from __future__ import annotations
@@ -31,9 +33,9 @@ def digits_mlp(device, dtype, amp: bool, epochs=15, batch=64):
     for _ in range(epochs):
         for idx in np.array_split(order.permutation(len(y)), len(y) // batch):
             index = webgrad.tensor(idx, device=device)
+            opt.zero_grad()
             with webgrad.autocast(device, dtype=dtype, enabled=amp):
                 loss = nn.functional.cross_entropy(model(x[index]), y[index])
-            opt.zero_grad()
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
@@ -73,10 +75,10 @@ def char_transformer(device, dtype, amp: bool, steps=150, batch=16, context=32):
         starts = rng.integers(0, len(ids) - context - 1, batch)
         xb = webgrad.tensor(np.stack([ids[s:s + context] for s in starts]), device=device)
         yb = webgrad.tensor(np.stack([ids[s + 1:s + context + 1] for s in starts]), device=device)
+        opt.zero_grad()
         with webgrad.autocast(device, dtype=dtype, enabled=amp):
             logits = model(xb)
             loss = nn.functional.cross_entropy(logits.reshape(-1, len(vocab)), yb.reshape(-1))
-        opt.zero_grad()
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()

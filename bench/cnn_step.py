@@ -39,7 +39,11 @@ def seconds_per_call(fn, number: int) -> float:
 
 # Seconds of rest before each candidate's turn: a framework's idle threads may spin for a
 # while after its last parallel call (OpenBLAS's for about 0.1 s), taking the cores the next
-# candidate would use.
+# candidate would use. The rest leaves this VM's cores cold, though: the first step after it
+# ran 15-30 ms slower than the next ones (48 ms) for webgrad at 2 threads, whose workers wait
+# blocked, and ~1 ms for torch, whose workers spin; a short busy loop instead of that step
+# removed the difference. So each turn starts with one untimed call, as a training loop's
+# steps follow one another.
 COOL_DOWN = 0.3
 
 
@@ -52,6 +56,7 @@ def alternated(candidates: dict, rounds: int = 3, number: int = 5) -> dict:
     for _ in range(rounds):
         for name, fn in candidates.items():
             time.sleep(COOL_DOWN)
+            fn()
             runs[name].append(seconds_per_call(fn, number))
     return {name: statistics.median(times) for name, times in runs.items()}
 

@@ -244,7 +244,7 @@ def test_webgpu_half_conv2d_reads_its_inputs_as_stored(monkeypatch, widening_cop
 
 
 @requires_webgpu
-@pytest.mark.parametrize("variant", ["register", "tiled", "four"])
+@pytest.mark.parametrize("variant", ["register", "tiled", "eight"])
 @pytest.mark.parametrize("kind", ["bf16", "f16p"])
 def test_webgpu_matmul_reads_packed_16_bit_floats(monkeypatch, widening_copies, kind, variant):
     """bfloat16, and float16 packed two to a word (an adapter without 'shader-f16'), are multiplied as

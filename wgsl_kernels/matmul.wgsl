@@ -42,7 +42,7 @@
 //   stages TILE_K columns of its rows of A and TILE_K rows of its columns of B
 //   in workgroup memory (zero-filled past the edges), then every thread
 //   accumulates its block from there.
-// - matmul_4x4: one 4 x 4 block a thread, no private arrays, for SwiftShader (below).
+// - matmul_4x4: one or two 4 x 4 blocks a thread, no private arrays, for SwiftShader (below).
 // Edge tiles: the register kernel clamps rows and columns into range for its
 // loads (the extra results are never stored); stores skip elements outside C.
 
@@ -65,7 +65,8 @@ struct Params {
 
 override WG_X: u32 = 8u;         // threads along N
 override WG_Y: u32 = 8u;         // threads along M
-override TM: u32 = 4u;           // rows of C per thread (matmul: 1 .. MAX_TM, matmul_tiled: 1 .. TILED_MAX_TM)
+override TM: u32 = 4u;           // rows of C per thread (matmul: 1 .. MAX_TM, matmul_tiled: 1 .. TILED_MAX_TM,
+                                 // matmul_4x4: 4 or 8)
 override TN4: u32 = 1u;          // vec4s of columns of C per thread (1 .. MAX_TN4, matmul_tiled: 1 .. TILED_MAX_TN4)
 override TILE_K: u32 = 16u;      // matmul_tiled: depth of the staged tiles
 override A_VEC: u32 = 0u;        // 0 element reads, 1 vec4 along k (stride_ak = 1), 2 vec4 along m (stride_am = 1)
@@ -244,14 +245,15 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
 }
 
-// matmul_4x4: for SwiftShader (Chromium's CPU adapter) on larger products. Each thread
-// computes one 4 x 4 block of C, in four vec4 accumulators and no private arrays (the
-// register kernel's arrays are sized for its largest blocking). Where A's rows are contiguous
-// along K (A_VEC == 1) and B's along N (B_VEC == 1) it walks K four steps at a time, a vec4 of
-// each operand per row (8 reads for 64 multiply-adds; in Chromium 1024 x 1024 took 757-769 ms,
-// 1407 one step at a time); the rest one step at a time: element reads of A, a vec4 of B where
-// B_VEC == 1, else four elements. Big workgroups (WG_X x WG_Y threads) keep SwiftShader's lanes
-// busy. Rows and columns past the edge are clamped for loads, as in matmul.
+// matmul_4x4: for SwiftShader (Chromium's CPU adapter). Each thread computes TM = 4 or 8 rows
+// by 4 columns of C, one or two 4 x 4 blocks sharing their reads of B, in vec4 accumulators and
+// no private arrays (SwiftShader keeps those in memory). Where A's rows are contiguous along K
+// (A_VEC == 1) and B's along N (B_VEC == 1) it walks K four steps at a time, a vec4 of each
+// operand per row (8 reads for 64 multiply-adds with 4 rows, 12 for 128 with 8; in Chromium
+// 1024 x 1024 took 1407 ms one step at a time, 757-769 four at a time, 637-644 with 8 rows);
+// the rest one step at a time: element reads of A, a vec4 of B where B_VEC == 1, else four
+// elements. Big workgroups (WG_X x WG_Y threads) keep SwiftShader's lanes busy. Rows and
+// columns past the edge are clamped for loads, as in matmul.
 @compute @workgroup_size(WG_X, WG_Y)
 fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -260,12 +262,17 @@ fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   let at = place(w);
   let m = p.dims.x;
   let n = p.dims.y;
-  let row0 = (at.tile_m * WG_Y + lid.y) * 4u;
+  let row0 = (at.tile_m * WG_Y + lid.y) * TM;
   let col0 = (at.tile_n * WG_X + lid.x) * 4u;
   let a0 = at.a_base + i32(min(row0, m - 1u)) * p.strides.x;
   let a1 = at.a_base + i32(min(row0 + 1u, m - 1u)) * p.strides.x;
   let a2 = at.a_base + i32(min(row0 + 2u, m - 1u)) * p.strides.x;
   let a3 = at.a_base + i32(min(row0 + 3u, m - 1u)) * p.strides.x;
+  // TM == 8: a second 4 x 4 block below the first, sharing its reads of B
+  let a4 = at.a_base + i32(min(row0 + 4u, m - 1u)) * p.strides.x;
+  let a5 = at.a_base + i32(min(row0 + 5u, m - 1u)) * p.strides.x;
+  let a6 = at.a_base + i32(min(row0 + 6u, m - 1u)) * p.strides.x;
+  let a7 = at.a_base + i32(min(row0 + 7u, m - 1u)) * p.strides.x;
   let b0 = at.b_base + i32(min(col0, n - 1u)) * p.strides.w;
   let b1 = at.b_base + i32(min(col0 + 1u, n - 1u)) * p.strides.w;
   let b2 = at.b_base + i32(min(col0 + 2u, n - 1u)) * p.strides.w;
@@ -275,6 +282,10 @@ fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   var c1 = vec4<T>();
   var c2 = vec4<T>();
   var c3 = vec4<T>();
+  var c4 = vec4<T>();
+  var c5 = vec4<T>();
+  var c6 = vec4<T>();
+  var c7 = vec4<T>();
   var k0 = 0u;
   if (A_VEC == 1u && B_VEC == 1u) {
     // Four steps of K at once: a vec4 of each row of A (stride_ak = 1) and four rows of B.
@@ -294,6 +305,16 @@ fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
       c1 = c1 + r1.x * q0 + r1.y * q1 + r1.z * q2 + r1.w * q3;
       c2 = c2 + r2.x * q0 + r2.y * q1 + r2.z * q2 + r2.w * q3;
       c3 = c3 + r3.x * q0 + r3.y * q1 + r3.z * q2 + r3.w * q3;
+      if (TM == 8u) {
+        let r4 = a_vec(a4 + ka);
+        let r5 = a_vec(a5 + ka);
+        let r6 = a_vec(a6 + ka);
+        let r7 = a_vec(a7 + ka);
+        c4 = c4 + r4.x * q0 + r4.y * q1 + r4.z * q2 + r4.w * q3;
+        c5 = c5 + r5.x * q0 + r5.y * q1 + r5.z * q2 + r5.w * q3;
+        c6 = c6 + r6.x * q0 + r6.y * q1 + r6.z * q2 + r6.w * q3;
+        c7 = c7 + r7.x * q0 + r7.y * q1 + r7.z * q2 + r7.w * q3;
+      }
     }
   }
   for (var k = k0; k < p.dims.z; k = k + 1u) {
@@ -309,11 +330,23 @@ fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     c1 = c1 + a_at(a1 + ka) * bv;
     c2 = c2 + a_at(a2 + ka) * bv;
     c3 = c3 + a_at(a3 + ka) * bv;
+    if (TM == 8u) {
+      c4 = c4 + a_at(a4 + ka) * bv;
+      c5 = c5 + a_at(a5 + ka) * bv;
+      c6 = c6 + a_at(a6 + ka) * bv;
+      c7 = c7 + a_at(a7 + ka) * bv;
+    }
   }
   store4(c0, at.batch, row0, col0);
   store4(c1, at.batch, row0 + 1u, col0);
   store4(c2, at.batch, row0 + 2u, col0);
   store4(c3, at.batch, row0 + 3u, col0);
+  if (TM == 8u) {
+    store4(c4, at.batch, row0 + 4u, col0);
+    store4(c5, at.batch, row0 + 5u, col0);
+    store4(c6, at.batch, row0 + 6u, col0);
+    store4(c7, at.batch, row0 + 7u, col0);
+  }
 }
 
 // matmul_tiled: a_tile[kk * (BM + 1) + r] = A[tile row r, k + kk] and
