@@ -128,6 +128,8 @@ CUSTOM_BLOCKINGS = [
     gpu_matmul.Blocking("matmul_tiled", wg_x=4, wg_y=2, tm=2, tn4=2, tile_k=4),  # several k steps
     gpu_matmul.Blocking("matmul_4x4", wg_x=2, wg_y=2, tm=4),  # k four at a time where A's rows allow, then one
     gpu_matmul.Blocking("matmul_4x4", wg_x=2, wg_y=1, tm=8),  # two 4 x 4 blocks a thread; rows past m clamped
+    gpu_matmul.Blocking("matmul_4x4", wg_x=1, wg_y=2, tm=4, tn4=2),  # side by side; columns past n clamped
+    gpu_matmul.Blocking("matmul_4x4", wg_x=1, wg_y=1, tm=8, tn4=2),  # four
 ]
 
 
@@ -244,12 +246,10 @@ def test_choose_blocking(monkeypatch):
     monkeypatch.setattr(gpu_matmul, "VARIANT", None)
     assert gpu_matmul.choose_blocking(Backend, 64, 128) is gpu_matmul.REGISTER
     assert gpu_matmul.choose_blocking(Backend, 64, 64) is gpu_matmul.NARROW  # most of REGISTER's columns would idle
-    assert gpu_matmul.choose_blocking(Backend, 10, 128) is gpu_matmul.REGISTER  # SMALL is for SwiftShader only
+    assert gpu_matmul.choose_blocking(Backend, 10, 128) is gpu_matmul.REGISTER  # EIGHT is for SwiftShader only
     Device.adapter_info = {"vendor": "google", "architecture": "swiftshader", "device": "", "adapter_type": ""}
-    assert gpu_matmul.choose_blocking(Backend, 64, 512) is gpu_matmul.EIGHT  # 8 x 4 blocks, big workgroups
-    assert gpu_matmul.choose_blocking(Backend, 128, 64) is gpu_matmul.EIGHT
-    assert gpu_matmul.choose_blocking(Backend, 64, 10) is gpu_matmul.SMALL  # several workgroups for a small product
-    assert gpu_matmul.choose_blocking(Backend, 10, 128) is gpu_matmul.SMALL
+    assert gpu_matmul.choose_blocking(Backend, 64, 512) is gpu_matmul.EIGHT  # 8 x 8 blocks in plain variables
+    assert gpu_matmul.choose_blocking(Backend, 64, 10) is gpu_matmul.EIGHT
     Device.adapter_info = {"device": "NVIDIA H200", "adapter_type": "DiscreteGPU"}
     assert gpu_matmul.choose_blocking(Backend, 64, 10) is gpu_matmul.TILED
     monkeypatch.setattr(gpu_matmul, "VARIANT", "register")
@@ -257,7 +257,7 @@ def test_choose_blocking(monkeypatch):
     monkeypatch.setattr(gpu_matmul, "VARIANT", "fast")
     with pytest.raises(ValueError, match="unknown variant"):
         gpu_matmul.choose_blocking(Backend, 64, 10)
-    with pytest.raises(ValueError, match="matmul_4x4 computes 4 x 4 or 8 x 4 blocks, got 6 x 4"):
+    with pytest.raises(ValueError, match="matmul_4x4 computes 4 or 8 rows by 4 or 8 columns, got 6 x 4"):
         gpu_matmul.Blocking("matmul_4x4", wg_x=4, wg_y=4, tm=6)
 
 

@@ -67,7 +67,8 @@ override WG_X: u32 = 8u;         // threads along N
 override WG_Y: u32 = 8u;         // threads along M
 override TM: u32 = 4u;           // rows of C per thread (matmul: 1 .. MAX_TM, matmul_tiled: 1 .. TILED_MAX_TM,
                                  // matmul_4x4: 4 or 8)
-override TN4: u32 = 1u;          // vec4s of columns of C per thread (1 .. MAX_TN4, matmul_tiled: 1 .. TILED_MAX_TN4)
+override TN4: u32 = 1u;          // vec4s of columns of C per thread (1 .. MAX_TN4, matmul_tiled: 1 .. TILED_MAX_TN4,
+                                 // matmul_4x4: 1 or 2)
 override TILE_K: u32 = 16u;      // matmul_tiled: depth of the staged tiles
 override A_VEC: u32 = 0u;        // 0 element reads, 1 vec4 along k (stride_ak = 1), 2 vec4 along m (stride_am = 1)
 override B_VEC: u32 = 0u;        // 0 element reads, 1 vec4 along n (stride_bn = 1), 2 vec4 along k (stride_bk = 1)
@@ -245,15 +246,26 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
 }
 
-// matmul_4x4: for SwiftShader (Chromium's CPU adapter). Each thread computes TM = 4 or 8 rows
-// by 4 columns of C, one or two 4 x 4 blocks sharing their reads of B, in vec4 accumulators and
-// no private arrays (SwiftShader keeps those in memory). Where A's rows are contiguous along K
-// (A_VEC == 1) and B's along N (B_VEC == 1) it walks K four steps at a time, a vec4 of each
-// operand per row (8 reads for 64 multiply-adds with 4 rows, 12 for 128 with 8; in Chromium
-// 1024 x 1024 took 1407 ms one step at a time, 757-769 four at a time, 637-644 with 8 rows);
-// the rest one step at a time: element reads of A, a vec4 of B where B_VEC == 1, else four
-// elements. Big workgroups (WG_X x WG_Y threads) keep SwiftShader's lanes busy. Rows and
-// columns past the edge are clamped for loads, as in matmul.
+// matmul_4x4: for SwiftShader (Chromium's CPU adapter). Each thread computes TM = 4 or 8 rows by
+// 4 * TN4 = 4 or 8 columns of C: up to four 4 x 4 blocks, in vec4 accumulators and no private
+// arrays (SwiftShader keeps those in memory). Where A's rows are contiguous along K (A_VEC == 1)
+// and B's along N (B_VEC == 1) it walks K four steps at a time, a vec4 of each operand per row
+// and column quad: 8 reads for 64 multiply-adds with one block, 16 for 256 with four. In Chromium
+// 1024 x 1024 took 1407 ms one step at a time, 757-769 four at a time with one block, 637-644
+// with two (8 x 4), 504-531 with four (8 x 8). The rest goes one step at a time: element reads
+// of A, a vec4 of B where B_VEC == 1, else four elements. Rows and columns past the edge are
+// clamped for loads, as in matmul.
+fn rank4(c: vec4<T>, r: vec4<T>, q0: vec4<T>, q1: vec4<T>, q2: vec4<T>, q3: vec4<T>) -> vec4<T> {
+  return c + r.x * q0 + r.y * q1 + r.z * q2 + r.w * q3;  // c + the row r of A times four rows of B
+}
+
+fn b_quad_at(b0: i32, b1: i32, b2: i32, b3: i32, quad: i32, kb: i32) -> vec4<T> {
+  if (B_VEC == 1u) {
+    return b_vec(quad + kb);
+  }
+  return vec4<T>(b_at(b0 + kb), b_at(b1 + kb), b_at(b2 + kb), b_at(b3 + kb));
+}
+
 @compute @workgroup_size(WG_X, WG_Y)
 fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -262,23 +274,30 @@ fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   let at = place(w);
   let m = p.dims.x;
   let n = p.dims.y;
+  let sam = p.strides.x;
+  let sbn = p.strides.w;
   let row0 = (at.tile_m * WG_Y + lid.y) * TM;
-  let col0 = (at.tile_n * WG_X + lid.x) * 4u;
-  let a0 = at.a_base + i32(min(row0, m - 1u)) * p.strides.x;
-  let a1 = at.a_base + i32(min(row0 + 1u, m - 1u)) * p.strides.x;
-  let a2 = at.a_base + i32(min(row0 + 2u, m - 1u)) * p.strides.x;
-  let a3 = at.a_base + i32(min(row0 + 3u, m - 1u)) * p.strides.x;
-  // TM == 8: a second 4 x 4 block below the first, sharing its reads of B
-  let a4 = at.a_base + i32(min(row0 + 4u, m - 1u)) * p.strides.x;
-  let a5 = at.a_base + i32(min(row0 + 5u, m - 1u)) * p.strides.x;
-  let a6 = at.a_base + i32(min(row0 + 6u, m - 1u)) * p.strides.x;
-  let a7 = at.a_base + i32(min(row0 + 7u, m - 1u)) * p.strides.x;
-  let b0 = at.b_base + i32(min(col0, n - 1u)) * p.strides.w;
-  let b1 = at.b_base + i32(min(col0 + 1u, n - 1u)) * p.strides.w;
-  let b2 = at.b_base + i32(min(col0 + 2u, n - 1u)) * p.strides.w;
-  let b3 = at.b_base + i32(min(col0 + 3u, n - 1u)) * p.strides.w;
-  let b_quad = at.b_base + i32(min(col0, (n - 1u) & ~3u));
-  var c0 = vec4<T>();
+  let col0 = (at.tile_n * WG_X + lid.x) * 4u * TN4;
+  // rows 4..7 (TM == 8) and columns 4..7 (TN4 == 2) are the second block each way
+  let a0 = at.a_base + i32(min(row0, m - 1u)) * sam;
+  let a1 = at.a_base + i32(min(row0 + 1u, m - 1u)) * sam;
+  let a2 = at.a_base + i32(min(row0 + 2u, m - 1u)) * sam;
+  let a3 = at.a_base + i32(min(row0 + 3u, m - 1u)) * sam;
+  let a4 = at.a_base + i32(min(row0 + 4u, m - 1u)) * sam;
+  let a5 = at.a_base + i32(min(row0 + 5u, m - 1u)) * sam;
+  let a6 = at.a_base + i32(min(row0 + 6u, m - 1u)) * sam;
+  let a7 = at.a_base + i32(min(row0 + 7u, m - 1u)) * sam;
+  let b0 = at.b_base + i32(min(col0, n - 1u)) * sbn;
+  let b1 = at.b_base + i32(min(col0 + 1u, n - 1u)) * sbn;
+  let b2 = at.b_base + i32(min(col0 + 2u, n - 1u)) * sbn;
+  let b3 = at.b_base + i32(min(col0 + 3u, n - 1u)) * sbn;
+  let b4 = at.b_base + i32(min(col0 + 4u, n - 1u)) * sbn;
+  let b5 = at.b_base + i32(min(col0 + 5u, n - 1u)) * sbn;
+  let b6 = at.b_base + i32(min(col0 + 6u, n - 1u)) * sbn;
+  let b7 = at.b_base + i32(min(col0 + 7u, n - 1u)) * sbn;
+  let quad0 = at.b_base + i32(min(col0, (n - 1u) & ~3u));  // B_VEC == 1: where each column quad starts
+  let quad1 = at.b_base + i32(min(col0 + 4u, (n - 1u) & ~3u));
+  var c0 = vec4<T>();  // c_i: row i, columns col0 .. col0 + 3
   var c1 = vec4<T>();
   var c2 = vec4<T>();
   var c3 = vec4<T>();
@@ -286,66 +305,127 @@ fn matmul_4x4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
   var c5 = vec4<T>();
   var c6 = vec4<T>();
   var c7 = vec4<T>();
+  var d0 = vec4<T>();  // d_i: row i, columns col0 + 4 .. col0 + 7
+  var d1 = vec4<T>();
+  var d2 = vec4<T>();
+  var d3 = vec4<T>();
+  var d4 = vec4<T>();
+  var d5 = vec4<T>();
+  var d6 = vec4<T>();
+  var d7 = vec4<T>();
   var k0 = 0u;
   if (A_VEC == 1u && B_VEC == 1u) {
     // Four steps of K at once: a vec4 of each row of A (stride_ak = 1) and four rows of B.
     let sbk = p.strides.z;
     for (; k0 < (p.dims.z & ~3u); k0 = k0 + 4u) {
       let ka = i32(k0);
-      let kb = b_quad + ka * sbk;
-      let q0 = b_vec(kb);
-      let q1 = b_vec(kb + sbk);
-      let q2 = b_vec(kb + 2 * sbk);
-      let q3 = b_vec(kb + 3 * sbk);
+      let kb = ka * sbk;
+      let q0 = b_vec(quad0 + kb);
+      let q1 = b_vec(quad0 + kb + sbk);
+      let q2 = b_vec(quad0 + kb + 2 * sbk);
+      let q3 = b_vec(quad0 + kb + 3 * sbk);
+      var s0 = vec4<T>();
+      var s1 = vec4<T>();
+      var s2 = vec4<T>();
+      var s3 = vec4<T>();
+      if (TN4 == 2u) {
+        s0 = b_vec(quad1 + kb);
+        s1 = b_vec(quad1 + kb + sbk);
+        s2 = b_vec(quad1 + kb + 2 * sbk);
+        s3 = b_vec(quad1 + kb + 3 * sbk);
+      }
       let r0 = a_vec(a0 + ka);
       let r1 = a_vec(a1 + ka);
       let r2 = a_vec(a2 + ka);
       let r3 = a_vec(a3 + ka);
-      c0 = c0 + r0.x * q0 + r0.y * q1 + r0.z * q2 + r0.w * q3;
-      c1 = c1 + r1.x * q0 + r1.y * q1 + r1.z * q2 + r1.w * q3;
-      c2 = c2 + r2.x * q0 + r2.y * q1 + r2.z * q2 + r2.w * q3;
-      c3 = c3 + r3.x * q0 + r3.y * q1 + r3.z * q2 + r3.w * q3;
+      c0 = rank4(c0, r0, q0, q1, q2, q3);
+      c1 = rank4(c1, r1, q0, q1, q2, q3);
+      c2 = rank4(c2, r2, q0, q1, q2, q3);
+      c3 = rank4(c3, r3, q0, q1, q2, q3);
+      if (TN4 == 2u) {
+        d0 = rank4(d0, r0, s0, s1, s2, s3);
+        d1 = rank4(d1, r1, s0, s1, s2, s3);
+        d2 = rank4(d2, r2, s0, s1, s2, s3);
+        d3 = rank4(d3, r3, s0, s1, s2, s3);
+      }
       if (TM == 8u) {
         let r4 = a_vec(a4 + ka);
         let r5 = a_vec(a5 + ka);
         let r6 = a_vec(a6 + ka);
         let r7 = a_vec(a7 + ka);
-        c4 = c4 + r4.x * q0 + r4.y * q1 + r4.z * q2 + r4.w * q3;
-        c5 = c5 + r5.x * q0 + r5.y * q1 + r5.z * q2 + r5.w * q3;
-        c6 = c6 + r6.x * q0 + r6.y * q1 + r6.z * q2 + r6.w * q3;
-        c7 = c7 + r7.x * q0 + r7.y * q1 + r7.z * q2 + r7.w * q3;
+        c4 = rank4(c4, r4, q0, q1, q2, q3);
+        c5 = rank4(c5, r5, q0, q1, q2, q3);
+        c6 = rank4(c6, r6, q0, q1, q2, q3);
+        c7 = rank4(c7, r7, q0, q1, q2, q3);
+        if (TN4 == 2u) {
+          d4 = rank4(d4, r4, s0, s1, s2, s3);
+          d5 = rank4(d5, r5, s0, s1, s2, s3);
+          d6 = rank4(d6, r6, s0, s1, s2, s3);
+          d7 = rank4(d7, r7, s0, s1, s2, s3);
+        }
       }
     }
   }
   for (var k = k0; k < p.dims.z; k = k + 1u) {
     let ka = i32(k) * p.strides.y;
     let kb = i32(k) * p.strides.z;
-    var bv: vec4<T>;
-    if (B_VEC == 1u) {
-      bv = b_vec(b_quad + kb);
-    } else {
-      bv = vec4<T>(b_at(b0 + kb), b_at(b1 + kb), b_at(b2 + kb), b_at(b3 + kb));
+    let bv = b_quad_at(b0, b1, b2, b3, quad0, kb);
+    var bw = vec4<T>();
+    if (TN4 == 2u) {
+      bw = b_quad_at(b4, b5, b6, b7, quad1, kb);
     }
-    c0 = c0 + a_at(a0 + ka) * bv;
-    c1 = c1 + a_at(a1 + ka) * bv;
-    c2 = c2 + a_at(a2 + ka) * bv;
-    c3 = c3 + a_at(a3 + ka) * bv;
+    let x0 = a_at(a0 + ka);
+    let x1 = a_at(a1 + ka);
+    let x2 = a_at(a2 + ka);
+    let x3 = a_at(a3 + ka);
+    c0 = c0 + x0 * bv;
+    c1 = c1 + x1 * bv;
+    c2 = c2 + x2 * bv;
+    c3 = c3 + x3 * bv;
+    if (TN4 == 2u) {
+      d0 = d0 + x0 * bw;
+      d1 = d1 + x1 * bw;
+      d2 = d2 + x2 * bw;
+      d3 = d3 + x3 * bw;
+    }
     if (TM == 8u) {
-      c4 = c4 + a_at(a4 + ka) * bv;
-      c5 = c5 + a_at(a5 + ka) * bv;
-      c6 = c6 + a_at(a6 + ka) * bv;
-      c7 = c7 + a_at(a7 + ka) * bv;
+      let x4 = a_at(a4 + ka);
+      let x5 = a_at(a5 + ka);
+      let x6 = a_at(a6 + ka);
+      let x7 = a_at(a7 + ka);
+      c4 = c4 + x4 * bv;
+      c5 = c5 + x5 * bv;
+      c6 = c6 + x6 * bv;
+      c7 = c7 + x7 * bv;
+      if (TN4 == 2u) {
+        d4 = d4 + x4 * bw;
+        d5 = d5 + x5 * bw;
+        d6 = d6 + x6 * bw;
+        d7 = d7 + x7 * bw;
+      }
     }
   }
   store4(c0, at.batch, row0, col0);
   store4(c1, at.batch, row0 + 1u, col0);
   store4(c2, at.batch, row0 + 2u, col0);
   store4(c3, at.batch, row0 + 3u, col0);
+  if (TN4 == 2u) {
+    store4(d0, at.batch, row0, col0 + 4u);
+    store4(d1, at.batch, row0 + 1u, col0 + 4u);
+    store4(d2, at.batch, row0 + 2u, col0 + 4u);
+    store4(d3, at.batch, row0 + 3u, col0 + 4u);
+  }
   if (TM == 8u) {
     store4(c4, at.batch, row0 + 4u, col0);
     store4(c5, at.batch, row0 + 5u, col0);
     store4(c6, at.batch, row0 + 6u, col0);
     store4(c7, at.batch, row0 + 7u, col0);
+    if (TN4 == 2u) {
+      store4(d4, at.batch, row0 + 4u, col0 + 4u);
+      store4(d5, at.batch, row0 + 5u, col0 + 4u);
+      store4(d6, at.batch, row0 + 6u, col0 + 4u);
+      store4(d7, at.batch, row0 + 7u, col0 + 4u);
+    }
   }
 }
 

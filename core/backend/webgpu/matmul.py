@@ -6,7 +6,7 @@ the vjp, a slice, an expanded batch dim); only the output is new. Three kernels:
 - ``register``: each thread keeps a block of C (16 x 16 here, 8 x 8 for narrow
   outputs) in private arrays, reads A and B as vec4s where their strides allow, and
   uses no workgroup memory. Chosen on llvmpipe, where barriers are very slow.
-- ``matmul_4x4``: one or two 4 x 4 blocks a thread in plain vec4 variables, for
+- ``matmul_4x4``: one to four 4 x 4 blocks a thread in plain vec4 variables, for
   SwiftShader, which keeps private arrays in memory.
 - ``tiled``: shared-memory tiling, chosen on real GPUs.
 
@@ -36,7 +36,7 @@ ADD = Elementwise("a + b")  # the partial products of a product split along its 
 KINDS = ("i32", *FLOATS)
 
 # Largest per-thread blocks the kernels hold (MAX_TM/MAX_TN4 and TILED_MAX_* in matmul.wgsl).
-LIMITS = {"matmul": (16, 4), "matmul_tiled": (8, 2), "matmul_4x4": (8, 1)}  # matmul_4x4: TM 4 or 8
+LIMITS = {"matmul": (16, 4), "matmul_tiled": (8, 2), "matmul_4x4": (8, 2)}  # matmul_4x4: TM 4 or 8, TN4 1 or 2
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,9 @@ class Blocking:
         if not (1 <= self.tm <= max_tm and 1 <= self.tn4 <= max_tn4):
             raise ValueError(f"matmul: {self.entry} holds at most {max_tm} x {4 * max_tn4} elements per thread, "
                              f"got {self.tm} x {4 * self.tn4}")
-        if self.entry == "matmul_4x4" and (self.tm, self.tn4) not in ((4, 1), (8, 1)):
-            raise ValueError(f"matmul: matmul_4x4 computes 4 x 4 or 8 x 4 blocks, got {self.tm} x {4 * self.tn4}")
+        if self.entry == "matmul_4x4" and (self.tm not in (4, 8) or self.tn4 not in (1, 2)):
+            raise ValueError(f"matmul: matmul_4x4 computes 4 or 8 rows by 4 or 8 columns, "
+                             f"got {self.tm} x {4 * self.tn4}")
 
     @property
     def rows(self) -> int:
@@ -79,31 +80,30 @@ REGISTER = Blocking("matmul", wg_x=8, wg_y=2, tm=16, tn4=4)
 # 64x10): SwiftShader 3.5 -> 1.1 ms, llvmpipe 0.43 -> 0.36 ms; wider outputs (64 x 128 and up)
 # stay faster with REGISTER on llvmpipe, and 256 x 256 and up on both.
 NARROW = Blocking("matmul", wg_x=4, wg_y=4, tm=8, tn4=2)
-# SwiftShader (Chromium's CPU adapter) on products under 64 x 128 outputs: matmul_4x4's 4 x 4
-# blocks in workgroups of 4 x 4 threads (16 x 16 of C), so that a small product still makes several
-# workgroups to spread over the cores. SwiftShader keeps the register kernel's private arrays
-# in memory (it does not unroll loops over TM and TN4): in Chromium the char transformer's
-# products (attention per head, 512-row weight gradients) took 877 ms over three steps with
-# 8 x 8 register blocks in 2 x 2 workgroups, 444 ms so; the digits MLP's step is the same.
-SMALL = Blocking("matmul_4x4", wg_x=4, wg_y=4, tm=4, tn4=1)
-# SwiftShader on larger products: 8 x 4 blocks (two 4 x 4 ones sharing their reads of B) in
-# workgroups of 16 x 8 threads (64 x 64 of C), no private arrays. In Chromium
-# (bench/browser_bench.py, one run each on this 2-core machine) matmul 256 / 512 / 1024 took
-# 90 / 949 / 4921 ms with REGISTER, 89 / 577 / 4915 with NARROW, 39 / 247 / 2041 with 4 x 4
-# blocks (8 x 8 workgroups: the same); jax-js 0.1.25's 4 x 4 kernel 24-30 / 170-250 / 1300-1720
-# in the same runs. With K walked four at a time (contiguous rows of A): 16-18 / 101-103 /
-# 757-769 ms, jax-js 15-17 / 112 / 810-814; with 8 x 4 blocks 11-12 / 85-89 / 637-644 ms against
-# 14-20 / 101-104 / 759-772 for 4 x 4 in the same page (16 x 16 workgroups: the same).
-EIGHT = Blocking("matmul_4x4", wg_x=16, wg_y=8, tm=8, tn4=1)
+# SwiftShader (Chromium's CPU adapter) runs matmul_4x4: plain vec4 accumulators, as it keeps the
+# register kernel's private arrays in memory (it does not unroll loops over TM and TN4), with
+# 8 x 8 blocks in workgroups of 2 x 2 threads (16 x 16 of C, so that a small product still makes
+# several workgroups to spread over the cores). In Chromium (bench/browser_bench.py, one run
+# each on this 2-core machine) matmul 256 / 512 / 1024 took 90 / 949 / 4921 ms with REGISTER,
+# 89 / 577 / 4915 with NARROW, 39 / 247 / 2041 with 4 x 4 blocks; jax-js 0.1.25's 4 x 4 kernel
+# 24-30 / 170-250 / 1300-1720 in the same runs. With K walked four at a time (contiguous rows of
+# A): 16-18 / 101-103 / 757-769 ms with 4 x 4 blocks, 11-13 / 81-89 / 635-687 with 8 x 4, 9-12 /
+# 66-80 / 497-531 with 8 x 8 (jax-js 14-15 / 112 / 808-814); workgroups of 2 x 2 to 16 x 16
+# threads all the same there. Smaller products (ms with 4 x 4 blocks in 4 x 4 workgroups / these):
+# (64, 32, 16) @ (64, 16, 32) 2.3-2.7 / 1.5-1.8, (64, 32, 32) @ (64, 32, 16) 2.0-2.4 / 1.2-1.6,
+# (512, 64) @ (64, 64) 2.4-2.5 / 1.6-1.7, (64, 512) @ (512, 64) 1.9-2.1 / 1.4, (64, 128) @ (128, 10)
+# 0.6-0.7 / 0.5-0.7. (The register kernel's 8 x 8 blocks in 2 x 2 workgroups took the char
+# transformer's products 877 ms over three steps, 4 x 4 blocks here 444 ms.)
+EIGHT = Blocking("matmul_4x4", wg_x=2, wg_y=2, tm=8, tn4=2)
 # A common choice for discrete GPUs: 64 x 64 tiles staged 16 deep, 4 x 4 per thread.
 TILED = Blocking("matmul_tiled", wg_x=16, wg_y=16, tm=4, tn4=1, tile_k=16)
-BLOCKINGS = {"register": REGISTER, "narrow": NARROW, "small": SMALL, "eight": EIGHT, "tiled": TILED}
+BLOCKINGS = {"register": REGISTER, "narrow": NARROW, "eight": EIGHT, "tiled": TILED}
 
 
 def choose_blocking(backend, m: int, n: int) -> Blocking:
-    """The forced ``VARIANT`` if any, else on SwiftShader SMALL for an ``m`` x ``n`` output
-    under 64 x 128 and EIGHT from there, on other CPU adapters register blocking (NARROW for
-    an output at most 64 columns wide), and shared-memory tiling on GPUs."""
+    """The forced ``VARIANT`` if any, else EIGHT on SwiftShader, on other CPU adapters register
+    blocking (NARROW for an ``m`` x ``n`` output at most 64 columns wide), and shared-memory
+    tiling on GPUs."""
     if VARIANT is not None:
         if VARIANT not in BLOCKINGS:
             raise ValueError(f"matmul: unknown variant {VARIANT!r}; use one of {sorted(BLOCKINGS)} or None")
@@ -112,7 +112,7 @@ def choose_blocking(backend, m: int, n: int) -> Blocking:
     if not is_cpu_adapter(info):
         return TILED
     if is_swiftshader(info):
-        return SMALL if m * n < 64 * 128 else EIGHT
+        return EIGHT
     return NARROW if n <= 2 * NARROW.cols else REGISTER
 
 
@@ -303,9 +303,8 @@ def _product(backend, a, b, shape, dtype, epilogue=None):
     constants = {"WG_X": blocking.wg_x, "WG_Y": blocking.wg_y, "TM": blocking.tm, "TN4": blocking.tn4}
     if blocking.entry == "matmul_tiled":
         constants["TILE_K"] = blocking.tile_k
-    elif blocking.entry == "matmul_4x4":  # its block is fixed: the workgroup's shape and B's reads
-        constants = {"WG_X": blocking.wg_x, "WG_Y": blocking.wg_y, "TM": blocking.tm, "A_VEC": 1 if a_mode == 1 else 0,
-                     "B_VEC": 1 if b_mode == 1 else 0}
+    elif blocking.entry == "matmul_4x4":  # vec4 reads along rows only (of A along k, of B along n)
+        constants.update(A_VEC=1 if a_mode == 1 else 0, B_VEC=1 if b_mode == 1 else 0)
     else:
         constants.update(A_VEC=a_mode, B_VEC=b_mode)
     grid = fold_grid(backend, total, label)
