@@ -182,13 +182,13 @@ def _force_path(monkeypatch, path):
 
 
 def test_product_rows_follow_the_adapter():
-    """SwiftShader takes a pass as a product from 64 rows per group, other adapters from 4."""
+    """SwiftShader takes a pass as a product from 16 rows per group, other adapters from 4."""
     from webgrad.backend.webgpu import conv as gpu_conv
 
     def backend(**info):
         return type("Backend", (), {"device": type("Device", (), {"adapter_info": info})})
 
-    assert gpu_conv.gemm_min_channels(backend(vendor="google", architecture="swiftshader")) == 64
+    assert gpu_conv.gemm_min_channels(backend(vendor="google", architecture="swiftshader")) == 16
     assert gpu_conv.gemm_min_channels(backend(device="llvmpipe (LLVM 15.0.6, 256 bits)", adapter_type="CPU")) == 4
     assert gpu_conv.gemm_min_channels(backend(device="NVIDIA H200", adapter_type="DiscreteGPU")) == 4
 

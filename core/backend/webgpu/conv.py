@@ -38,12 +38,12 @@ from .matmul import _product
 
 FILE = "conv.wgsl"
 GEMM_MIN_CHANNELS = 4  # fewer rows per group and the product's tiles are mostly idle
-# SwiftShader runs the direct kernel nearer its products: in Chromium each pass was faster direct
-# below 64 rows (3x3, padding 1, 32x32 images, batch 16; ms product / direct): forward 16->32
-# 192 / 156, 32->32 327 / 258, 64->32 671 / 507; backward_input 32->64 672 / 533; backward_weight
-# 64->32 1143 / 790. From 64 rows the products win: forward 32->64 339 / 530, backward_input
-# 64->32 344 / 554, backward_weight 32->64 688 / 848, 128->128 (16x16 images) 251 / 413.
-SWIFTSHADER_GEMM_MIN_CHANNELS = 64
+# SwiftShader runs the direct kernel nearer its products. With matmul's 4 x 4 blocks each pass was
+# faster direct below 64 rows in Chromium; with its 8 x 8 blocks the products win from 16 rows
+# (3x3, padding 1, 32x32 images, batch 16; ms direct / product): forward 16->32 158 / 97, 32->32
+# 269 / 178, 64->32 500 / 343; backward_input 32->32 268 / 179, 64->32 (32 rows) 517 / 345,
+# 32->16 (16 rows) 134 / 144; backward_weight 16->32 194 / 120, 32->32 393 / 234, 64->32 769 / 471.
+SWIFTSHADER_GEMM_MIN_CHANNELS = 16
 PRODUCT_MIN_MACS = 1 << 25
 MAX_COLUMN_BYTES = 1 << 27
 WORKGROUP = 64
