@@ -245,8 +245,8 @@ def test_choose_blocking(monkeypatch):
 
     monkeypatch.setattr(gpu_matmul, "VARIANT", None)
     assert gpu_matmul.choose_blocking(Backend, 64, 128) is gpu_matmul.REGISTER
-    assert gpu_matmul.choose_blocking(Backend, 64, 64) is gpu_matmul.NARROW  # most of REGISTER's columns would idle
-    assert gpu_matmul.choose_blocking(Backend, 10, 128) is gpu_matmul.REGISTER  # EIGHT is for SwiftShader only
+    assert gpu_matmul.choose_blocking(Backend, 64, 64) is gpu_matmul.EIGHT  # most of REGISTER's columns would idle
+    assert gpu_matmul.choose_blocking(Backend, 16, 512) is gpu_matmul.EIGHT  # and most of its rows here
     Device.adapter_info = {"vendor": "google", "architecture": "swiftshader", "device": "", "adapter_type": ""}
     assert gpu_matmul.choose_blocking(Backend, 64, 512) is gpu_matmul.EIGHT  # 8 x 8 blocks in plain variables
     assert gpu_matmul.choose_blocking(Backend, 64, 10) is gpu_matmul.EIGHT

@@ -246,15 +246,15 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
   }
 }
 
-// matmul_4x4: for SwiftShader (Chromium's CPU adapter). Each thread computes TM = 4 or 8 rows by
-// 4 * TN4 = 4 or 8 columns of C: up to four 4 x 4 blocks, in vec4 accumulators and no private
-// arrays (SwiftShader keeps those in memory). Where A's rows are contiguous along K (A_VEC == 1)
-// and B's along N (B_VEC == 1) it walks K four steps at a time, a vec4 of each operand per row
-// and column quad: 8 reads for 64 multiply-adds with one block, 16 for 256 with four. In Chromium
-// 1024 x 1024 took 1407 ms one step at a time, 757-769 four at a time with one block, 637-644
-// with two (8 x 4), 504-531 with four (8 x 8). The rest goes one step at a time: element reads
-// of A, a vec4 of B where B_VEC == 1, else four elements. Rows and columns past the edge are
-// clamped for loads, as in matmul.
+// matmul_4x4: for SwiftShader (Chromium's CPU adapter) and llvmpipe's smaller products. Each
+// thread computes TM = 4 or 8 rows by 4 * TN4 = 4 or 8 columns of C: up to four 4 x 4 blocks, in
+// vec4 accumulators and no private arrays (SwiftShader keeps those in memory). Where A's rows are
+// contiguous along K (A_VEC == 1) and B's along N (B_VEC == 1) it walks K four steps at a time,
+// a vec4 of each operand per row and column quad: 8 reads for 64 multiply-adds with one block,
+// 16 for 256 with four. In Chromium 1024 x 1024 took 1407 ms one step at a time, 757-769 four at
+// a time with one block, 637-644 with two (8 x 4), 504-531 with four (8 x 8). The rest goes one
+// step at a time: element reads of A, a vec4 of B where B_VEC == 1, else four elements. Rows and
+// columns past the edge are clamped for loads, as in matmul.
 fn rank4(c: vec4<T>, r: vec4<T>, q0: vec4<T>, q1: vec4<T>, q2: vec4<T>, q3: vec4<T>) -> vec4<T> {
   return c + r.x * q0 + r.y * q1 + r.z * q2 + r.w * q3;  // c + the row r of A times four rows of B
 }

@@ -3,11 +3,11 @@
 The operands are read in place through their strides (a transposed operand from
 the vjp, a slice, an expanded batch dim); only the output is new. Three kernels:
 
-- ``register``: each thread keeps a block of C (16 x 16 here, 8 x 8 for narrow
-  outputs) in private arrays, reads A and B as vec4s where their strides allow, and
-  uses no workgroup memory. Chosen on llvmpipe, where barriers are very slow.
+- ``register``: each thread keeps a 16 x 16 block of C in private arrays, reads A and
+  B as vec4s where their strides allow, and uses no workgroup memory. Chosen on
+  llvmpipe, where barriers are very slow.
 - ``matmul_4x4``: one to four 4 x 4 blocks a thread in plain vec4 variables, for
-  SwiftShader, which keeps private arrays in memory.
+  SwiftShader, which keeps private arrays in memory, and llvmpipe's smaller products.
 - ``tiled``: shared-memory tiling, chosen on real GPUs.
 
 ``VARIANT`` forces one blocking (tests run each on every adapter).
@@ -75,17 +75,12 @@ class Blocking:
 # CPU-second: 4 x 4 and 8 x 8 blocks ~5.5 GFLOP, 16 x 16 ~7.5, 32 x 16 no
 # better and 20x slower to compile.
 REGISTER = Blocking("matmul", wg_x=8, wg_y=2, tm=16, tn4=4)
-# Narrow outputs (n <= 64) would leave most of REGISTER's 128 columns idle: 8 x 8 blocks,
-# 32 x 32 per workgroup. Measured on the digits MLP's products (64x128 @ 128x10, 128x64 @
-# 64x10): SwiftShader 3.5 -> 1.1 ms, llvmpipe 0.43 -> 0.36 ms; wider outputs (64 x 128 and up)
-# stay faster with REGISTER on llvmpipe, and 256 x 256 and up on both.
-NARROW = Blocking("matmul", wg_x=4, wg_y=4, tm=8, tn4=2)
 # SwiftShader (Chromium's CPU adapter) runs matmul_4x4: plain vec4 accumulators, as it keeps the
 # register kernel's private arrays in memory (it does not unroll loops over TM and TN4), with
 # 8 x 8 blocks in workgroups of 2 x 2 threads (16 x 16 of C, so that a small product still makes
 # several workgroups to spread over the cores). In Chromium (bench/browser_bench.py, one run
 # each on this 2-core machine) matmul 256 / 512 / 1024 took 90 / 949 / 4921 ms with REGISTER,
-# 89 / 577 / 4915 with NARROW, 39 / 247 / 2041 with 4 x 4 blocks; jax-js 0.1.25's 4 x 4 kernel
+# 89 / 577 / 4915 with 8 x 8 register blocks, 39 / 247 / 2041 with 4 x 4 blocks; jax-js 0.1.25's 4 x 4 kernel
 # 24-30 / 170-250 / 1300-1720 in the same runs. With K walked four at a time (contiguous rows of
 # A): 16-18 / 101-103 / 757-769 ms with 4 x 4 blocks, 11-13 / 81-89 / 635-687 with 8 x 4, 9-12 /
 # 66-80 / 497-531 with 8 x 8 (jax-js 14-15 / 112 / 808-814); workgroups of 2 x 2 to 16 x 16
@@ -94,16 +89,22 @@ NARROW = Blocking("matmul", wg_x=4, wg_y=4, tm=8, tn4=2)
 # (512, 64) @ (64, 64) 2.4-2.5 / 1.6-1.7, (64, 512) @ (512, 64) 1.9-2.1 / 1.4, (64, 128) @ (128, 10)
 # 0.6-0.7 / 0.5-0.7. (The register kernel's 8 x 8 blocks in 2 x 2 workgroups took the char
 # transformer's products 877 ms over three steps, 4 x 4 blocks here 444 ms.)
+# On llvmpipe EIGHT also beats REGISTER where REGISTER's 32 x 128 tiles would be partly idle
+# (ms REGISTER / EIGHT): (64, 1024) @ (1024, 64) 2.0 / 1.0, (1024, 64) @ (64, 64) 2.2 / 1.2,
+# (16, 512) @ (512, 512) 2.1 / 1.0, (64, 32, 16) @ (64, 16, 32) 0.8-1.0 / 0.6-1.1 (8 x 8 register
+# blocks in 4 x 4 workgroups, used for outputs up to 64 columns before, took 1.5 / 1.8 / 2.9 / 0.9);
+# from 128 x 128 outputs they tie, and REGISTER is ahead from 256 x 256 (3.0 / 3.8 ms) to
+# 1024 x 1024 (174 / 218 ms).
 EIGHT = Blocking("matmul_4x4", wg_x=2, wg_y=2, tm=8, tn4=2)
 # A common choice for discrete GPUs: 64 x 64 tiles staged 16 deep, 4 x 4 per thread.
 TILED = Blocking("matmul_tiled", wg_x=16, wg_y=16, tm=4, tn4=1, tile_k=16)
-BLOCKINGS = {"register": REGISTER, "narrow": NARROW, "eight": EIGHT, "tiled": TILED}
+BLOCKINGS = {"register": REGISTER, "eight": EIGHT, "tiled": TILED}
 
 
 def choose_blocking(backend, m: int, n: int) -> Blocking:
-    """The forced ``VARIANT`` if any, else EIGHT on SwiftShader, on other CPU adapters register
-    blocking (NARROW for an ``m`` x ``n`` output at most 64 columns wide), and shared-memory
-    tiling on GPUs."""
+    """The forced ``VARIANT`` if any, else EIGHT on SwiftShader, on other CPU adapters REGISTER
+    (EIGHT for an ``m`` x ``n`` output at most 64 columns wide or under 32 rows), and
+    shared-memory tiling on GPUs."""
     if VARIANT is not None:
         if VARIANT not in BLOCKINGS:
             raise ValueError(f"matmul: unknown variant {VARIANT!r}; use one of {sorted(BLOCKINGS)} or None")
@@ -113,7 +114,7 @@ def choose_blocking(backend, m: int, n: int) -> Blocking:
         return TILED
     if is_swiftshader(info):
         return EIGHT
-    return NARROW if n <= 2 * NARROW.cols else REGISTER
+    return EIGHT if n <= 64 or m < REGISTER.rows else REGISTER
 
 
 def batch_strides(array, batch) -> list:
