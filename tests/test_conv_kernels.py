@@ -272,13 +272,15 @@ def test_conv2d_core_bad_arguments_name_the_op(bad, message):
 
 
 @requires_webgpu
+@pytest.mark.parametrize("kernel, g_hw", [((2, 3), (3, 5)), ((2, 2), (3, 7))], ids=["k2x3", "k2x2"])
 @pytest.mark.parametrize("lanes", [1, 4, 64])
-def test_webgpu_weight_gradient_with_any_team_size(lanes, monkeypatch):
-    """backward_weight splits the batch over a team of lanes on a GPU (one lane on a CPU adapter)."""
+def test_webgpu_weight_gradient_with_any_team_size(lanes, kernel, g_hw, monkeypatch):
+    """backward_weight splits the batch over a team of lanes on a GPU (one lane on a CPU adapter,
+    which takes three kernel columns a thread where they divide the kernel's width)."""
     from webgrad.backend.webgpu import conv as gpu_conv
 
     monkeypatch.setattr(gpu_conv, "choose_lanes", lambda *args: lanes)
-    _weight_gradient_matches_cpu(6, (5, 4, 6, 7), (5, 6, 3, 5), (2, 3), 1e-4, 1e-4,
+    _weight_gradient_matches_cpu(6, (5, 4, 6, 7), (5, 6, *g_hw), kernel, 1e-4, 1e-4,
                                  stride=(2, 1), padding=(1, 0, 1, 1), dilation=(1, 2), groups=2)
 
 

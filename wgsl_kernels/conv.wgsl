@@ -55,6 +55,7 @@ override WG: u32 = 64;     // threads per workgroup, a power of two
 override OB: u32 = 1;      // channels per thread (1 or 4): output (forward, backward_weight), input (backward_input)
 override PB: u32 = 1;      // forward, backward_input: pixels per thread along a row (1 or 2)
 override LANES: u32 = 1;   // backward_weight: threads per weight element (a power of two <= WG)
+override JB: u32 = 1;      // backward_weight: kernel columns per thread (1, or 3 with LANES == 1)
 override ROUND_OUT: bool = false;  // out is f16: round each value first (WGSL leaves it to the implementation)
 
 var<workgroup> partial: array<vec4<f32>, WG>;
@@ -228,55 +229,77 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
 @compute @workgroup_size(WG)
 fn conv2d_backward_weight(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                           @builtin(local_invocation_index) lid: u32) {
-  // A team of LANES threads per OB weight elements (c, i, j) of OB consecutive output channels
-  // (OB divides Og): each x value loaded feeds OB products. Lane l sums the images l, l + LANES, ...
+  // A team of LANES threads per JB weight elements (c, i, j..j+JB-1) of OB consecutive output
+  // channels (OB divides Og, JB divides kw): each x value loaded feeds OB products, each g value
+  // JB. Lane l sums the images l, l + LANES, ...
   let team = lid / LANES;
   let lane = lid % LANES;
   let e = (wid.x + wid.y * nwg.x) * (WG / LANES) + team;
   let valid = e < p.total;
   let cg = p.c / p.groups;
-  let per_o = cg * p.kh * p.kw;
-  var acc = vec4<f32>(0.0);
+  let kwb = p.kw / JB;  // blocks of kernel columns
+  let per_o = cg * p.kh * kwb;
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);  // JB == 3: the next two kernel columns
+  var acc2 = vec4<f32>(0.0);
   if (valid) {
-    let j = e % p.kw;
-    let i = (e / p.kw) % p.kh;
-    let cl = (e / (p.kw * p.kh)) % cg;
+    let j = (e % kwb) * JB;
+    let i = (e / kwb) % p.kh;
+    let cl = (e / (kwb * p.kh)) % cg;
     let o = (e / per_o) * OB;
     let ci = (o / (p.o / p.groups)) * cg + cl;
     let sa = p.a_strides;
     let sb = p.b_strides;
     let dy = i32(i * p.dh) - i32(p.top);
-    let dx = i32(j * p.dw) - i32(p.left);
+    let dx = i32(j * p.dw) - i32(p.left);  // the first column's; column j + q adds q * dw
     let y_lo = first_inside(dy, p.sh);
     let y_hi = end_inside(dy, p.sh, p.h, p.ho);
-    let x_lo = first_inside(dx, p.sw);
+    // output columns whose tap lands inside the image for some of the JB kernel columns
+    let x_lo = first_inside(dx + i32((JB - 1u) * p.dw), p.sw);
     let x_hi = end_inside(dx, p.sw, p.w, p.wo);
     for (var n = lane; n < p.n; n += LANES) {
       let a_n = i32(p.a_off) + i32(n) * sa.x + i32(o) * sa.y;
       let b_n = i32(p.b_off) + i32(n) * sb.x + i32(ci) * sb.y;
       for (var oy = y_lo; oy < y_hi; oy++) {
         var a_at = a_n + i32(oy) * sa.z + i32(x_lo) * sa.w;
-        var b_at = b_n + (i32(oy * p.sh) + dy) * sb.z + (i32(x_lo * p.sw) + dx) * sb.w;
+        let b_row = b_n + (i32(oy * p.sh) + dy) * sb.z;
         for (var ox = x_lo; ox < x_hi; ox++) {
-          let xv = load_b(u32(b_at));
-          acc += load_a4(a_at, sa.y) * xv;
+          let gv = load_a4(a_at, sa.y);
+          let x0 = i32(ox * p.sw) + dx;  // column of the image under kernel column j
+          if (JB == 3u) {
+            // a tap outside the image reads its row's first element and uses 0
+            let x1 = x0 + i32(p.dw);
+            let x2 = x1 + i32(p.dw);
+            let in0 = x0 >= 0 && x0 < i32(p.w);
+            let in1 = x1 >= 0 && x1 < i32(p.w);
+            let in2 = x2 >= 0 && x2 < i32(p.w);
+            acc0 += gv * select(0.0, load_b(u32(b_row + select(0, x0, in0) * sb.w)), in0);
+            acc1 += gv * select(0.0, load_b(u32(b_row + select(0, x1, in1) * sb.w)), in1);
+            acc2 += gv * select(0.0, load_b(u32(b_row + select(0, x2, in2) * sb.w)), in2);
+          } else {
+            acc0 += gv * load_b(u32(b_row + x0 * sb.w));
+          }
           a_at += sa.w;
-          b_at += i32(p.sw) * sb.w;
         }
       }
     }
   }
-  if (LANES > 1u) {  // an override constant: uniform, so the barriers are legal
-    partial[lid] = acc;
+  if (LANES > 1u) {  // an override constant: uniform, so the barriers are legal (JB is 1 then)
+    partial[lid] = acc0;
     workgroupBarrier();
     for (var half = LANES / 2u; half > 0u; half /= 2u) {
       if (lane < half) { partial[lid] += partial[lid + half]; }
       workgroupBarrier();
     }
-    acc = partial[lid];
+    acc0 = partial[lid];
   }
   if (valid && lane == 0u) {
-    let first = (e / per_o) * OB * per_o + e % per_o;
-    store4(first, per_o, acc);
+    let per_o_elements = cg * p.kh * p.kw;
+    let first = (e / per_o) * OB * per_o_elements + (e % per_o) * JB;
+    store4(first, per_o_elements, acc0);
+    if (JB == 3u) {
+      store4(first + 1u, per_o_elements, acc1);
+      store4(first + 2u, per_o_elements, acc2);
+    }
   }
 }

@@ -51,6 +51,9 @@ WORKGROUP = 64
 # value loaded feeds two pixels' products. On llvmpipe the digits CNN's forward convs took 4.0 ms
 # a step against 5.7-6.5 with one pixel (bench/profile_steps.py --devices webgpu --models cnn).
 PIXELS = 2
+# backward_weight's kernel columns per thread where a thread sums alone (a CPU adapter): each g
+# value loaded feeds three products.
+KERNEL_COLUMNS = 3
 LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT
 
 
@@ -125,10 +128,11 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
         constants["PB"] = PIXELS if x_shape[3] > 1 and attrs["stride"][1] == 1 else 1
         threads = total // constants["OB"] // x_shape[3] * -(-x_shape[3] // constants["PB"])
         workgroups = -(-threads // workgroup)
-    else:  # four output channels per team when they divide a group
+    else:  # four output channels per team when they divide a group, three kernel columns on one thread
         constants["OB"] = 4 if (w_shape[0] // groups) % 4 == 0 else 1
         constants["LANES"] = lanes = choose_lanes(x_shape, w_shape, out_hw, groups, workgroup, cpu_adapter)
-        threads = total // constants["OB"]
+        constants["JB"] = KERNEL_COLUMNS if lanes == 1 and w_shape[3] % KERNEL_COLUMNS == 0 else 1
+        threads = total // constants["OB"] // constants["JB"]
         workgroups = -(-threads // (workgroup // lanes))
     trips = loop_trips(entry, x_shape, w_shape, out_hw, groups, constants.get("LANES", 1))
     if trips > LOOP_TRIP_LIMIT and cpu_adapter:
