@@ -92,6 +92,20 @@ def test_out_of_range_index_is_reported_at_the_next_read():
     assert x.sum().item() == 10.0  # the flag was cleared
 
 
+def test_a_read_after_an_index_op_is_one_round_trip():
+    """The error flag comes back with the tensor (one map in the page, where each costs ms)."""
+    device = webgrad.backend.get_backend("webgpu").device
+    x = webgrad.tensor([[1.0, 2.0], [3.0, 4.0]], device="webgpu")
+    picked = take(x, webgrad.tensor([1, 0], device="webgpu"))
+    reads = device.reads
+    np.testing.assert_array_equal(picked.numpy(), [[3, 4], [1, 2]])
+    assert device.reads == reads + 1
+    empty = take(x, webgrad.tensor([7], device="webgpu"))[:0]  # no bytes of its own to read
+    with pytest.raises(IndexError, match="out of bounds in take"):
+        empty.numpy()
+    assert device.reads == reads + 2
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_index_select_matches_cpu(dim):
     x_cpu, x_gpu = pair(rng.standard_normal((4, 5, 3)).astype(np.float32))

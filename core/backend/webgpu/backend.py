@@ -119,13 +119,10 @@ class IndexErrors:
         raise RuntimeError(f"ZeroDivisionError: webgpu: integer division by zero in {', '.join(ops)} since the "
                            f"last read (those elements are 0); mask zero divisors first, or divide floats")
 
-    def check(self) -> None:
-        if self.pending:
-            self.raise_if_set(self.backend.device.read(self.flag.buffer, 0, itemsize(self.flag.kind)))
-
-    async def check_async(self) -> None:
-        if self.pending:
-            self.raise_if_set(await self.backend.device.read_async(self.flag.buffer, 0, itemsize(self.flag.kind)))
+    def piece(self) -> list:
+        """[(buffer, offset, size)] of the flag when a kernel since the last read may have set it,
+        else []: read along with the data a read returns."""
+        return [(self.flag.buffer, 0, itemsize(self.flag.kind))] if self.pending else []
 
 
 class WebGPUBackend(Lowering):
@@ -227,14 +224,20 @@ class WebGPUBackend(Lowering):
         return out
 
     def to_numpy(self, data: GPUArray) -> np.ndarray:
-        raw = b"" if data.numel() == 0 else self.device.read(*self._readable(data))
-        self.index_errors.check()
-        return self._decode(data, raw)
+        return self._decoded(data, self.device.read_pieces(self._pieces(data)))
 
     async def to_numpy_async(self, data: GPUArray) -> np.ndarray:
-        raw = b"" if data.numel() == 0 else await self.device.read_async(*self._readable(data))
-        await self.index_errors.check_async()
-        return self._decode(data, raw)
+        return self._decoded(data, await self.device.read_pieces_async(self._pieces(data)))
+
+    def _pieces(self, data: GPUArray) -> list:
+        """What reading ``data`` fetches: its bytes (none when empty), then the index-error flag
+        where it may be set."""
+        return ([] if data.numel() == 0 else [self._readable(data)]) + self.index_errors.piece()
+
+    def _decoded(self, data: GPUArray, raws: list) -> np.ndarray:
+        if self.index_errors.pending:
+            self.index_errors.raise_if_set(raws.pop())
+        return self._decode(data, raws[0] if raws else b"")
 
     def _readable(self, data):
         size = itemsize(data.kind)

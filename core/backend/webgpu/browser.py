@@ -20,6 +20,8 @@ so a conversion never leaves a ``PyProxy`` behind; the only long-lived
 """
 from __future__ import annotations
 
+import itertools
+
 from .geometry import OPTIONAL_FEATURES, PACKED_DOT_FEATURE, is_cpu_adapter, use_f16
 from .recorder import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, DispatchTimer, Recorder, Window
 
@@ -126,41 +128,47 @@ class BrowserDevice(Recorder):
     def _write(self, buffer, offset: int, view: memoryview) -> None:
         self.queue.writeBuffer(buffer, offset, self._ffi.to_js(view))
 
-    def _staged(self, buffer, offset: int, size: int):
-        """Copy ``size`` bytes at ``offset`` into a fresh MAP_READ buffer and submit the copy."""
-        staging = self.device.createBuffer(self._obj({"size": size, "usage": self._staging_usage,
+    def _staged(self, pieces: list):
+        """Copy each (buffer, offset, size) into one fresh MAP_READ buffer, back to back, and
+        submit the copies: one map then reads them all."""
+        total = sum(size for _, _, size in pieces)
+        staging = self.device.createBuffer(self._obj({"size": total, "usage": self._staging_usage,
                                                       "label": "readback"}))
         encoder = self.device.createCommandEncoder(self._obj({"label": "readback"}))
-        encoder.copyBufferToBuffer(buffer, offset, staging, 0, size)
+        at = 0
+        for buffer, offset, size in pieces:
+            encoder.copyBufferToBuffer(buffer, offset, staging, at, size)
+            at += size
         self.queue.submit(self._ffi.to_js([encoder.finish()]))
-        return staging
+        return staging, total
 
-    def _unstage(self, staging, size: int) -> bytes:
+    def _unstage(self, staging, pieces: list) -> list:
         try:
-            mapped = staging.getMappedRange(0, size)
+            mapped = staging.getMappedRange(0, sum(size for _, _, size in pieces))
             data = self._js.Uint8Array.new(mapped).to_bytes()
         finally:
             staging.unmap()
             staging.destroy()
-        return data
+        ends = list(itertools.accumulate(size for _, _, size in pieces))
+        return [data[end - size:end] for end, (_, _, size) in zip(ends, pieces)]
 
-    def _read(self, buffer, offset: int, size: int) -> bytes:
-        staging = self._staged(buffer, offset, size)
+    def _read(self, pieces: list) -> list:
+        staging, total = self._staged(pieces)
         try:
-            self._ffi.run_sync(staging.mapAsync(self._map_read, 0, size))
+            self._ffi.run_sync(staging.mapAsync(self._map_read, 0, total))
         except Exception:
             staging.destroy()
             raise
-        return self._unstage(staging, size)
+        return self._unstage(staging, pieces)
 
-    async def _read_async(self, buffer, offset: int, size: int) -> bytes:
-        staging = self._staged(buffer, offset, size)
+    async def _read_async(self, pieces: list) -> list:
+        staging, total = self._staged(pieces)
         try:
-            await staging.mapAsync(self._map_read, 0, size)
+            await staging.mapAsync(self._map_read, 0, total)
         except Exception:
             staging.destroy()
             raise
-        return self._unstage(staging, size)
+        return self._unstage(staging, pieces)
 
     def _wait(self) -> None:
         self._ffi.run_sync(self.queue.onSubmittedWorkDone())

@@ -129,11 +129,11 @@ class NativeDevice(Recorder):
     def _write(self, buffer, offset: int, view: memoryview) -> None:
         self.device.queue.write_buffer(buffer, offset, view)
 
-    def _read(self, buffer, offset: int, size: int):
-        return self.device.queue.read_buffer(buffer, offset, size)
+    def _read(self, pieces: list) -> list:
+        return [self.device.queue.read_buffer(buffer, offset, size) for buffer, offset, size in pieces]
 
-    async def _read_async(self, buffer, offset: int, size: int):
-        return self._read(buffer, offset, size)  # wgpu-py's read_buffer blocks; there is no async one
+    async def _read_async(self, pieces: list) -> list:
+        return self._read(pieces)  # wgpu-py's read_buffer blocks; there is no async one
 
     def _wait(self) -> None:
         if self._probe is None:

@@ -7,7 +7,8 @@ transport: the ``_underscore`` methods at the bottom, which call their API.
 
 Interface: ``create_buffer``, ``write_buffer``, ``pipeline`` (compiled once per
 kernel record), ``dispatch`` (recorded into one open command encoder),
-``submit``, ``read`` (blocking), ``read_async``, ``wait`` and ``close``; and for
+``submit``, ``read`` (blocking), ``read_pieces`` and ``read_pieces_async`` (several ranges in
+one round trip), ``wait`` and ``close``; and for
 ``webgrad.compile``'s replay, ``tape`` (record the dispatches of a step) and ``replay``
 (re-issue them with prepared bind groups, no kernel Python).
 
@@ -237,24 +238,31 @@ class Recorder:
 
     def read(self, buffer, offset: int, size: int) -> memoryview:
         """``size`` bytes of ``buffer`` from ``offset``, after all recorded work (blocks)."""
-        if not self._start_read(size):
-            return memoryview(b"")
-        try:
-            data = self._read(buffer, offset, size)
-        except Exception as err:
-            raise self._read_failed(size, err) from err
-        self._check("read")
-        return memoryview(data)
+        return self.read_pieces([(buffer, offset, size)])[0]
 
-    async def read_async(self, buffer, offset: int, size: int) -> memoryview:
+    def read_pieces(self, pieces: list) -> list[memoryview]:
+        """The bytes of each (buffer, offset, size), after all recorded work, in one round trip to
+        the GPU (blocks): a tensor and the index-error flag cost one wait, not two."""
+        size = sum(piece[2] for piece in pieces)
         if not self._start_read(size):
-            return memoryview(b"")
+            return [memoryview(b"") for _ in pieces]
         try:
-            data = await self._read_async(buffer, offset, size)
+            data = self._read(pieces)
         except Exception as err:
             raise self._read_failed(size, err) from err
         self._check("read")
-        return memoryview(data)
+        return [memoryview(d) for d in data]
+
+    async def read_pieces_async(self, pieces: list) -> list[memoryview]:
+        size = sum(piece[2] for piece in pieces)
+        if not self._start_read(size):
+            return [memoryview(b"") for _ in pieces]
+        try:
+            data = await self._read_async(pieces)
+        except Exception as err:
+            raise self._read_failed(size, err) from err
+        self._check("read")
+        return [memoryview(d) for d in data]
 
     def _start_read(self, size: int) -> bool:
         """Submit; False when there is nothing to read (0 bytes touch no GPU and count no read)."""
@@ -421,7 +429,7 @@ class Recorder:
         self.submits += 1
         if timed and timer is not None:
             try:
-                timer.add(self._read(timer.resolved, 0, 16 * timed))
+                timer.add(self._read([(timer.resolved, 0, 16 * timed)])[0])
             except Exception as err:
                 timer.pending.clear()
                 raise self._failure("reading the profiler's timestamps", err) from err
@@ -442,11 +450,11 @@ class Recorder:
     def _write(self, buffer, offset: int, view: memoryview) -> None:
         raise NotImplementedError
 
-    def _read(self, buffer, offset: int, size: int):
-        """The bytes, after the submitted work (blocks)."""
+    def _read(self, pieces: list) -> list:
+        """The bytes of each (buffer, offset, size), after the submitted work (blocks)."""
         raise NotImplementedError
 
-    async def _read_async(self, buffer, offset: int, size: int):
+    async def _read_async(self, pieces: list) -> list:
         raise NotImplementedError
 
     def _wait(self) -> None:
