@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import supports_dtype
+from conftest import requires_webgpu, supports_dtype
 
 import webgrad
 from webgrad.ops.registry import OPS, OpError
@@ -205,6 +205,47 @@ def test_one_fused_kernel_call_per_parameter_and_step(cls, options, op_name, mon
     assert [p._version for p in ps] == [v + 1 for v in versions]
     for p, g in zip(ps, grads[0]):
         np.testing.assert_array_equal(values(p.grad), g)  # gradients are only read
+
+
+@requires_webgpu
+@pytest.mark.parametrize("cls, options", [(Adam, {}), (SGD, {"lr": 0.1, "momentum": 0.9}), (RMSprop, {}),
+                                          (webgrad.optim.Adadelta, {})], ids=lambda c: getattr(c, "__name__", ""))
+def test_webgpu_step_is_one_dispatch_for_parameters_alike(cls, options):
+    """As torch's foreach optimizers: equal updates of float32 parameters are one dispatch on WebGPU;
+    a parameter whose step count fell behind (other bias corrections) is a group of its own, and a
+    float16 one runs alone. The values are the cpu device's, and each parameter's version moves."""
+    device = webgrad.backend.get_backend("webgpu").device
+    shapes, rng = [(3, 4), (5,), (), (2, 3)], np.random.default_rng(3)
+    starts = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    grads = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+    runs = {}
+    for where in ("cpu", "webgpu"):
+        ps = [webgrad.tensor(p, device=where, requires_grad=True) for p in starts]
+        ps[3] = webgrad.tensor(starts[3], device=where, dtype=webgrad.float16, requires_grad=True)
+        opt = cls(ps, **options)
+        for skipped in (None, 0, None):  # parameter 0 skips the second step
+            for k, (p, g) in enumerate(zip(ps, grads)):
+                p.grad = None if k == skipped else webgrad.tensor(g, device=where, dtype=p.dtype)
+            versions, dispatches = [p._version for p in ps], device.dispatches
+            opt.step()
+        if where == "webgpu":
+            counted = cls is Adam  # its bias corrections, from the step count, are attrs
+            assert device.dispatches - dispatches == (3 if counted else 2)  # (0) (1, 2) (3) / (0, 1, 2) (3)
+        assert [p._version for p in ps] == [v + 1 for v in versions]
+        runs[where] = [values(p).astype(np.float32) for p in ps]
+    for got, want in zip(runs["webgpu"], runs["cpu"]):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+
+
+@requires_webgpu
+def test_webgpu_step_under_the_profiler_lists_each_parameter():
+    ps = [webgrad.randn(3, device="webgpu", requires_grad=True) for _ in range(3)]
+    opt = Adam(ps)
+    for p in ps:
+        p.grad = webgrad.ones(3, device="webgpu")
+    with webgrad.profiler.profile() as prof:
+        opt.step()
+    assert [e.count for e in prof.key_averages() if e.key == "adam_step"] == [3]
 
 
 def test_kernel_rejects_a_gradient_of_another_shape_or_dtype():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..creation import zeros_like
-from .updates import ADAM_AMSGRAD_STEP, ADAM_STEP, apply_inplace
+from .updates import ADAM_AMSGRAD_STEP, ADAM_STEP, Updates
 from .optimizer import Optimizer, check_real, evaluate_closure
 
 
@@ -67,39 +67,39 @@ class Adam(Optimizer):
     def step(self, closure=None):
         """One Adam update of every parameter that has a ``.grad``; returns ``closure()``'s loss."""
         loss = evaluate_closure(closure)
-        for group in self.param_groups:
-            lr = float(group["lr"])
-            beta1, beta2 = (float(beta) for beta in group["betas"])
-            amsgrad = bool(group["amsgrad"])
-            attrs = {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": float(group["eps"]),
-                     "weight_decay": float(group["weight_decay"]),
-                     "decoupled_weight_decay": bool(group["decoupled_weight_decay"]),
-                     "maximize": bool(group["maximize"])}
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_avg_sq"] = zeros_like(p)
-                step = state["step"] + 1
-                # Bias corrections are computed here in float64 and passed as scalars:
-                # beta2**step in a float32 GPU kernel would lose most of its digits.
-                step_size = lr / (1 - beta1 ** step)
-                bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-                if amsgrad:
-                    if "max_exp_avg_sq" not in state:
-                        state["max_exp_avg_sq"] = zeros_like(p)
-                    apply_inplace(ADAM_AMSGRAD_STEP, p, state["exp_avg"], state["exp_avg_sq"],
-                                  state["max_exp_avg_sq"], grad, step_size=step_size,
-                                  bias_correction2_sqrt=bias_correction2_sqrt, **attrs)
-                else:
-                    apply_inplace(ADAM_STEP, p, state["exp_avg"], state["exp_avg_sq"], grad,
-                                  step_size=step_size, bias_correction2_sqrt=bias_correction2_sqrt,
-                                  **attrs)
-                state["step"] = step
+        with Updates() as updates:
+            for group in self.param_groups:
+                lr = float(group["lr"])
+                beta1, beta2 = (float(beta) for beta in group["betas"])
+                amsgrad = bool(group["amsgrad"])
+                attrs = {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": float(group["eps"]),
+                         "weight_decay": float(group["weight_decay"]),
+                         "decoupled_weight_decay": bool(group["decoupled_weight_decay"]),
+                         "maximize": bool(group["maximize"])}
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    state = self.state[p]
+                    if not state:
+                        state["step"] = 0
+                        state["exp_avg"] = zeros_like(p)
+                        state["exp_avg_sq"] = zeros_like(p)
+                    step = state["step"] + 1
+                    # Bias corrections are computed here in float64 and passed as scalars:
+                    # beta2**step in a float32 GPU kernel would lose most of its digits.
+                    step_size = lr / (1 - beta1 ** step)
+                    bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+                    if amsgrad:
+                        if "max_exp_avg_sq" not in state:
+                            state["max_exp_avg_sq"] = zeros_like(p)
+                        updates.add(ADAM_AMSGRAD_STEP, p, state["exp_avg"], state["exp_avg_sq"],
+                                    state["max_exp_avg_sq"], grad, step_size=step_size,
+                                    bias_correction2_sqrt=bias_correction2_sqrt, **attrs)
+                    else:
+                        updates.add(ADAM_STEP, p, state["exp_avg"], state["exp_avg_sq"], grad,
+                                    step_size=step_size, bias_correction2_sqrt=bias_correction2_sqrt, **attrs)
+                    state["step"] = step
         return loss
 
 

@@ -13,7 +13,7 @@ from ..autograd import no_grad
 from ..creation import full_like, zeros_like
 from .. import ops
 from .optimizer import Optimizer, check_real, evaluate_closure
-from .updates import ADADELTA_STEP, apply_inplace
+from .updates import ADADELTA_STEP, Updates
 
 __all__ = ["Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"]
 
@@ -112,13 +112,14 @@ class Adadelta(Optimizer):
     def step(self, closure=None):
         """One Adadelta update of every parameter that has a ``.grad``; returns ``closure()``'s loss."""
         loss = evaluate_closure(closure)
-        for group, p, state in _params_with_grad(self):
-            if not state:
-                state.update(step=0, square_avg=zeros_like(p), acc_delta=zeros_like(p))
-            state["step"] += 1
-            apply_inplace(ADADELTA_STEP, p, state["square_avg"], state["acc_delta"], p.grad,
-                          lr=float(group["lr"]), rho=float(group["rho"]), eps=float(group["eps"]),
-                          weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]))
+        with Updates() as updates:
+            for group, p, state in _params_with_grad(self):
+                if not state:
+                    state.update(step=0, square_avg=zeros_like(p), acc_delta=zeros_like(p))
+                state["step"] += 1
+                updates.add(ADADELTA_STEP, p, state["square_avg"], state["acc_delta"], p.grad,
+                            lr=float(group["lr"]), rho=float(group["rho"]), eps=float(group["eps"]),
+                            weight_decay=float(group["weight_decay"]), maximize=bool(group["maximize"]))
         return loss
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 from ..autograd import no_grad
 from ..creation import zeros_like
 from .updates import (
-    RMSPROP_CENTERED_MOMENTUM_STEP, RMSPROP_CENTERED_STEP, RMSPROP_MOMENTUM_STEP, RMSPROP_STEP,
-    apply_inplace,
+    RMSPROP_CENTERED_MOMENTUM_STEP, RMSPROP_CENTERED_STEP, RMSPROP_MOMENTUM_STEP, RMSPROP_STEP, Updates,
 )
 from .optimizer import Optimizer, check_real, evaluate_closure
 
@@ -75,30 +74,31 @@ class RMSprop(Optimizer):
     def step(self, closure=None):
         """One RMSprop update of every parameter that has a ``.grad``; returns ``closure()``'s loss."""
         loss = evaluate_closure(closure)
-        for group in self.param_groups:
-            momentum = float(group["momentum"])
-            centered = bool(group["centered"])
-            op = _OPS[(centered, momentum > 0)]
-            attrs = {"lr": float(group["lr"]), "alpha": float(group["alpha"]), "eps": float(group["eps"]),
-                     "weight_decay": float(group["weight_decay"]), "momentum": momentum,
-                     "centered": centered, "maximize": bool(group["maximize"])}
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["square_avg"] = zeros_like(p)
-                buffers = [state["square_avg"]]
-                if centered:
-                    if "grad_avg" not in state:
-                        state["grad_avg"] = zeros_like(p)
-                    buffers.append(state["grad_avg"])
-                if momentum > 0:
-                    if "momentum_buffer" not in state:
-                        state["momentum_buffer"] = zeros_like(p)
-                    buffers.append(state["momentum_buffer"])
-                apply_inplace(op, p, *buffers, grad, **attrs)
-                state["step"] += 1
+        with Updates() as updates:
+            for group in self.param_groups:
+                momentum = float(group["momentum"])
+                centered = bool(group["centered"])
+                op = _OPS[(centered, momentum > 0)]
+                attrs = {"lr": float(group["lr"]), "alpha": float(group["alpha"]), "eps": float(group["eps"]),
+                         "weight_decay": float(group["weight_decay"]), "momentum": momentum,
+                         "centered": centered, "maximize": bool(group["maximize"])}
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    state = self.state[p]
+                    if not state:
+                        state["step"] = 0
+                        state["square_avg"] = zeros_like(p)
+                    buffers = [state["square_avg"]]
+                    if centered:
+                        if "grad_avg" not in state:
+                            state["grad_avg"] = zeros_like(p)
+                        buffers.append(state["grad_avg"])
+                    if momentum > 0:
+                        if "momentum_buffer" not in state:
+                            state["momentum_buffer"] = zeros_like(p)
+                        buffers.append(state["momentum_buffer"])
+                    updates.add(op, p, *buffers, grad, **attrs)
+                    state["step"] += 1
         return loss

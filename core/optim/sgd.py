@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..autograd import no_grad
 from ..creation import zeros_like
-from .updates import SGD_MOMENTUM_STEP, SGD_STEP, apply_inplace
+from .updates import SGD_MOMENTUM_STEP, SGD_STEP, Updates
 from .optimizer import Optimizer, check_real, evaluate_closure
 
 
@@ -52,30 +52,30 @@ class SGD(Optimizer):
     def step(self, closure=None):
         """One SGD update of every parameter that has a ``.grad``; returns ``closure()``'s loss."""
         loss = evaluate_closure(closure)
-        for group in self.param_groups:
-            lr = float(group["lr"])
-            momentum = float(group["momentum"])
-            weight_decay = float(group["weight_decay"])
-            maximize = bool(group["maximize"])
-            if momentum == 0:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        apply_inplace(SGD_STEP, p, p.grad, lr=lr, weight_decay=weight_decay,
-                                      maximize=maximize)
-                continue
-            dampening = float(group["dampening"])
-            nesterov = bool(group["nesterov"])
-            for p in group["params"]:
-                grad = p.grad
-                if grad is None:
+        with Updates() as updates:
+            for group in self.param_groups:
+                lr = float(group["lr"])
+                momentum = float(group["momentum"])
+                weight_decay = float(group["weight_decay"])
+                maximize = bool(group["maximize"])
+                if momentum == 0:
+                    for p in group["params"]:
+                        if p.grad is not None:
+                            updates.add(SGD_STEP, p, p.grad, lr=lr, weight_decay=weight_decay, maximize=maximize)
                     continue
-                state = self.state[p]
-                momentum_buffer = state.get("momentum_buffer")
-                first_step = momentum_buffer is None
-                if first_step:
-                    momentum_buffer = zeros_like(p)
-                apply_inplace(SGD_MOMENTUM_STEP, p, momentum_buffer, grad, lr=lr, momentum=momentum,
-                              dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
-                              maximize=maximize, first_step=first_step)
-                state["momentum_buffer"] = momentum_buffer
+                dampening = float(group["dampening"])
+                nesterov = bool(group["nesterov"])
+                for p in group["params"]:
+                    grad = p.grad
+                    if grad is None:
+                        continue
+                    state = self.state[p]
+                    momentum_buffer = state.get("momentum_buffer")
+                    first_step = momentum_buffer is None
+                    if first_step:
+                        momentum_buffer = zeros_like(p)
+                    updates.add(SGD_MOMENTUM_STEP, p, momentum_buffer, grad, lr=lr, momentum=momentum,
+                                dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
+                                maximize=maximize, first_step=first_step)
+                    state["momentum_buffer"] = momentum_buffer
         return loss

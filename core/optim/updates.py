@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import autograd, dtypes
+from ..backend import get_backend
 from ..backend.numpy.blas import cpu_threads
-from ..kernels import Kernel
-from ..ops.registry import OpError, apply_inplace, defop
+from ..kernels import Grouped, Kernel
+from ..ops import registry
+from ..ops.registry import Op, OpError, apply_inplace, defop
 
 __all__ = [
     "SGD_STEP", "SGD_MOMENTUM_STEP", "ADAM_STEP", "ADAM_AMSGRAD_STEP", "RMSPROP_STEP",
     "RMSPROP_CENTERED_STEP", "RMSPROP_MOMENTUM_STEP", "RMSPROP_CENTERED_MOMENTUM_STEP", "ADADELTA_STEP",
-    "OPTIMIZER_OPS",
+    "OPTIMIZER_OPS", "Updates", "grouped_op",
     "apply_inplace",  # re-exported: the optimizers call every op here through it
 ]
 
@@ -233,3 +236,83 @@ ADADELTA_STEP = _declare("adadelta_step", ("param", "square_avg", "acc_delta", "
 # Every op declared here; tests/test_optim.py checks each one against PyTorch.
 OPTIMIZER_OPS = (SGD_STEP, SGD_MOMENTUM_STEP, ADAM_STEP, ADAM_AMSGRAD_STEP, RMSPROP_STEP,
                  RMSPROP_CENTERED_STEP, RMSPROP_MOMENTUM_STEP, RMSPROP_CENTERED_MOMENTUM_STEP, ADADELTA_STEP)
+
+
+_GROUPED: dict = {}
+
+
+def grouped_op(member: Op, count: int, arity: int) -> Op:
+    """``count`` calls of the optimizer op ``member`` (``arity`` inputs each, one after another)
+    as one in-place op: one kernel on WebGPU (backend/webgpu/optim_group.py), the member's numpy
+    kernel on each in turn. Used for a compiled step's groups (graph/passes/group.py) and an eager
+    step's (``Updates``)."""
+    key = (member.name, count, arity)
+    if key not in _GROUPED:
+        kernel = member.impls["numpy"]
+
+        def run(*arrays, **attrs):
+            for k in range(count):
+                kernel(*arrays[k * arity:(k + 1) * arity], **attrs)
+        _GROUPED[key] = Op(f"{member.name}[{count} params]", infer=lambda *a, **k: None, inplace=True,
+                           kind="inplace", mutates=member.mutates,
+                           impls={"wgsl": Grouped(member.name, count, arity), "numpy": run})
+    return _GROUPED[key]
+
+
+class Updates:
+    """An optimizer step's per-parameter updates, added inside ``with Updates() as updates:``
+    and run when the block ends (also when it raises: the updates added before the error run, as
+    they would have one by one). Consecutive calls of one op with equal attrs go to a device that
+    takes groups (WebGPU) as one dispatch per group, as torch's foreach optimizers do: the digits
+    MLP's Adam step was four dispatches, now one. Each call is checked as it is added. While
+    something observes the calls one by one (webgrad.compile's trace, which groups them itself,
+    or the profiler), each runs alone."""
+
+    def __init__(self):
+        self.calls: list = []
+
+    def __enter__(self) -> "Updates":
+        return self
+
+    def __exit__(self, *error) -> None:
+        self.run()
+
+    def add(self, op: Op, *tensors, **attrs) -> None:
+        op.infer(*tensors, **attrs)
+        self.calls.append((op, tensors, attrs))
+
+    def run(self) -> None:
+        start = 0
+        while start < len(self.calls):
+            op, _, attrs = self.calls[start]
+            end = start + 1
+            while end < len(self.calls) and self.calls[end][0] is op and self.calls[end][2] == attrs:
+                end += 1
+            _run_group(op, [tensors for _, tensors, _ in self.calls[start:end]], attrs)
+            start = end
+        self.calls = []
+
+
+def _run_group(op: Op, members: list, attrs: dict) -> None:
+    """Members whose tensors are all float32 on the first one's device go in groups as large as
+    that device takes; the rest run alone (the backend's own rules: widened copies, devices)."""
+    device = members[0][0].device
+    arity = len(members[0])
+    size = 1 if registry.OBSERVERS else get_backend(device).group_capacity(arity)
+    alike = [m for m in members if all(t.device == device and t.dtype is dtypes.float32 for t in m)]
+    if size < 2 or len(alike) < 2:
+        alike = []
+    for m in members:
+        if not any(m is a for a in alike):
+            apply_inplace(op, *m, **attrs)
+    for first in range(0, len(alike), size):
+        chunk = alike[first:first + size]
+        if len(chunk) == 1:
+            apply_inplace(op, *chunk[0], **attrs)
+            continue
+        written = [t for m in chunk for t in m[:op.mutates]]
+        for t in written:
+            autograd.check_inplace_allowed(op.name, t)
+        get_backend(device).run_inplace(grouped_op(op, len(chunk), arity), [t for m in chunk for t in m], attrs)
+        for t in written:
+            t._bump_version()

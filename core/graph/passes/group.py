@@ -8,37 +8,24 @@ of at most ``capacity(inputs per member)`` members (a shader binds a limited num
 of storage buffers). The grouped node's op is a ``GroupedStep``: its inputs are the
 members' inputs one after another, its numpy kernel runs the member op on each in
 turn, and WebGPU runs one generated kernel over all of them
-(``backend/webgpu/optim_group.py``). ``node.members`` keeps the original nodes, so a
+(``backend/webgpu/optim_group.py``; ``optim.updates.grouped_op``, which an eager step's
+``Updates`` uses too). ``node.members`` keeps the original nodes, so a
 replay can still hand each parameter's fresh scalars (lr, bias corrections) to its
 group.
 """
 from __future__ import annotations
 
-from ...kernels import Grouped
-from ...ops.registry import Op
 from ..ir import Node
 
 
-def _optimizer_ops() -> set:
-    from ...optim.updates import OPTIMIZER_OPS
-    return set(OPTIMIZER_OPS)
-
-
-def _numpy_group(member: Op, count: int, arity: int):
-    kernel = member.impls["numpy"]
-
-    def run(*arrays, **attrs):
-        for k in range(count):
-            kernel(*arrays[k * arity:(k + 1) * arity], **attrs)
-    return run
+def _updates():
+    from ...optim import updates
+    return updates
 
 
 def grouped_node(members: list) -> Node:
     first = members[0]
-    member, arity = first.op, len(first.inputs)
-    record = Grouped(member.name, len(members), arity)
-    op = Op(f"{member.name}[{len(members)} params]", infer=lambda *a, **k: None, inplace=True, kind="inplace",
-            mutates=member.mutates, impls={"wgsl": record, "numpy": _numpy_group(member, len(members), arity)})
+    op = _updates().grouped_op(first.op, len(members), len(first.inputs))
     inputs = [v for n in members for v in n.inputs]
     return Node(op, inputs, dict(first.attrs), None, source=first.source, members=list(members))
 
@@ -46,7 +33,7 @@ def grouped_node(members: list) -> Node:
 def group_optimizer_steps(graph, capacity) -> int:
     """Group runs of equal optimizer steps in place (``capacity(arity)``: members per
     group at most); returns how many nodes were folded into groups."""
-    ops = _optimizer_ops()
+    ops = set(_updates().OPTIMIZER_OPS)
     nodes: list = []
     run: list = []
     folded = 0
