@@ -302,8 +302,9 @@ def _run_group(op: Op, members: list, attrs: dict) -> None:
     alike = [m for m in members if all(t.device == device and t.dtype is dtypes.float32 for t in m)]
     if size < 2 or len(alike) < 2:
         alike = []
+    grouped = {id(m) for m in alike}
     for m in members:
-        if not any(m is a for a in alike):
+        if id(m) not in grouped:
             apply_inplace(op, *m, **attrs)
     for first in range(0, len(alike), size):
         chunk = alike[first:first + size]

@@ -224,10 +224,12 @@ class WebGPUBackend(Lowering):
         return out
 
     def to_numpy(self, data: GPUArray) -> np.ndarray:
-        return self._decoded(data, self.device.read_pieces(self._pieces(data)))
+        pieces = self._pieces(data)
+        return self._decoded(data, self.device.read_pieces(pieces) if pieces else [])
 
     async def to_numpy_async(self, data: GPUArray) -> np.ndarray:
-        return self._decoded(data, await self.device.read_pieces_async(self._pieces(data)))
+        pieces = self._pieces(data)
+        return self._decoded(data, await self.device.read_pieces_async(pieces) if pieces else [])
 
     def _pieces(self, data: GPUArray) -> list:
         """What reading ``data`` fetches: its bytes (none when empty), then the index-error flag
