@@ -193,6 +193,12 @@ def test_product_rows_follow_the_adapter():
     assert gpu_conv.gemm_min_channels(backend(device="NVIDIA H200", adapter_type="DiscreteGPU")) == 4
 
 
+def test_direct_kernels_take_up_to_four_pixels_of_a_row():
+    from webgrad.backend.webgpu import conv as gpu_conv
+
+    assert [gpu_conv.pixels(width) for width in (0, 1, 2, 3, 4, 7, 24)] == [1, 1, 2, 2, 4, 4, 4]
+
+
 @requires_webgpu
 @pytest.mark.parametrize("path", ["product", "direct"])
 @pytest.mark.parametrize("case", CASES, ids=_ids)

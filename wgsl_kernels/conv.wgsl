@@ -24,13 +24,13 @@
 // per-dimension limit); p.total is the number of threads (forward) or elements.
 //   forward: thread e = PB pixels (n, oy, ox..ox+PB-1) of one row for OB consecutive output
 //     channels of one group (OB = 4 when it divides Og: each x value loaded feeds OB products;
-//     PB = 2: each w value feeds two pixels').
+//     PB = 2 or 4: each w value feeds as many pixels').
 //   backward_input: likewise PB pixels (n, h, v..) of gx for OB input channels of one group
-//     (PB = 2 only with column stride 1).
-//   backward_weight: a team of LANES threads per weight element (c, i, j) of OB output
+//     (PB > 1 only with column stride 1).
+//   backward_weight: a team of LANES threads per JB weight elements (c, i, j..) of OB output
 //     channels, lane l summing the images n = l, l + LANES, ..., then the team adds in a
 //     tree (LANES = 1 on CPU adapters, where barriers are slow and there is no idle
-//     hardware to fill).
+//     hardware to fill; JB = 3 kernel columns there, each g value feeding three products).
 // Loops run over kernel offsets outside and channels inside, with the in-range
 // (i, j) (or output rows/cols) computed up front, so the inner loop has no branches.
 // On llvmpipe an invocation ends silently after ~65535 loop trips; the launcher
@@ -53,7 +53,7 @@ struct Params {
 
 override WG: u32 = 64;     // threads per workgroup, a power of two
 override OB: u32 = 1;      // channels per thread (1 or 4): output (forward, backward_weight), input (backward_input)
-override PB: u32 = 1;      // forward, backward_input: pixels per thread along a row (1 or 2)
+override PB: u32 = 1;      // forward, backward_input: pixels per thread along a row (1, 2 or 4)
 override LANES: u32 = 1;   // backward_weight: threads per weight element (a power of two <= WG)
 override JB: u32 = 1;      // backward_weight: kernel columns per thread (1, or 3 with LANES == 1)
 override ROUND_OUT: bool = false;  // out is f16: round each value first (WGSL leaves it to the implementation)
@@ -107,6 +107,16 @@ fn store4(first: u32, step: u32, v: vec4<f32>) {
   }
 }
 
+// A tap of pixel q of a thread's PB: whether it lands inside (q < PB, col inside [0, size)), and
+// the element it reads, its row's first where it does not (the value is then replaced by 0).
+fn tap_inside(q: u32, col: i32, size: u32) -> bool {
+  return q < PB && col >= 0 && col < i32(size);
+}
+
+fn tap_at(row: i32, col: i32, step: i32, inside: bool) -> i32 {
+  return row + select(0, col, inside) * step;
+}
+
 @compute @workgroup_size(WG)
 fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
@@ -124,40 +134,42 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
   let sa = p.a_strides;
   let sb = p.b_strides;
   let y0 = i32(oy * p.sh) - i32(p.top);
-  let x0 = i32(ox * p.sw) - i32(p.left);
-  let x1 = x0 + i32(p.sw);  // the second pixel's (PB = 2)
+  let x0 = i32(ox * p.sw) - i32(p.left);  // pixel q's window starts q * sw further right
+  let sw = i32(p.sw);
   let a_n = i32(p.a_off) + i32(n) * sa.x + i32(c0) * sa.y;
   let b_o = i32(p.b_off) + i32(o) * sb.x;
-  // Kernel columns inside the image: [f0, e0) for the first pixel, [f1, e1) for the second,
-  // which sits further right (f1 <= f0, e1 <= e0); the loop runs over both.
-  let f0 = first_inside(x0, p.dw);
-  let e0 = end_inside(x0, p.dw, p.w, p.kw);
-  var f1 = f0;
-  var e1 = e0;
-  if (PB == 2u) {
-    f1 = first_inside(x1, p.dw);
-    e1 = end_inside(x1, p.dw, p.w, p.kw);
-  }
+  // Kernel columns inside the image for some pixel: from the last pixel's first to the first's end.
+  let j_lo = first_inside(x0 + i32(PB - 1u) * sw, p.dw);
+  let j_hi = end_inside(x0, p.dw, p.w, p.kw);
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
   for (var i = first_inside(y0, p.dh); i < end_inside(y0, p.dh, p.h, p.kh); i++) {
     let a_row = a_n + (y0 + i32(i * p.dh)) * sa.z;
-    for (var j = f1; j < e0; j++) {
-      let in0 = j >= f0;
-      let in1 = j < e1;
-      // a pixel outside the image reads a valid element (its image's first) and uses 0 instead
-      var a_at0 = select(a_n, a_row + (x0 + i32(j * p.dw)) * sa.w, in0);
-      var a_at1 = select(a_n, a_row + (x1 + i32(j * p.dw)) * sa.w, in1);
+    for (var j = j_lo; j < j_hi; j++) {
+      let col = x0 + i32(j * p.dw);
+      let in0 = tap_inside(0u, col, p.w);
+      let in1 = tap_inside(1u, col + sw, p.w);
+      let in2 = tap_inside(2u, col + 2 * sw, p.w);
+      let in3 = tap_inside(3u, col + 3 * sw, p.w);
+      var at0 = tap_at(a_row, col, sa.w, in0);
+      var at1 = tap_at(a_row, col + sw, sa.w, in1);
+      var at2 = tap_at(a_row, col + 2 * sw, sa.w, in2);
+      var at3 = tap_at(a_row, col + 3 * sw, sa.w, in3);
       var b_at = b_o + i32(i) * sb.z + i32(j) * sb.w;
       for (var c = 0u; c < cg; c++) {
-        let v0 = select(0.0, load_a(u32(a_at0)), in0);
-        var v1 = 0.0;
-        if (PB == 2u) { v1 = select(0.0, load_a(u32(a_at1)), in1); }
         let wk = load_b4(b_at, sb.x);
-        acc0 += v0 * wk;
-        if (PB == 2u) { acc1 += v1 * wk; }
-        a_at0 += sa.y;
-        a_at1 += sa.y;
+        acc0 += select(0.0, load_a(u32(at0)), in0) * wk;
+        if (PB >= 2u) { acc1 += select(0.0, load_a(u32(at1)), in1) * wk; }
+        if (PB == 4u) {
+          acc2 += select(0.0, load_a(u32(at2)), in2) * wk;
+          acc3 += select(0.0, load_a(u32(at3)), in3) * wk;
+        }
+        at0 += sa.y;
+        at1 += sa.y;
+        at2 += sa.y;
+        at3 += sa.y;
         b_at += sb.y;
       }
     }
@@ -165,14 +177,16 @@ fn conv2d_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
   let plane = p.ho * p.wo;
   let first = (n * p.o + o) * plane + oy * p.wo + ox;
   store4(first, plane, acc0);
-  if (PB == 2u && ox + 1u < p.wo) { store4(first + 1u, plane, acc1); }
+  if (PB >= 2u && ox + 1u < p.wo) { store4(first + 1u, plane, acc1); }
+  if (PB == 4u && ox + 2u < p.wo) { store4(first + 2u, plane, acc2); }
+  if (PB == 4u && ox + 3u < p.wo) { store4(first + 3u, plane, acc3); }
 }
 
 @compute @workgroup_size(WG)
 fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) lid: u32) {
   // Thread e: PB pixels (n, h, v..v+PB-1) of one row of gx for OB consecutive input channels of
-  // one group (OB divides Cg; PB = 2 only with column stride 1): each w value feeds PB pixels.
+  // one group (OB divides Cg; PB > 1 only with column stride 1): each w value feeds PB pixels.
   let e = thread_index(wid, nwg, lid);
   if (e >= p.total) { return; }
   let blocks = (p.w + PB - 1u) / PB;
@@ -191,31 +205,41 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
   let tx0 = i32(v + p.left);
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
   for (var i = 0u; i < p.kh; i++) {
     let ty = ty0 - i32(i * p.dh);
     if (ty < 0) { break; }  // only falls as i grows
     let oy = u32(ty) / p.sh;
     if (u32(ty) % p.sh != 0u || oy >= p.ho) { continue; }
+    let a_row = a_n + i32(oy) * sa.z;
     for (var j = 0u; j < p.kw; j++) {
-      let tx = tx0 - i32(j * p.dw);
-      if (tx + i32(PB) - 1 < 0) { break; }  // (the second pixel's tx is tx + 1)
+      let tx = tx0 - i32(j * p.dw);  // pixel q's is tx + q (PB > 1: stride 1)
+      if (tx + i32(PB) - 1 < 0) { break; }
       let ox = u32(max(tx, 0)) / p.sw;
       let in0 = tx >= 0 && u32(tx) % p.sw == 0u && ox < p.wo;
-      let in1 = PB == 2u && tx + 1 >= 0 && tx + 1 < i32(p.wo);  // PB = 2: stride 1
-      if (!in0 && !in1) { continue; }
-      // a pixel whose tap lands outside g reads a valid element (its image's first) and uses 0
-      var a_at0 = select(a_n, a_n + i32(oy) * sa.z + i32(ox) * sa.w, in0);
-      var a_at1 = select(a_n, a_n + i32(oy) * sa.z + (tx + 1) * sa.w, in1);
+      let in1 = tap_inside(1u, tx + 1, p.wo);
+      let in2 = tap_inside(2u, tx + 2, p.wo);
+      let in3 = tap_inside(3u, tx + 3, p.wo);
+      if (!(in0 || in1 || in2 || in3)) { continue; }
+      // a pixel whose tap lands outside g reads its row's first element and uses 0
+      var at0 = tap_at(a_row, i32(ox), sa.w, in0);
+      var at1 = tap_at(a_row, tx + 1, sa.w, in1);
+      var at2 = tap_at(a_row, tx + 2, sa.w, in2);
+      var at3 = tap_at(a_row, tx + 3, sa.w, in3);
       var b_at = b_c + i32(i) * sb.z + i32(j) * sb.w;
       for (var k = 0u; k < og; k++) {
-        let g0 = select(0.0, load_a(u32(a_at0)), in0);
-        var g1 = 0.0;
-        if (PB == 2u) { g1 = select(0.0, load_a(u32(a_at1)), in1); }
         let wq = load_b4(b_at, sb.y);
-        acc0 += g0 * wq;
-        if (PB == 2u) { acc1 += g1 * wq; }
-        a_at0 += sa.y;
-        a_at1 += sa.y;
+        acc0 += select(0.0, load_a(u32(at0)), in0) * wq;
+        if (PB >= 2u) { acc1 += select(0.0, load_a(u32(at1)), in1) * wq; }
+        if (PB == 4u) {
+          acc2 += select(0.0, load_a(u32(at2)), in2) * wq;
+          acc3 += select(0.0, load_a(u32(at3)), in3) * wq;
+        }
+        at0 += sa.y;
+        at1 += sa.y;
+        at2 += sa.y;
+        at3 += sa.y;
         b_at += sb.x;
       }
     }
@@ -223,7 +247,9 @@ fn conv2d_backward_input(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
   let plane = p.h * p.w;
   let first = (n * p.c + ci) * plane + h * p.w + v;
   store4(first, plane, acc0);
-  if (PB == 2u && v + 1u < p.w) { store4(first + 1u, plane, acc1); }
+  if (PB >= 2u && v + 1u < p.w) { store4(first + 1u, plane, acc1); }
+  if (PB == 4u && v + 2u < p.w) { store4(first + 2u, plane, acc2); }
+  if (PB == 4u && v + 3u < p.w) { store4(first + 3u, plane, acc3); }
 }
 
 @compute @workgroup_size(WG)

@@ -48,9 +48,10 @@ PRODUCT_MIN_MACS = 1 << 25
 MAX_COLUMN_BYTES = 1 << 27
 WORKGROUP = 64
 # The direct forward's (and stride-1 backward_input's) pixels per thread along a row: each weight
-# value loaded feeds two pixels' products. On llvmpipe the digits CNN's forward convs took 4.0 ms
-# a step against 5.7-6.5 with one pixel (bench/profile_steps.py --devices webgpu --models cnn).
-PIXELS = 2
+# value loaded feeds PIXELS pixels' products (fewer on narrower rows). On llvmpipe the digits CNN's
+# forward convs took 5.7-6.5 ms a step with one pixel, 4.0 with two (bench/profile_steps.py
+# --devices webgpu --models cnn).
+PIXELS = 4
 # backward_weight's kernel columns per thread where a thread sums alone (a CPU adapter): each g
 # value loaded feeds three products.
 KERNEL_COLUMNS = 3
@@ -66,6 +67,11 @@ def pack_params(x_shape, w_shape, out_hw, attrs, a, b, total) -> bytes:
     words.view(np.int32)[20:24] = a.strides
     words.view(np.int32)[24:28] = b.strides
     return words.tobytes()
+
+
+def pixels(width: int) -> int:
+    """Pixels a thread takes along a row ``width`` wide: PIXELS, or the largest power of two that fits."""
+    return min(PIXELS, 1 << (max(width, 1).bit_length() - 1))
 
 
 def loop_trips(entry, x_shape, w_shape, out_hw, groups, lanes=1):
@@ -120,12 +126,12 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
     total = out.numel()
     if entry == "conv2d_forward":  # four output channels per thread when they divide a group, two pixels
         constants["OB"] = 4 if (w_shape[0] // groups) % 4 == 0 else 1
-        constants["PB"] = PIXELS if out_hw[1] > 1 else 1
+        constants["PB"] = pixels(out_hw[1])
         threads = total // constants["OB"] // out_hw[1] * -(-out_hw[1] // constants["PB"])
         workgroups = -(-threads // workgroup)
     elif entry == "conv2d_backward_input":  # four input channels per thread when they divide a group, two pixels
         constants["OB"] = 4 if (x_shape[1] // groups) % 4 == 0 else 1
-        constants["PB"] = PIXELS if x_shape[3] > 1 and attrs["stride"][1] == 1 else 1
+        constants["PB"] = pixels(x_shape[3]) if attrs["stride"][1] == 1 else 1
         threads = total // constants["OB"] // x_shape[3] * -(-x_shape[3] // constants["PB"])
         workgroups = -(-threads // workgroup)
     else:  # four output channels per team when they divide a group, three kernel columns on one thread
