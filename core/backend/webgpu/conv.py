@@ -39,10 +39,11 @@ from .matmul import _product
 FILE = "conv.wgsl"
 GEMM_MIN_CHANNELS = 4  # fewer rows per group and the product's tiles are mostly idle
 # SwiftShader runs the direct kernel nearer its products. With matmul's 4 x 4 blocks each pass was
-# faster direct below 64 rows in Chromium; with its 8 x 8 blocks the products win from 16 rows
-# (3x3, padding 1, 32x32 images, batch 16; ms direct / product): forward 16->32 158 / 97, 32->32
-# 269 / 178, 64->32 500 / 343; backward_input 32->32 268 / 179, 64->32 (32 rows) 517 / 345,
-# 32->16 (16 rows) 134 / 144; backward_weight 16->32 194 / 120, 32->32 393 / 234, 64->32 769 / 471.
+# faster direct below 64 rows in Chromium; with its 8 x 8 blocks (and the direct kernels' four
+# pixels a thread) they are about even from 16 rows (3x3, padding 1, 32x32 images, batch 16; ms
+# direct / product): forward 16->32 111 / 95, 32->32 196 / 177, 64->32 394 / 388; backward_input
+# 32->16 (16 rows) 105 / 154, 32->32 197 / 182, 64->32 (32 rows) 383 / 374; backward_weight
+# 16->32 129 / 123, 32->32 220 / 231, 64->32 451 / 455.
 SWIFTSHADER_GEMM_MIN_CHANNELS = 16
 PRODUCT_MIN_MACS = 1 << 25
 MAX_COLUMN_BYTES = 1 << 27
