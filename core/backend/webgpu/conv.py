@@ -125,12 +125,12 @@ def conv2d(backend, op, record, arrays, attrs, shape, dtype):
     cpu_adapter = gpu_reduce.is_cpu_adapter(backend)
     constants = {"WG": workgroup, "ROUND_OUT": out.kind == "f16"}
     total = out.numel()
-    if entry == "conv2d_forward":  # four output channels per thread when they divide a group, two pixels
+    if entry == "conv2d_forward":  # four output channels per thread when they divide a group, four pixels
         constants["OB"] = 4 if (w_shape[0] // groups) % 4 == 0 else 1
         constants["PB"] = pixels(out_hw[1])
         threads = total // constants["OB"] // out_hw[1] * -(-out_hw[1] // constants["PB"])
         workgroups = -(-threads // workgroup)
-    elif entry == "conv2d_backward_input":  # four input channels per thread when they divide a group, two pixels
+    elif entry == "conv2d_backward_input":  # four input channels per thread when they divide a group, four pixels
         constants["OB"] = 4 if (x_shape[1] // groups) % 4 == 0 else 1
         constants["PB"] = pixels(x_shape[3]) if attrs["stride"][1] == 1 else 1
         threads = total // constants["OB"] // x_shape[3] * -(-x_shape[3] // constants["PB"])

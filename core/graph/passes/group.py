@@ -5,13 +5,12 @@ optimizers do.
 
 Consecutive in-place nodes of the same optimizer op with equal attrs form a group
 of at most ``capacity(inputs per member)`` members (a shader binds a limited number
-of storage buffers). The grouped node's op is a ``GroupedStep``: its inputs are the
-members' inputs one after another, its numpy kernel runs the member op on each in
-turn, and WebGPU runs one generated kernel over all of them
-(``backend/webgpu/optim_group.py``; ``optim.updates.grouped_op``, which an eager step's
-``Updates`` uses too). ``node.members`` keeps the original nodes, so a
-replay can still hand each parameter's fresh scalars (lr, bias corrections) to its
-group.
+of storage buffers). The grouped node's op is ``optim.updates.grouped_op``'s (an eager
+step's ``Updates`` runs the same): its inputs are the members' inputs one after
+another, its numpy kernel runs the member op on each in turn, and WebGPU runs one
+generated kernel over all of them (``backend/webgpu/optim_group.py``).
+``node.members`` keeps the original nodes, so a replay can still hand each
+parameter's fresh scalars (lr, bias corrections) to its group.
 """
 from __future__ import annotations
 
