@@ -238,7 +238,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if t is not None and tuple(t.shape) != (channels,):
             raise OpError(f"batch_norm: {name} of shape {tuple(t.shape)} does not match the "
                           f"{channels} channels of input {describe(input)}")
-    dims = (0,) + tuple(range(2, input.ndim))
     stat_shape = (1, channels) + (1,) * (input.ndim - 2)
     if input.numel() == 0:  # PyTorch: an empty batch gives an empty result and leaves the running stats
         return input * 1.0
@@ -247,19 +246,20 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if count <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
                              f"got input of shape {tuple(input.shape)}")
-        mean = input.mean(dims, keepdim=True)
-        var = input.var(dims, keepdim=True, correction=0)
-        if running_mean is not None or running_var is not None:
-            with no_grad():
-                if running_mean is not None:
-                    running_mean.copy_(running_mean * (1 - momentum) + mean.detach().reshape(channels) * momentum)
-                if running_var is not None:
-                    unbiased = var.detach().reshape(channels) * (count / (count - 1))
-                    running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
-    else:
-        if running_mean is None or running_var is None:
-            raise OpError("batch_norm: running_mean and running_var are required when training=False")
-        mean, var = running_mean.reshape(stat_shape), running_var.reshape(stat_shape)
+        with no_grad():  # the statistics of batch_norm, which differentiates through them itself
+            stats = ops.batch_norm_stats(input)
+            if running_mean is not None:
+                running_mean.copy_(running_mean * (1 - momentum) + stats[0].to(running_mean.dtype) * momentum)
+            if running_var is not None:
+                unbiased = stats[1].to(running_var.dtype) * (count / (count - 1))
+                running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
+        like = {"dtype": input.dtype, "device": input.device}
+        weight = creation.ones(channels, **like) if weight is None else weight
+        bias = creation.zeros(channels, **like) if bias is None else bias
+        return ops.batch_norm(input, stats, weight, bias, eps=eps)
+    if running_mean is None or running_var is None:
+        raise OpError("batch_norm: running_mean and running_var are required when training=False")
+    mean, var = running_mean.reshape(stat_shape), running_var.reshape(stat_shape)
     out = (input - mean) * ops.rsqrt(var + eps)
     if weight is not None:
         out = out * weight.reshape(stat_shape)

@@ -29,7 +29,7 @@ from .movement import (  # noqa: F401
     unsqueeze, view,
 )
 from .linalg import bmm, matmul, mm  # noqa: F401
-from .normalization import layer_norm, layer_norm_core  # noqa: F401
+from .normalization import batch_norm, batch_norm_stats, layer_norm, layer_norm_core  # noqa: F401
 from .conv import conv2d_core  # noqa: F401
 from .pooling import max_pool2d_backward, max_pool2d_select  # noqa: F401
 from .indexing import (  # noqa: F401
