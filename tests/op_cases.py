@@ -36,7 +36,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "softmax": (1e-5, 1e-6), "log_softmax": (1e-5, 1e-5), "matmul": (1e-5, 1e-5),
     "pow": (1e-5, 1e-5), "erf": (1e-5, 1e-6), "scatter_add": (1e-5, 1e-5),
     "remainder": (1e-5, 1e-5), "sigmoid": (1e-5, 1e-6), "layer_norm_core": (1e-5, 1e-5),
-    "layer_norm": (1e-5, 1e-5),
+    "layer_norm": (1e-5, 1e-5), "batch_norm": (1e-5, 1e-5),
     "cross_entropy": (1e-5, 1e-5),
 }
 FLOAT64_TOLERANCE = (1e-10, 1e-12)
@@ -670,6 +670,37 @@ case("layer_norm", "transposed", lambda x, w, b: webgrad.ops.layer_norm(x.transp
      lambda x, w, b: _layer_norm(x.transpose(1, 0, 2), 1) * w + b, F(4, 2, 5), F(5), F(5))
 case("layer_norm", "strided_weight", lambda x, w, b: webgrad.ops.layer_norm(x, w[::2], b[1:], ndims=1),
      lambda x, w, b: _layer_norm(x, 1) * w[::2] + b[1:], F(3, 4), F(8), F(5))
+def _batch_stats(x):
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = x.mean(axes)
+    centered = x - mean.reshape((1, -1) + (1,) * (x.ndim - 2))
+    return np.stack([mean, (centered * centered).mean(axes)]).astype(np.result_type(x, np.float32))
+
+
+def _batch_norm(x, w, b, eps=1e-5):
+    mean, var = _batch_stats(x)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * w.reshape(shape) + b.reshape(shape)
+
+
+def _by_own_stats(x, w, b, eps=1e-5):
+    return webgrad.ops.batch_norm(x, webgrad.ops.batch_norm_stats(x.detach()), w, b, eps=eps)
+
+
+case("batch_norm_stats", "images", lambda x: webgrad.ops.batch_norm_stats(x), _batch_stats, F(3, 4, 5, 2),
+     grad=False)
+case("batch_norm_stats", "rows", lambda x: webgrad.ops.batch_norm_stats(x), _batch_stats, F(7, 3), grad=False)
+case("batch_norm_stats", "offset_mean", lambda x: webgrad.ops.batch_norm_stats(x), _batch_stats,
+     F(6, 2, 5, low=50, high=54), grad=False)
+case("batch_norm", "images", _by_own_stats, _batch_norm, F(3, 4, 5, 2), F(4), F(4))
+case("batch_norm", "rows", lambda x, w, b: _by_own_stats(x, w, b, eps=1e-3), lambda x, w, b: _batch_norm(x, w, b, 1e-3),
+     F(7, 3), F(3), F(3))
+case("batch_norm", "sequence", _by_own_stats, _batch_norm, F(2, 3, 6), F(3), F(3))
+case("batch_norm", "offset_mean", _by_own_stats, _batch_norm, F(6, 2, 5, low=50, high=54), F(2), F(2))
+case("batch_norm", "transposed", lambda x, w, b: _by_own_stats(x.transpose(0, 1), w, b),
+     lambda x, w, b: _batch_norm(x.transpose(1, 0, 2, 3), w, b), F(3, 4, 2, 3), F(3), F(3))
+
+
 case("norm", "all", lambda x: x.norm(), lambda x: np.sqrt(np.sum(x * x)), F(3, 4))
 case("norm", "dim", lambda x: x.norm(dim=1), lambda x: np.sqrt(np.sum(x * x, 1)), F(3, 4))
 case("norm", "dims_keepdim", lambda x: webgrad.norm(x, dim=(0, -1), keepdim=True),

@@ -62,6 +62,8 @@ DOUBLE_BACKWARD = {
                       lambda: [_leaf(3, 4, seed=18)]),
     "cross_entropy_spatial_mean": (lambda x: webgrad.nn.functional.cross_entropy(
         x, webgrad.tensor([[1, 0], [2, 2]]), ignore_index=0) * x.sum(), lambda: [_leaf(2, 3, 2, seed=19)]),
+    "batch_norm": (lambda x, w, b: webgrad.nn.functional.batch_norm(x, None, None, w, b, training=True) ** 2,
+                   lambda: [_leaf(4, 3, 2, seed=20), _leaf(3, seed=21), _leaf(3, seed=22)]),
     "getitem_gather": (lambda x: x[1:, ::2].gather(1, webgrad.tensor([[1, 0], [0, 0]])) ** 3,
                        lambda: [_leaf(3, 4, seed=17)]),
 }

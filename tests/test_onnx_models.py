@@ -291,7 +291,7 @@ def test_a_model_that_runs_no_op():
 NOT_EXPORTED = {
     "conv2d_backward_input": "a gradient", "conv2d_backward_weight": "a gradient",
     "max_pool2d_backward": "a gradient", "cross_entropy_backward": "a gradient", "relu_backward": "a gradient",
-    "layer_norm_backward": "a gradient",
+    "layer_norm_backward": "a gradient", "batch_norm_grad_sums": "a gradient", "batch_norm_backward": "a gradient",
     "cumprod": "no ONNX op computes a running product",
     "quantized_linear": "int8 tensors have no ONNX mapping here (webgrad.export keeps them)",
 }
@@ -305,3 +305,20 @@ def test_every_forward_op_has_an_emitter():
 
     missing = {name for name, op in OPS.items() if not op.inplace and op not in EMITTERS}
     assert missing == set(NOT_EXPORTED)
+
+
+@pytest.mark.parametrize("opset", [14, 17])
+def test_batch_norm_exported_in_training_mode_normalizes_by_each_batch(opset):
+    webgrad.manual_seed(0)
+    # without running statistics (whose in-place updates an ONNX graph cannot hold)
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3, track_running_stats=False))
+    buffer = io.BytesIO()
+    webgrad.onnx.export(model, (webgrad.tensor(_randn(4, 2, 6, 6)),), buffer, input_names=["x"], training=True,
+                        opset_version=opset)
+    assert "BatchNormalization" in {n.op_type for n in onnx.load_from_string(buffer.getvalue()).graph.node}
+    x = _randn(4, 2, 6, 6, seed=1) * 3 + 5
+    got = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    with webgrad.no_grad():
+        want = model(webgrad.tensor(x))  # still training: this batch's own statistics
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)
+    assert abs(float(got.mean())) < 1e-3  # bias starts at 0: normalized by this batch, not the first

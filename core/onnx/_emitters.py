@@ -225,6 +225,29 @@ def _layer_norm(low, node, x, weight=None, bias=None, *, ndims, eps):
                     epsilon=float(eps))
 
 
+def _batch_norm_stats(low, node, x):
+    """(2, C): each channel's mean and biased variance (ReduceMean over every dim but 1), float32."""
+    ndim = len(node.inputs[0].shape)
+    if node.inputs[0].dtype.np != np.float64:
+        x = low.emit("Cast", [x], to=1)  # FLOAT: statistics are float32, as the op's
+    mean_of = _reduce("ReduceMean", 18)
+    axes = (0,) + tuple(range(2, ndim))
+    mean = mean_of(low, node, x, dims=axes, keepdim=True)
+    centred = low.emit("Sub", [x, mean])
+    var = mean_of(low, node, low.emit("Mul", [centred, centred]), dims=axes, keepdim=False)
+    rows = [low.emit("Reshape", [v, low.ints([1, -1])]) for v in (low.emit("Reshape", [mean, low.ints([-1])]), var)]
+    return low.emit("Concat", rows, axis=0)
+
+
+def _batch_norm(low, node, x, stats, weight, bias, *, eps):
+    """BatchNormalization with the batch's own statistics as its mean and variance inputs."""
+    mean, var = (low.emit("Gather", [stats, low.const(np.array(i, dtype=np.int64), "row")], axis=0) for i in (0, 1))
+    if low.opset < 15:  # before opset 15 every input has X's type
+        kind = {np.dtype(np.float16): 10, np.dtype(np.float64): 11}.get(np.dtype(node.inputs[0].dtype.np), 1)
+        mean, var, weight, bias = (low.emit("Cast", [v], to=kind) for v in (mean, var, weight, bias))
+    return low.emit("BatchNormalization", [x, weight, bias, mean, var], epsilon=float(eps))
+
+
 def _argsort(low, node, x, *, descending):
     n = low.shape(node.inputs[0])[-1]
     _, indices = low.emit("TopK", [x, low.ints([n], "argsort's length")], outputs=2, axis=-1,
@@ -261,6 +284,7 @@ EMITTERS.update({
     R.SOFTMAX: lambda low, node, x, *, dim: low.emit("Softmax", [x], axis=int(dim)),
     R.LOG_SOFTMAX: lambda low, node, x, *, dim: low.emit("LogSoftmax", [x], axis=int(dim)),
     normalization.LAYER_NORM_CORE: _layer_norm, normalization.LAYER_NORM: _layer_norm,
+    normalization.BATCH_NORM_STATS: _batch_norm_stats, normalization.BATCH_NORM: _batch_norm,
     sorting.ARGSORT: _argsort, scan.CUMSUM: _cumsum,
 })
 
