@@ -58,11 +58,8 @@ fn workgroup_sum(v: vec2<f32>, lid: u32) -> vec2<f32> {
   return total;
 }
 
-@compute @workgroup_size(WG)
-fn batch_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-         @builtin(local_invocation_index) lid: u32) {
-  let c = wid.x + wid.y * nwg.x;
-  if (c >= p.c) { return; }  // the grid is folded: a few workgroups past the last channel
+// Channel c's mean and variance into out[c] and out[C + c].
+fn channel_stats(c: u32, lid: u32) {
   let m = p.n * p.s;
   let x0 = x[c * p.s];
   var s = 0.0;
@@ -80,11 +77,8 @@ fn batch_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
   }
 }
 
-@compute @workgroup_size(WG)
-fn batch_grad_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-             @builtin(local_invocation_index) lid: u32) {
-  let c = wid.x + wid.y * nwg.x;
-  if (c >= p.c) { return; }
+// Channel c's sum(g) and sum(g * xhat) into out[c] and out[C + c].
+fn channel_grad_sums(c: u32, lid: u32) {
   let m = p.n * p.s;
   let mean = stats[c];
   var sg = 0.0;
@@ -99,6 +93,20 @@ fn batch_grad_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     out[c] = total.x;
     out[p.c + c] = total.y * rstd_of(c);
   }
+}
+
+// Workgroups take channels wid.x + wid.y * nwg.x, then that plus the grid's size, and so on:
+// any number of channels fits the grid.
+@compute @workgroup_size(WG)
+fn batch_stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+  for (var c = wid.x + wid.y * nwg.x; c < p.c; c = c + nwg.x * nwg.y) { channel_stats(c, lid); }
+}
+
+@compute @workgroup_size(WG)
+fn batch_grad_sums(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                   @builtin(local_invocation_index) lid: u32) {
+  for (var c = wid.x + wid.y * nwg.x; c < p.c; c = c + nwg.x * nwg.y) { channel_grad_sums(c, lid); }
 }
 
 fn element_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {

@@ -3,7 +3,7 @@
 Every operand is bound as a contiguous f32 array from offset 0 (other views and f16 values are
 copied first; the backend widens half inputs). The two per-channel sums, ``stats`` and
 ``grad_sums``, run one workgroup per channel, each thread walking every WG-th of the channel's
-N * S values; ``normalize`` and ``backward`` run one thread per element.
+N * S values (workgroups loop over channels past the grid); ``normalize`` and ``backward`` run one thread per element.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _per_channel(backend, record, arrays, eps, label):
     out = backend.empty((2, channels), "f32", label)
     buffers = [x.buffer, out.buffer, *(a.buffer for a in arrays[1:])]
     backend.dispatch(FILE, record.entry, (), None, {"WG": workgroup}, buffers, _params(x, eps),
-                     backend.grid(channels, label), f"{FILE}:{record.entry} {tuple(x.shape)}")
+                     backend.looped_grid(channels), f"{FILE}:{record.entry} {tuple(x.shape)}")
     return out
 
 
