@@ -14,6 +14,7 @@ import webgrad.nn.functional as F
 from conftest import requires_webgpu
 from webgrad import nn
 from webgrad.backend.webgpu import batch_norm as gpu_batch_norm
+from webgrad.backend.webgpu.backend import WebGPUBackend
 
 gpu = requires_webgpu
 rng = np.random.default_rng(0)
@@ -70,6 +71,21 @@ def test_large_mean_small_spread():
     """Two-pass variance after subtracting each channel's first value: E[x^2] - mean^2 in float32
     would be ~10% off here. (The float32 mean itself limits how far this goes, as in torch.)"""
     check(sample((8, 3, 50), scale=0.1, shift=100.0), rtol=1e-3, atol=1e-3)
+
+
+@gpu
+def test_long_channels_get_more_threads_on_a_cpu_adapter(monkeypatch):
+    monkeypatch.setattr(gpu_batch_norm.gpu_reduce, "is_cpu_adapter", lambda backend: True)
+    monkeypatch.setattr(gpu_batch_norm.gpu_reduce, "LOOP_TRIP_LIMIT", 100)
+    seen = []
+    original = WebGPUBackend.dispatch
+    monkeypatch.setattr(WebGPUBackend, "dispatch", lambda self, file, entry, types, expr, constants, *rest:
+                        seen.append((entry, constants)) or original(self, file, entry, types, expr, constants, *rest))
+    check(sample((4, 2, 800)))  # 3200 values a channel: 64 threads, each within 100 trips
+    assert ("batch_stats", {"WG": 64}) in seen
+    seen.clear()
+    check(sample((4, 2, 10)))
+    assert ("batch_stats", {"WG": gpu_batch_norm.CPU_WORKGROUP}) in seen
 
 
 @gpu

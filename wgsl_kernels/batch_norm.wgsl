@@ -6,7 +6,7 @@
 //   batch_grad_sums:  out[c] = sum(g), out[C + c] = sum(g * xhat)    xhat = (x - mean) * rstd
 //   batch_normalize:  out = xhat * w + b                             rstd = 1 / sqrt(var + eps)
 //   batch_backward:   out = w * rstd * (g - sum(g) / m - xhat * sum(g * xhat) / m)
-// The two sums run one workgroup per channel: thread t takes j = t, t + WG, ..., and the
+// The two sums run one workgroup per channel: thread t takes j = t, t + WG, ... (walk_next), and the
 // workgroup adds its threads' partial sums in a tree in workgroup memory (WG a power of two).
 // batch_stats makes two passes, the variance over the centred values (never E[x^2] - mean^2, which
 // cancels when |mean| >> std); both first subtract the channel's first value x0, so a large
@@ -36,9 +36,29 @@ override WG: u32 = 256;
 
 var<workgroup> scratch: array<vec2<f32>, WG>;
 
-// Where value j of channel c is.
-fn at(c: u32, j: u32) -> u32 {
-  return ((j / p.s) * p.c + c) * p.s + j % p.s;
+// A thread's walk over its values of one channel: j = lid, lid + WG, ... as (image n, place s),
+// stepped without a division per value (CPU adapters run integer division one lane at a time).
+struct Walk {
+  n: u32,
+  s: u32,
+}
+
+fn walk_start(lid: u32) -> Walk {
+  return Walk(lid / p.s, lid % p.s);
+}
+
+fn walk_next(w: ptr<function, Walk>) {
+  (*w).s = (*w).s + WG % p.s;
+  (*w).n = (*w).n + WG / p.s;
+  if ((*w).s >= p.s) {
+    (*w).s = (*w).s - p.s;
+    (*w).n = (*w).n + 1u;
+  }
+}
+
+// Where the walk's value of channel c is.
+fn at(c: u32, w: Walk) -> u32 {
+  return (w.n * p.c + c) * p.s + w.s;
 }
 
 fn rstd_of(c: u32) -> f32 {
@@ -63,11 +83,11 @@ fn channel_stats(c: u32, lid: u32) {
   let m = p.n * p.s;
   let x0 = x[c * p.s];
   var s = 0.0;
-  for (var j = lid; j < m; j = j + WG) { s = s + (x[at(c, j)] - x0); }
+  for (var w = walk_start(lid); w.n < p.n; walk_next(&w)) { s = s + (x[at(c, w)] - x0); }
   let d = workgroup_sum(vec2<f32>(s, 0.0), lid).x / f32(m);
   var q = 0.0;
-  for (var j = lid; j < m; j = j + WG) {
-    let e = (x[at(c, j)] - x0) - d;
+  for (var w = walk_start(lid); w.n < p.n; walk_next(&w)) {
+    let e = (x[at(c, w)] - x0) - d;
     q = q + e * e;
   }
   let variance = workgroup_sum(vec2<f32>(q, 0.0), lid).x / f32(m);
@@ -79,12 +99,11 @@ fn channel_stats(c: u32, lid: u32) {
 
 // Channel c's sum(g) and sum(g * xhat) into out[c] and out[C + c].
 fn channel_grad_sums(c: u32, lid: u32) {
-  let m = p.n * p.s;
   let mean = stats[c];
   var sg = 0.0;
   var sgx = 0.0;
-  for (var j = lid; j < m; j = j + WG) {
-    let i = at(c, j);
+  for (var w = walk_start(lid); w.n < p.n; walk_next(&w)) {
+    let i = at(c, w);
     sg = sg + g[i];
     sgx = sgx + g[i] * (x[i] - mean);
   }

@@ -14,7 +14,9 @@ import numpy as np
 from . import reduce as gpu_reduce
 
 FILE = "batch_norm.wgsl"
-WORKGROUP = 256  # threads per channel in the sums (a power of two, capped by the device limit)
+WORKGROUP = 256      # threads per channel in the sums on a GPU (a power of two, capped by the device limit)
+CPU_WORKGROUP = 16   # and on a CPU adapter: a channel of the digits or ResNet block batch norms (16 to 64K values
+                     # each) took 4-12x longer with 256 threads on llvmpipe and SwiftShader, whose barriers are dear
 
 
 def _flat(backend, a):
@@ -32,11 +34,15 @@ def _per_channel(backend, record, arrays, eps, label):
     """(2, C) sums of ``record``'s entry over each channel of ``arrays[0]`` (x)."""
     x = arrays[0]
     channels, values = x.shape[1], x.shape[0] * math.prod(x.shape[2:])
-    workgroup = 1 << (min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"]).bit_length() - 1)
-    # stats walks the channel twice; llvmpipe silently ends an invocation after ~65535 loop trips
-    if gpu_reduce.is_cpu_adapter(backend) and 2 * -(-values // workgroup) > gpu_reduce.LOOP_TRIP_LIMIT:
-        raise ValueError(f"{label}: {values} values per channel ({tuple(x.shape)}) are too many for this CPU "
-                         f"adapter's loop limit; use a smaller batch or move the tensors to 'cpu'")
+    most = backend.limits["max_compute_invocations_per_workgroup"]
+    workgroup = WORKGROUP
+    if gpu_reduce.is_cpu_adapter(backend):
+        # stats walks the channel twice; llvmpipe silently ends an invocation after ~65535 loop trips
+        workgroup = max(CPU_WORKGROUP, 1 << (-(-2 * values // gpu_reduce.LOOP_TRIP_LIMIT) - 1).bit_length())
+        if 2 * -(-values // min(workgroup, most)) > gpu_reduce.LOOP_TRIP_LIMIT:
+            raise ValueError(f"{label}: {values} values per channel ({tuple(x.shape)}) are too many for this CPU "
+                             f"adapter's loop limit; use a smaller batch or move the tensors to 'cpu'")
+    workgroup = 1 << (min(workgroup, most).bit_length() - 1)
     out = backend.empty((2, channels), "f32", label)
     buffers = [x.buffer, out.buffer, *(a.buffer for a in arrays[1:])]
     backend.dispatch(FILE, record.entry, (), None, {"WG": workgroup}, buffers, _params(x, eps),
