@@ -107,6 +107,8 @@ CASES = [
                       nn.Dropout(0.5), nn.Linear(4, 2)), (_randn(2, 3, 6, 6),)))),
     Case("batch_norm_1d_gelu_layer_norm", _seeded(lambda: (
         nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.GELU(), nn.LayerNorm(4)), (_randn(3, 3),)))),
+    Case("batch_norm_batch_statistics", _seeded(lambda: (  # no running statistics: each batch's own, in eval too
+        nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, track_running_stats=False)), (_randn(2, 3, 6, 6),)))),
     Case("conv1d", _seeded(lambda: (nn.Conv1d(3, 4, 3, padding=1), (_randn(2, 3, 7),)))),
     Case("pad_unsqueeze", _seeded(lambda: (_fn(lambda x: F.pad(x, (1, 2)).unsqueeze(1) * 2), (_randn(2, 3),)))),
     Case("mean_var_std_norm", _seeded(lambda: (

@@ -409,12 +409,16 @@ def lower_layer_norm(low: Lowering, node, attrs) -> Ref:
 def lower_reduce(low: Lowering, node, attrs) -> Ref:
     x = low.ref(node.inputs[0])
     out = low.new(node.output)
-    name = node.op.name
     reduced = attrs.get("dims", attrs.get("dim"))
     if reduced is None:
         reduced = tuple(range(len(x.shape)))
     elif isinstance(reduced, int):
         reduced = (reduced,)
+    _reduce_step(low, node.op.name, x, out, reduced)
+    return out
+
+
+def _reduce_step(low: Lowering, name: str, x: Ref, out: Ref, reduced) -> None:
     kept = [d for d in range(len(x.shape)) if d not in reduced]
     total = product(out.shape)
     kept_shape = [x.shape[d] for d in kept]
@@ -423,6 +427,58 @@ def lower_reduce(low: Lowering, node, attrs) -> Ref:
               *[x.strides[d] for d in reduced]]
     wgsl = kernels.reduce(name, len(kept), len(reduced), x.buffer.dtype, out.buffer.dtype)
     low.add_step("reduce", [x], out, {"op": name, "kept": kept_shape, "reduced": red_shape}, wgsl, params, total)
+
+
+def _chain(*steps) -> Fused:
+    """A float32 elementwise chain of ``(op name, args)`` steps (args as Fused's)."""
+    names = tuple(name for name, _ in steps)
+    return Fused(tuple((name, args, ("float32",) * len(args), "float32", ()) for name, args in steps),
+                 1 + max(k for _, args in steps for kind, k in args if kind == "in"),
+                 tuple(OPS[name].impls["wgsl"] for name in names))
+
+
+def _per_channel(ref: Ref, row: int, ndim: int) -> Ref:
+    """Row ``row`` of a (2, C) statistics buffer, shaped (1, C, 1, ...) to broadcast over x's channels."""
+    return Ref(ref.buffer, (1, ref.shape[1]) + (1,) * (ndim - 2), (0, ref.strides[1]) + (0,) * (ndim - 2),
+               ref.offset + row * ref.strides[0])
+
+
+def lower_batch_norm_stats(low: Lowering, node, attrs) -> Ref:
+    """(2, C): each channel's mean, then its biased variance (the centred squares' mean), as reduce
+    and elementwise steps. The count is summed too (ones read with strides 0), so it follows the batch."""
+    x = low.ref(node.inputs[0])
+    out = low.new(node.output)
+    ndim = len(x.shape)
+    reduced = (0,) + tuple(range(2, ndim))
+    channels = out.shape[1]
+    rows = [Ref(out.buffer, (channels,), (out.strides[1],), out.offset + r * out.strides[0]) for r in (0, 1)]
+    ones = Ref(low.buffer("float32", (1,), "weight", np.ones(1, np.float32), f"const.ones.{node.output.id}"),
+               x.shape, (0,) * ndim)
+    counts, sums, squared_sums = (Ref(low.buffer("float32", (channels,), "step"), (channels,), (1,)) for _ in range(3))
+    divided = _chain(("div", (("in", 0), ("in", 1))))
+    _reduce_step(low, "sum", ones, counts, reduced)
+    _reduce_step(low, "sum", x, sums, reduced)
+    low.elementwise_step([sums, counts], rows[0], divided)  # makes out; row 1 is written into it
+    squares = Ref(low.buffer("float32", x.shape, "step"), x.shape, contiguous_strides(x.shape))
+    centred = _chain(("sub", (("in", 0), ("in", 1))), ("mul", (("t", 0), ("t", 0))))
+    low.elementwise_step([x, _per_channel(out, 0, ndim)], squares, centred)
+    _reduce_step(low, "sum", squares, squared_sums, reduced)
+    low.elementwise_step([squared_sums, counts], rows[1], divided, into=True)
+    return out
+
+
+def lower_batch_norm(low: Lowering, node, attrs) -> Ref:
+    """(x - mean) * rsqrt(var + eps) * weight + bias: one elementwise step over the statistics' rows."""
+    x, stats, weight, bias = (low.ref(v) for v in node.inputs)
+    out = low.new(node.output)
+    ndim = len(x.shape)
+    shape = (1, stats.shape[1]) + (1,) * (ndim - 2)
+    eps = Ref(low.buffer("float32", (1,), "weight", np.array([attrs["eps"]], np.float32),
+                         f"const.eps.{node.output.id}"), (1,), (0,))
+    chain = _chain(("sub", (("in", 0), ("in", 1))), ("add", (("in", 2), ("in", 3))), ("rsqrt", (("t", 1),)),
+                   ("mul", (("t", 0), ("t", 2))), ("mul", (("t", 3), ("in", 4))), ("add", (("t", 4), ("in", 5))))
+    low.elementwise_step([x, _per_channel(stats, 0, ndim), _per_channel(stats, 1, ndim), eps,
+                          _reshaped(low.contiguous(weight), shape), _reshaped(low.contiguous(bias), shape)], out, chain)
     return out
 
 
@@ -476,7 +532,7 @@ LOWERINGS = {
     "matmul": lower_matmul, "quantized_linear": lower_quantized_linear, "conv2d": lower_conv2d,
     "max_pool2d_select": lower_max_pool,
     "softmax": lower_softmax, "log_softmax": lower_softmax, "layer_norm_core": lower_layer_norm,
-    "layer_norm": lower_layer_norm,
+    "layer_norm": lower_layer_norm, "batch_norm_stats": lower_batch_norm_stats, "batch_norm": lower_batch_norm,
     "take": lower_take, "cat": lower_cat, "unslice": lower_unslice, **dict.fromkeys(REDUCTIONS, lower_reduce),
     **dict.fromkeys(("permute", "expand", "slice", "reshape"), lower_view),
 }
