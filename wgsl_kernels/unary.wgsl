@@ -14,7 +14,7 @@ fn unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
   run_thread(thread_index(gid, nwg));
 }
 
-fn value(i: u32) -> O {
-  let at = offsets_of(i);
+// The output element whose operands are at ``at`` (offsets_of: slot k operand k's).
+fn value(at: vec4<u32>) -> O {
   return op(load_a(at.x));
 }

@@ -11,7 +11,7 @@ import functools
 
 from ...kernels import Program
 from . import large
-from .elementwise import _plan
+from .elementwise import _plan, strided_runs
 from .geometry import broadcast_strides, kind_of
 from .source import accessors, aliases, assemble, fill, matmul_readers, read, splice
 
@@ -30,12 +30,13 @@ def launch_fused(backend, op, record, arrays, attrs, shape, dtype, out=None):
                 launch_fused(backend, op, record, parts, attrs, part.shape, dtype, out=part)
             return out
     geometry = (out.strides, out.offset)
-    key = (record, out_kind, shape, geometry, *[(a.kind, a.shape, a.strides, a.offset) for a in arrays])
+    runs = strided_runs(backend)
+    key = (record, out_kind, shape, geometry, runs, *[(a.kind, a.shape, a.strides, a.offset) for a in arrays])
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= 1024:
             _PLANS.clear()
-        plan = _PLANS[key] = _plan(op.name, arrays, shape, out_kind, geometry)
+        plan = _PLANS[key] = _plan(op.name, arrays, shape, out_kind, geometry, runs)
     if plan is None:
         return out
     file, entry, types, constants, params, groups, label = plan

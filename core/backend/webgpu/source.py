@@ -127,17 +127,17 @@ def matmul_readers(types) -> list[str]:
 
 
 # An elementwise shader's whole output word t (its WORDS mode): elements per_word * t ... from a
-# word's start, computed by value(i) and stored at once; a last word the output only partly
+# word's start, computed by value(offsets_of(i)) and stored at once; a last word the output only partly
 # covers is stored element by element.
 STORE_WORD = """fn store_word(t: u32) {{
   let first = {per_word}u * t;
   if (first >= p.n) {{ return; }}
   if (first + {per_word}u > p.n) {{
-    for (var i = first; i < p.n; i++) {{ store_out(offsets_of(i).w, value(i)); }}
+    for (var i = first; i < p.n; i++) {{ store_out(offsets_of(i).w, value(offsets_of(i))); }}
     return;
   }}
   var word = 0u;
-  for (var k = 0u; k < {per_word}u; k++) {{ word |= {bits_of}(value(first + k)) << (k * {bits}u); }}
+  for (var k = 0u; k < {per_word}u; k++) {{ word |= {bits_of}(value(offsets_of(first + k))) << (k * {bits}u); }}
   atomicStore(&out[offsets_of(first).w / {per_word}u], word);
 }}"""
 
