@@ -3,7 +3,8 @@
 Every operand is bound as a contiguous f32 array from offset 0 (other views and f16 values are
 copied first; the backend widens half inputs). The two per-channel sums, ``stats`` and
 ``grad_sums``, run one workgroup per channel, each thread walking every WG-th of the channel's
-N * S values (workgroups loop over channels past the grid); ``normalize`` and ``backward`` run one thread per element.
+N * S values (workgroups loop over channels past the grid); ``normalize`` and ``backward`` run
+one thread per element.
 """
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import numpy as np
 from . import reduce as gpu_reduce
 
 FILE = "batch_norm.wgsl"
-WORKGROUP = 256      # threads per channel in the sums on a GPU (a power of two, capped by the device limit)
-CPU_WORKGROUP = 16   # and on a CPU adapter: a channel of the digits or ResNet block batch norms (16 to 64K values
-                     # each) took 4-12x longer with 256 threads on llvmpipe and SwiftShader, whose barriers are dear
+# Threads per channel in the sums (a power of two, capped by the device limit): on a GPU, and on a
+# CPU adapter, where the ResNet block's batch norms (16 to 64K values a channel) took 4-12x longer
+# with 256 threads on llvmpipe and SwiftShader, whose barriers are dear. A channel longer than
+# CPU_WORKGROUP threads may walk within llvmpipe's loop limit gets more.
+WORKGROUP = 256
+CPU_WORKGROUP = 16
 
 
 def _flat(backend, a):
