@@ -17,13 +17,15 @@ from webgrad.optim import SGD, Adam, AdamW, RMSprop
 pytestmark = requires_webgpu
 
 
-@pytest.fixture(params=["scan", "atomic"])
+@pytest.fixture(params=["columns", "scan", "atomic"])
 def scatter_path(request, monkeypatch):
-    """Run a test once per scatter strategy by moving the switch-over point."""
+    """Run a test once per scatter strategy by moving the switch-over points."""
+    if request.param != "columns":
+        monkeypatch.setattr(index_launchers, "COLUMNS_MAX_SPAN", 0)
     if request.param == "atomic":
         monkeypatch.setattr(index_launchers, "SCAN_MAX_RATIO", 0)
         monkeypatch.setattr(index_launchers, "SCAN_MAX_WORK", 0)
-    else:
+    elif request.param == "scan":
         monkeypatch.setattr(index_launchers, "SCAN_MAX_WORK", 1 << 60)
     return request.param
 
@@ -143,8 +145,10 @@ def test_index_add_accumulates_duplicates(index, scatter_path):
                                   index_add(ints_cpu, i_cpu, src_int_cpu).numpy())
 
 
-def test_index_add_scan_is_bit_exact_with_numpy(monkeypatch):
+@pytest.mark.parametrize("columns_max_span", [0, 1 << 14], ids=["scan", "columns"])
+def test_index_add_scan_and_columns_are_bit_exact_with_numpy(monkeypatch, columns_max_span):
     monkeypatch.setattr(index_launchers, "SCAN_MAX_WORK", 1 << 60)
+    monkeypatch.setattr(index_launchers, "COLUMNS_MAX_SPAN", columns_max_span)
     base_cpu, base_gpu = pair(np.zeros((3, 2), dtype=np.float32))
     index = rng.integers(0, 3, size=200)
     i_cpu, i_gpu = pair(index)
@@ -161,12 +165,17 @@ def test_scatter_scans_unless_the_scan_costs_far_more_than_atomics(monkeypatch):
     monkeypatch.setattr(type(backend()), "dispatch_1d",
                         lambda self, file, entry, *a: entries.append(entry) or dispatch(self, file, entry, *a))
     cases = [((300, 8), 5), ((300, 8), 20_000), ((20_000, 8), 40)]  # (base shape, index length)
-    for shape, count in cases:
-        index = webgrad.tensor(rng.integers(0, shape[0], size=count), device="webgpu")
-        index_add(webgrad.zeros(*shape, device="webgpu"), index, webgrad.ones(count, 8, device="webgpu"))
+    for dtype in (webgrad.float32, webgrad.float16):
+        for shape, count in cases:
+            index = webgrad.tensor(rng.integers(0, shape[0], size=count), device="webgpu")
+            index_add(webgrad.zeros(*shape, device="webgpu", dtype=dtype), index,
+                      webgrad.ones(count, 8, device="webgpu", dtype=dtype))
     scatters = [e for e in entries if e.startswith("scatter_add")]
-    # a short index: scan; 48M scan steps vs 160k atomic adds: atomic; a long base with a short index: atomic
-    assert scatters == ["scatter_add", "scatter_add_atomic", "scatter_add_atomic"]
+    # float32, by columns up to COLUMNS_MAX_SPAN index values (8 threads walking 5, then 40 values);
+    # float16 (two to a word): a short index scans; 48M scan steps vs 160k atomic adds: atomic; a long
+    # base with a short index: atomic
+    assert scatters == ["scatter_add_columns", "scatter_add_atomic", "scatter_add_columns",
+                        "scatter_add", "scatter_add_atomic", "scatter_add_atomic"]
 
 
 @pytest.mark.parametrize("dim", [0, 1, 2])
@@ -297,7 +306,8 @@ def test_index_kernels_fold_large_grids(monkeypatch):
     with webgrad.webgpu.override_limits(max_compute_workgroups_per_dimension=8):
         close(take(x_gpu, i_gpu), take(x_cpu, i_cpu))
         close(gather(x_gpu, 1, g_gpu), gather(x_cpu, 1, g_cpu))
-        for ratio, work in ((0, 1 << 60), (0, 0)):  # the scan, then the atomic scatter
+        for columns, ratio, work in ((1 << 14, 0, 0), (0, 0, 1 << 60), (0, 0, 0)):  # columns, scan, atomic
+            monkeypatch.setattr(index_launchers, "COLUMNS_MAX_SPAN", columns)
             monkeypatch.setattr(index_launchers, "SCAN_MAX_RATIO", ratio)
             monkeypatch.setattr(index_launchers, "SCAN_MAX_WORK", work)
             close(scatter_add(x_gpu, 1, g_gpu, src_gpu), scatter_add(x_cpu, 1, g_cpu, src_cpu), atol=1e-4)

@@ -9,6 +9,12 @@
 //                       output word scans the index column of each element in it: no
 //                       atomics, the same result on every run, bit for bit numpy's np.add.at
 //                       order for 32-bit kinds. Cost: out elements x span loop steps.
+//   scatter_add_columns the same sums for 32-bit kinds, one thread per column of out along
+//                       dim (c with dim's coordinate left out): it walks k = 0, 1, ...,
+//                       span - 1 in order and adds values[c with dim := k] into
+//                       out[c with dim := index[c with dim := k]]. Only this thread writes
+//                       the column, so no atomics, and the order is the scan's (the same
+//                       bits). Cost: out elements / rows x span loop steps.
 //   scatter_add_atomic  out[c with dim := index[c]] += values[c], one thread per index
 //                       element. WGSL has integer atomics only, so an add is a
 //                       compare-exchange loop on the bits of the word holding the element;
@@ -58,7 +64,7 @@ struct Params {
   span: u32,                               // scatter_add: index length along dim; put: dst rank
   index_step: i32,                         // stride that multiplies the index value (or scan step)
   value_step: i32,                         // scatter_add: values' stride along dim
-  pad: u32,
+  out_step: i32,                           // scatter_add_columns: out's stride along dim
   shape: array<vec4<u32>, 2>,              // iteration shape
   bound: array<vec4<u32>, 2>,              // scatter_add: index shape; put: dst shape
   strides: array<array<vec4<i32>, 2>, 4>,  // per operand slot, see above
@@ -175,6 +181,39 @@ fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
     word = with_bits(word, k, bits_of(acc));
   }
   out[o] = word;
+}
+
+@compute @workgroup_size(WG)
+fn scatter_add_columns(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = thread_index(gid, nwg);
+  if (i >= p.n) { return; }
+  // Unflatten i over out's shape with dim's size 1 (and every operand's stride along dim 0): the
+  // column's start in each operand.
+  var rem = i;
+  var index_at = i32(p.offsets.x);
+  var value_at = i32(p.offsets.y);
+  var out_at = i32(p.offsets.w);
+  var inside = true;
+  for (var d = i32(p.rank) - 1; d >= 0; d = d - 1) {
+    let du = u32(d);
+    let n = p.shape[du / 4u][du % 4u];
+    let c = rem % n;
+    rem = rem / n;
+    inside = inside && c < p.bound[du / 4u][du % 4u];
+    index_at = index_at + i32(c) * p.strides[0][du / 4u][du % 4u];
+    value_at = value_at + i32(c) * p.strides[1][du / 4u][du % 4u];
+    out_at = out_at + i32(c) * p.strides[3][du / 4u][du % 4u];
+  }
+  if (!inside) { return; }
+  for (var s = 0u; s < p.span; s = s + 1u) {
+    let j = index[u32(index_at + i32(s) * p.index_step)];
+    if (!in_range(j)) {
+      atomicOr(&errors[0], 1u);
+      continue;
+    }
+    let at = u32(out_at + j * p.out_step);
+    out[at] = bits_of(value_of(out[at]) + value_of(values[u32(value_at + i32(s) * p.value_step)]));
+  }
 }
 
 @compute @workgroup_size(WG)
