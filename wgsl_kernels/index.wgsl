@@ -87,16 +87,31 @@ fn thread_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return gid.x + gid.y * nwg.x * WG;
 }
 
+// The iteration space's rank (p.rank) as a pipeline constant, so that strided() unrolls:
+// SwiftShader does not unroll a loop over it, and reads the uniform at a loop counter's index
+// lane by lane (as strided.wgsl notes).
+override RANK: u32 = 8u;
+
+// The coordinate along a dim of size n in a row-major walk, innermost dim first.
+fn peel(n: u32, rem: ptr<function, u32>) -> i32 {
+  let c = *rem % n;
+  *rem = *rem / n;
+  return i32(c);
+}
+
 // Element offset (without the base offset) of operand slot k at iteration index i.
 fn strided(i: u32, k: u32) -> i32 {
+  let s = p.strides[k];
   var rem = i;
   var off = 0;
-  for (var d = i32(p.rank) - 1; d >= 0; d = d - 1) {
-    let du = u32(d);
-    let n = p.shape[du / 4u][du % 4u];
-    off = off + i32(rem % n) * p.strides[k][du / 4u][du % 4u];
-    rem = rem / n;
-  }
+  if (RANK > 7u) { off = off + peel(p.shape[1].w, &rem) * s[1].w; }
+  if (RANK > 6u) { off = off + peel(p.shape[1].z, &rem) * s[1].z; }
+  if (RANK > 5u) { off = off + peel(p.shape[1].y, &rem) * s[1].y; }
+  if (RANK > 4u) { off = off + peel(p.shape[1].x, &rem) * s[1].x; }
+  if (RANK > 3u) { off = off + peel(p.shape[0].w, &rem) * s[0].w; }
+  if (RANK > 2u) { off = off + peel(p.shape[0].z, &rem) * s[0].z; }
+  if (RANK > 1u) { off = off + peel(p.shape[0].y, &rem) * s[0].y; }
+  if (RANK > 0u) { off = off + peel(p.shape[0].x, &rem) * s[0].x; }
   return off;
 }
 

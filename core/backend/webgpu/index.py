@@ -96,11 +96,13 @@ def _numel(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads):
+def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads, rank):
     """Every index kernel binds the backend's error flag (4): it reports bad indices there.
-    ``threads``: gather and scatter_add run one per word of out, the others one per element."""
+    ``threads``: gather and scatter_add run one per word of out, the others one per element;
+    ``rank``: the iteration space's (Params.rank), a pipeline constant too (RANK)."""
     buffers = [index.buffer, values.buffer, out.buffer, backend.index_errors.buffer_for(op_name)]
-    backend.dispatch_1d(FILE, entry, _types(kind), None, {}, buffers, params, threads, f"{FILE}:{op_name}")
+    backend.dispatch_1d(FILE, entry, _types(kind), None, {"RANK": rank}, buffers, params, threads,
+                        f"{FILE}:{op_name}")
 
 
 def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows, step, window=(0, 0)):
@@ -113,7 +115,8 @@ def _gather_rows(backend, op_name, x, index, out, index_strides, x_strides, rows
     _check_rank(op_name, dims)
     params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, x.offset, 0, out.offset),
                    index_step=step, shape=dims, strides={0: si, 1: sx}, window=window)
-    _dispatch(backend, "gather", op_name, x.kind, index, x, _word_aligned(out), params, -(-n // _per_word(x.kind)))
+    _dispatch(backend, "gather", op_name, x.kind, index, x, _word_aligned(out), params, -(-n // _per_word(x.kind)),
+              len(dims))
     return out
 
 
@@ -169,7 +172,8 @@ def _scatter_into(backend, op_name, out, index, src, dim):
                        index_step=index.strides[dim], value_step=src.strides[dim],
                        out_step=contiguous_strides(out.shape)[dim], shape=columns, bound=index.shape,
                        strides={0: index_strides, 1: src_strides, 3: out_strides})
-        _dispatch(backend, "scatter_add_columns", op_name, out.kind, index, src, out, params, out.numel() // rows)
+        _dispatch(backend, "scatter_add_columns", op_name, out.kind, index, src, out, params, out.numel() // rows,
+                  len(out.shape))
         return
     if out.numel() * span <= max(SCAN_MAX_WORK, SCAN_MAX_RATIO * index.numel()) and not split:
         _check_rank(op_name, out.shape)
@@ -178,7 +182,8 @@ def _scatter_into(backend, op_name, out, index, src, dim):
                        index_step=index.strides[dim], value_step=src.strides[dim], shape=out.shape, bound=index.shape,
                        strides={0: index_strides, 1: src_strides})
         words = -(-out.numel() // _per_word(out.kind))
-        _dispatch(backend, "scatter_add", op_name, out.kind, index, src, _word_aligned(out), params, words)
+        _dispatch(backend, "scatter_add", op_name, out.kind, index, src, _word_aligned(out), params, words,
+                  len(out.shape))
         return
     from ...determinism import alert_not_deterministic
 
@@ -193,7 +198,7 @@ def _scatter_into(backend, op_name, out, index, src, dim):
     for first, count, part in windows:
         params = _pack(n, rank=len(dims), rows=rows, offsets=(index.offset, src.offset, 0, part.offset),
                        index_step=step, shape=dims, strides={0: si, 1: sv, 3: so}, window=(first, count))
-        _dispatch(backend, "scatter_add_atomic", op_name, out.kind, index, src, part, params, n)
+        _dispatch(backend, "scatter_add_atomic", op_name, out.kind, index, src, part, params, n, len(dims))
 
 
 def scatter_add(backend, op, record, arrays, attrs, shape, dtype):
@@ -249,7 +254,7 @@ def put(backend, dst, positions, src):
     _check_rank("setitem", bound)
     params = _pack(n, rank=len(dims), offsets=(positions.offset, src.offset, 0, dst.offset), span=len(bound),
                    shape=dims, bound=bound, strides={0: sp, 1: sv, 3: sd})
-    _dispatch(backend, "put", "setitem", dst.kind, positions, src, dst, params, n)
+    _dispatch(backend, "put", "setitem", dst.kind, positions, src, dst, params, n, len(dims))
 
 
 __all__ = ["take", "gather", "scatter_add", "index_add", "put"]
