@@ -135,6 +135,38 @@ fn with_bits(word: u32, k: u32, bits: u32) -> u32 {
   return (word & ~(MASK << shift)) | (bits << shift);
 }
 
+// Where the column (along dim) of iteration element i starts: i unflattened over p.shape,
+// innermost dim first, the index and values elements with dim's coordinate 0 (slots 0 and 1),
+// out's too (slot 3: scatter_add_columns, whose dim has size 1), and i's coordinate along dim
+// (row). inside is false where the index tensor (p.bound) is smaller than the iteration space.
+struct Column {
+  index_at: i32,
+  value_at: i32,
+  out_at: i32,
+  row: i32,
+  inside: bool,
+}
+
+fn column_of(i: u32) -> Column {
+  var col = Column(i32(p.offsets.x), i32(p.offsets.y), i32(p.offsets.w), 0, true);
+  var rem = i;
+  for (var d = i32(p.rank) - 1; d >= 0; d = d - 1) {
+    let du = u32(d);
+    let n = p.shape[du / 4u][du % 4u];
+    let c = rem % n;
+    rem = rem / n;
+    if (du == p.dim) {
+      col.row = i32(c);
+    } else {
+      col.inside = col.inside && c < p.bound[du / 4u][du % 4u];
+      col.index_at = col.index_at + i32(c) * p.strides[0][du / 4u][du % 4u];
+      col.value_at = col.value_at + i32(c) * p.strides[1][du / 4u][du % 4u];
+      col.out_at = col.out_at + i32(c) * p.strides[3][du / 4u][du % 4u];
+    }
+  }
+  return col;
+}
+
 @compute @workgroup_size(WG)
 fn gather(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let first = thread_index(gid, nwg) * PER_WORD;  // this thread's output word holds elements first...
@@ -163,33 +195,15 @@ fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
   let o = p.offsets.w / PER_WORD + first / PER_WORD;
   var word = out[o];
   for (var i = first; i < min(first + PER_WORD, p.n); i++) {
-    // Unflatten i over out's shape; the index and values columns start at c with c[dim] = 0.
-    var rem = i;
-    var row = 0;
-    var index_at = i32(p.offsets.x);
-    var value_at = i32(p.offsets.y);
-    var inside = true;
-    for (var d = i32(p.rank) - 1; d >= 0; d = d - 1) {
-      let du = u32(d);
-      let n = p.shape[du / 4u][du % 4u];
-      let c = rem % n;
-      rem = rem / n;
-      if (du == p.dim) {
-        row = i32(c);
-      } else {
-        inside = inside && c < p.bound[du / 4u][du % 4u];
-        index_at = index_at + i32(c) * p.strides[0][du / 4u][du % 4u];
-        value_at = value_at + i32(c) * p.strides[1][du / 4u][du % 4u];
-      }
-    }
-    if (!inside) { continue; }
+    let col = column_of(i);
+    if (!col.inside) { continue; }
     let k = i - first;
     var acc = value_of((word >> (k * BITS)) & MASK);
     for (var s = 0u; s < p.span; s = s + 1u) {
-      let j = index[u32(index_at + i32(s) * p.index_step)];
-      if (j == row) {
-        acc = acc + value_of(element_bits(u32(value_at + i32(s) * p.value_step)));
-      } else if (row == 0 && !in_range(j)) {
+      let j = index[u32(col.index_at + i32(s) * p.index_step)];
+      if (j == col.row) {
+        acc = acc + value_of(element_bits(u32(col.value_at + i32(s) * p.value_step)));
+      } else if (col.row == 0 && !in_range(j)) {
         atomicOr(&errors[0], 1u);  // row 0 always exists: its threads report each column's bad indices
       }
     }
@@ -202,32 +216,16 @@ fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
 fn scatter_add_columns(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = thread_index(gid, nwg);
   if (i >= p.n) { return; }
-  // Unflatten i over out's shape with dim's size 1 (and every operand's stride along dim 0): the
-  // column's start in each operand.
-  var rem = i;
-  var index_at = i32(p.offsets.x);
-  var value_at = i32(p.offsets.y);
-  var out_at = i32(p.offsets.w);
-  var inside = true;
-  for (var d = i32(p.rank) - 1; d >= 0; d = d - 1) {
-    let du = u32(d);
-    let n = p.shape[du / 4u][du % 4u];
-    let c = rem % n;
-    rem = rem / n;
-    inside = inside && c < p.bound[du / 4u][du % 4u];
-    index_at = index_at + i32(c) * p.strides[0][du / 4u][du % 4u];
-    value_at = value_at + i32(c) * p.strides[1][du / 4u][du % 4u];
-    out_at = out_at + i32(c) * p.strides[3][du / 4u][du % 4u];
-  }
-  if (!inside) { return; }
+  let col = column_of(i);  // out's shape with dim's size 1: i is a column
+  if (!col.inside) { return; }
   for (var s = 0u; s < p.span; s = s + 1u) {
-    let j = index[u32(index_at + i32(s) * p.index_step)];
+    let j = index[u32(col.index_at + i32(s) * p.index_step)];
     if (!in_range(j)) {
       atomicOr(&errors[0], 1u);
       continue;
     }
-    let at = u32(out_at + j * p.out_step);
-    out[at] = bits_of(value_of(out[at]) + value_of(values[u32(value_at + i32(s) * p.value_step)]));
+    let at = u32(col.out_at + j * p.out_step);
+    out[at] = bits_of(value_of(out[at]) + value_of(values[u32(col.value_at + i32(s) * p.value_step)]));
   }
 }
 
