@@ -84,7 +84,7 @@ set_device_idx = set_device_index
 
 
 def synchronize(device=None) -> None:
-    """Wait for (submit) all recorded GPU work."""
+    """Wait until the GPU has finished all work recorded so far."""
     _require("synchronize")
     webgpu.synchronize()
 

@@ -74,8 +74,9 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
 
 
 def synchronize() -> None:
-    """Submit all recorded GPU work now."""
-    _backend().synchronize()
+    """Wait until the GPU has finished all work recorded so far, as ``torch.cuda.synchronize``:
+    submit it, then block (what timing a stretch of GPU work needs)."""
+    _backend().device.wait()
 
 
 def empty_cache() -> None:

@@ -144,6 +144,24 @@ def test_adapter_info_and_memory_stats():
     assert set(stats) == {"bytes_in_use", "bytes_pooled", "peak_bytes"}
 
 
+def test_synchronize_waits_for_the_recorded_work(monkeypatch):
+    """torch.cuda.synchronize's contract: the recorded work is submitted, then waited for (a
+    user timing GPU work with it measured only the recording while it merely submitted)."""
+    monkeypatch.setattr(webgrad.accelerator, "allow_software_adapter", True)  # llvmpipe counts here
+    device = webgrad.backend.get_backend("webgpu").device
+    waits = []
+    real_wait = type(device)._wait
+    monkeypatch.setattr(device, "_wait", lambda: (waits.append(device._encoder is None), real_wait(device)))
+    x = webgrad.ones(1000, device="webgpu")
+    y = x * 2  # recorded, not yet submitted
+    assert device._encoder is not None
+    for synchronize in (webgrad.webgpu.synchronize, webgrad.accelerator.synchronize):
+        waits.clear()
+        synchronize()
+        assert waits == [True]  # one wait, after the submit
+    assert y.sum().item() == 2000.0
+
+
 def test_buffers_return_to_the_pool_when_tensors_die():
     webgrad.webgpu.synchronize()
     before = webgrad.webgpu.memory_stats()["bytes_in_use"]
