@@ -156,18 +156,18 @@ class Node:
     def __init__(self, op, inputs, attrs, out):
         self.seq = next(Node._sequence)  # creation order: backward runs later nodes first
         self.op = op
-        self.edges = tuple((t._node or LEAF) if t._requires_grad else None for t in inputs)
+        self.edges = edges = tuple([(t._node or LEAF) if t._requires_grad else None for t in inputs])
         input_uses, out_use = _uses(op.vjp, len(inputs))
         if op.reads_for_others:
-            input_uses = tuple(use if any(e is not None for j, e in enumerate(self.edges) if j != i) else None
-                               for i, use in enumerate(input_uses))
+            input_uses = tuple([use if any(e is not None for j, e in enumerate(edges) if j != i) else None
+                                for i, use in enumerate(input_uses)])
         # A leaf stays itself: its gradient is delivered to it.
-        self.inputs = tuple(t if use is _VALUE or edge is LEAF else _Meta(t)
-                            for t, use, edge in zip(inputs, input_uses, self.edges))
+        self.inputs = tuple([t if use is _VALUE or edge is LEAF else _Meta(t)
+                             for t, use, edge in zip(inputs, input_uses, edges)])
         self.attrs = attrs
         # the data without a back-edge to this node (no cycle)
         self.out = out.detach() if out_use is _VALUE else _Meta(out)
-        self.versions = tuple(t._version_counter[0] for t in inputs)
+        self.versions = tuple([t._version_counter[0] for t in inputs])
         # vjps may read the output (exp, tanh, sqrt...), so an in-place change of it
         # must be caught too. Keep the counter list itself: views of ``out`` share it.
         self.out_counter = out._version_counter

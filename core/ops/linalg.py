@@ -32,8 +32,13 @@ def _matmul_infer(x, y):
     return batch + (x.shape[-2], y.shape[-1]), x.dtype
 
 
+def _transposed(t):
+    """``t.mT``; for t a ``.mT`` view (a Linear's ``weight.mT``) the tensor it views, one op fewer."""
+    return t._view_of[0] if t._is_mT_view else t.mT
+
+
 def _matmul_vjp(g, x, y, *, out, needs):
-    gx = g @ y.mT if needs[0] else None
+    gx = g @ _transposed(y) if needs[0] else None
     gy = None
     if needs[1] and y.ndim == 2 and x.ndim > 2:
         # y (a Linear's weight) met every row of x's batch: one product over all rows, as torch

@@ -34,6 +34,8 @@ def _shape_args(op_name, shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)) or (
             len(shape) == 1 and type(shape[0]).__name__ == "Size"):
         shape = tuple(shape[0])
+    if all([type(s) is int for s in shape]):  # the common case: nothing to check or convert
+        return shape
     for s in shape:
         if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
             raise TypeError(f"{op_name}: sizes must be ints, got {shape!r}")
@@ -127,16 +129,17 @@ def _unpermute(g, dims):
 
 PERMUTE = defop("permute", wgsl=View("permute"), infer=lambda x, *, dims: (tuple(x.shape[d] for d in dims), x.dtype),
                 vjp=lambda g, x, *, out, dims: _unpermute(g, dims),
-                numpy=lambda x, *, dims: np.transpose(x, dims))
+                numpy=lambda x, *, dims: x.transpose(dims))
 
 
 def permute(x, *dims):
     dims = _shape_args("permute", dims)
-    norm = tuple(normalize_dim("permute", d, x.ndim) for d in dims)
-    if len(norm) != x.ndim or sorted(norm) != list(range(x.ndim)):
+    ndim = len(x.shape)
+    norm = tuple([d % ndim if -ndim <= d < ndim else normalize_dim("permute", d, ndim) for d in dims])
+    if len(norm) != ndim or sorted(norm) != list(range(ndim)):
         raise OpError(f"permute: dims {dims} are not a permutation of the {x.ndim} dims of "
                       f"a tensor of shape {tuple(x.shape)}")
-    if norm == tuple(range(x.ndim)):
+    if norm == tuple(range(ndim)):
         return x
     return _as_view(apply(PERMUTE, x, dims=norm), x, "permute", norm)
 

@@ -62,6 +62,8 @@ def _planes(x, fill, geometry):
 def _inside(x_hw, *, kernel, stride, padding, dilation, out_hw, **_):
     """(kh*kw, Ho, Wo) bool: the offset reads the input (not padding); None when nothing is padding."""
     (kh, kw), (sh, sw), (top, left), (dh, dw), (ho, wo) = kernel, stride, padding, dilation, out_hw
+    if not top and not left and (ho - 1) * sh + (kh - 1) * dh < x_hw[0] and (wo - 1) * sw + (kw - 1) * dw < x_hw[1]:
+        return None  # every window lies inside (no padding, no ceil_mode overhang)
     rows = np.arange(ho)[None, :] * sh + np.arange(kh)[:, None] * dh - top  # (kh, Ho)
     cols = np.arange(wo)[None, :] * sw + np.arange(kw)[:, None] * dw - left  # (kw, Wo)
     row_in, col_in = (rows >= 0) & (rows < x_hw[0]), (cols >= 0) & (cols < x_hw[1])

@@ -87,7 +87,7 @@ def _arg_kernel(np_fn):
 SUM = defop("sum", kind="reduce", wgsl=Kernel("reduce.wgsl", "sum", "reduce.reduce"), infer=_reduce_infer("sum"),
             vjp=_sum_vjp,
             reads_inputs=False,
-            numpy=lambda x, *, dims, keepdim: np.sum(x, axis=dims, keepdims=keepdim))
+            numpy=lambda x, *, dims, keepdim: np.add.reduce(x, axis=dims, keepdims=keepdim))  # np.sum, less wrapping
 AMAX = defop("amax", wgsl=Kernel("reduce.wgsl", "amax", "reduce.reduce"), infer=_reduce_infer("amax"), vjp=_extreme_vjp,
              kind="reduce", numpy=lambda x, *, dims, keepdim: np.amax(x, axis=dims, keepdims=keepdim))
 AMIN = defop("amin", wgsl=Kernel("reduce.wgsl", "amin", "reduce.reduce"), infer=_reduce_infer("amin"), vjp=_extreme_vjp,

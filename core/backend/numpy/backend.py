@@ -28,11 +28,11 @@ PASSES = ("dce", "folded", "cse", "dce", "transposed", "copies", "fused")
 def product_kernel(x, y):
     """The function that computes ``x @ y`` here: the wasm GEMM in Pyodide, else numpy's BLAS on
     one thread, a large product split over the cpu threads (matmul, and kernels made of products)."""
-    if wasm_gemm.wants(x, y, matmul_size(x, y)):  # Pyodide: float32 products in wasm (see wasm/)
+    if not wasm_gemm.IN_PYODIDE:
+        return cpu_threads.matmul  # (see blas.py)
+    if wasm_gemm.wants(x, y, matmul_size(x, y)):  # float32 products in wasm (see wasm/)
         return wasm_gemm.matmul
-    if wasm_gemm.IN_PYODIDE:  # numpy's own loop there: y goes k-major first (see wasm/)
-        return wasm_gemm.numpy_matmul
-    return cpu_threads.matmul  # (see blas.py)
+    return wasm_gemm.numpy_matmul  # numpy's own loop there: y goes k-major first (see wasm/)
 
 
 class NumpyBackend:
@@ -47,8 +47,10 @@ class NumpyBackend:
 
     def run(self, op, inputs, attrs, shape, dtype):
         arrays = [t._data for t in inputs]
-        if any(a.dtype == np.float16 for a in arrays):  # computed in float32, rounded once (torch's opmath)
-            arrays = [a.astype(np.float32) if a.dtype == np.float16 else a for a in arrays]
+        for a in arrays:
+            if a.dtype.char == "e":  # float16: computed in float32, rounded once (torch's opmath)
+                arrays = [a.astype(np.float32) if a.dtype.char == "e" else a for a in arrays]
+                break
         kernel = self.kernel(op, arrays)
         if (op.kind == "elementwise" and math.prod(shape) >= blas.ELEMENTWISE_SPLIT_FROM and cpu_threads.count() > 1
                 and writes_out(kernel, attrs)):

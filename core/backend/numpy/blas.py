@@ -214,7 +214,9 @@ def numpy_blas_controllers() -> list:
 
 def matmul_size(x, y) -> int:
     """Multiply-adds of ``np.matmul(x, y)`` for operands of at least 2 dims."""
-    batch = math.prod(np.broadcast_shapes(x.shape[:-2], y.shape[:-2]))
+    lead_x, lead_y = x.shape[:-2], y.shape[:-2]
+    batch = math.prod(lead_x if lead_x == lead_y or not lead_y else
+                      lead_y if not lead_x else np.broadcast_shapes(lead_x, lead_y))
     return batch * x.shape[-2] * x.shape[-1] * y.shape[-1]
 
 
