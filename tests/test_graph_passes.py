@@ -417,7 +417,7 @@ def test_mean_loss_train_step_replays_in_twelve_dispatches_on_webgpu():
     np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5, atol=1e-6)
     fn, dispatches = compiled[2], compiled[3]
     assert dispatches <= 12, fn.explain()
-    assert "ne -> cast -> sum -> cast -> div" in fn.explain()
+    assert "ne -> cast -> sum -> div" in fn.explain()
 
 
 def test_functionalize_turns_writes_into_made_values_into_new_values():

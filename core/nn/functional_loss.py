@@ -141,8 +141,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         counted = target != ignore_index
     else:
         loss, counted = _weighted_cross_entropy(input, target, weight, ignore_index, label_smoothing)
-    if reduction == "mean":
-        return loss.sum() / counted.sum()
+    if reduction == "mean":  # the count summed in the loss's dtype: no int64 sum cast for the division
+        return loss.sum() / counted.sum(dtype=loss.dtype)
     if reduction == "sum":
         return loss.sum()
     return loss.squeeze(0) if squeeze else loss
