@@ -46,11 +46,20 @@ def _geometry(x_hw, k_hw, stride, padding, dilation):
 
 
 # -- numpy kernels -----------------------------------------------------------------
+def padded_images(x, padding, fill=0):
+    """x (N, C, H, W) with ``padding`` (top, bottom, left, right) rows and columns of ``fill``
+    around it: np.pad's result without its cost per call (about 40 us, a tenth of a small CNN's step)."""
+    top, bottom, left, right = padding
+    n, c, h, w = x.shape
+    out = np.full((n, c, top + h + bottom, left + w + right), fill, x.dtype)
+    out[:, :, top:top + h, left:left + w] = x
+    return out
+
+
 def _windows(x, k_hw, out_hw, stride, padding, dilation, groups):
     """x's receptive fields as a strided view (N, groups, Cg, Ho, Wo, kh, kw), no copy."""
-    top, bottom, left, right = padding
     if any(padding):
-        x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+        x = padded_images(x, padding)
     n, c = x.shape[:2]
     (kh, kw), (ho, wo), (sh, sw), (dh, dw) = k_hw, out_hw, stride, dilation
     s = x.strides
@@ -125,7 +134,7 @@ def _depthwise_numpy(x, w, out_hw, stride, padding, dilation):
     n, c = x.shape[:2]
     (kh, kw), (ho, wo), (sh, sw), (dh, dw) = w.shape[2:], out_hw, stride, dilation
     if any(padding):
-        x = np.pad(x, ((0, 0), (0, 0), padding[:2], padding[2:]))
+        x = padded_images(x, padding)
     taps = w.reshape(c, kh, kw, 1, 1)
     box = _box(taps)
     out = np.empty((n, c, ho, wo), np.result_type(x, w))

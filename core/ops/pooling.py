@@ -26,6 +26,7 @@ import numpy as np
 from ..backend.numpy.blas import cpu_threads
 from ..kernels import Kernel
 from ._helpers import describe
+from .conv import padded_images
 from .registry import OpError, apply, defop
 
 
@@ -40,7 +41,7 @@ def _padded(x, fill, *, kernel, stride, padding, dilation, out_hw):
     bottom = max(0, (ho - 1) * sh + (kh - 1) * dh + 1 - (h + top))
     right = max(0, (wo - 1) * sw + (kw - 1) * dw + 1 - (w + left))
     if top or left or bottom or right:
-        x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
+        x = padded_images(x, (top, bottom, left, right), fill)
     return x
 
 
