@@ -747,6 +747,14 @@ def test_grad_keeps_a_fresh_gradient_without_copying_it(device, monkeypatch):
     assert copies == []  # index_add's fresh result, kept
     assert table.weight.grad.numpy()[2].tolist() == [2.0] * 4
 
+    linear = webgrad.nn.Linear(3, 2).to(device)
+    linear(webgrad.ones(4, 5, 3, device=device)).sum().backward()
+    assert copies == []  # the bias's gradient: a sum over the leading dims, of that shape, kept
+    assert linear.bias.grad.tolist() == [20.0, 20.0]
+    scale = webgrad.ones(1, 3, device=device, requires_grad=True)
+    (webgrad.ones(4, 2, 3, device=device) * scale).sum().backward()
+    assert scale.grad.tolist() == [[8.0] * 3]  # summed over a leading and a broadcast dim
+
     a = webgrad.ones(3, device=device, requires_grad=True)
     b = webgrad.ones(3, device=device, requires_grad=True)
     (a + b).sum().backward()  # add hands one tensor to both inputs: at least one copy

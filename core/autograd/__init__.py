@@ -295,6 +295,8 @@ def _sum_to(grad, shape):
     lead = grad.ndim - len(shape)
     dims = tuple(range(lead)) + tuple(
         i + lead for i, n in enumerate(shape) if n == 1 and grad.shape[i + lead] != 1)
+    if lead and len(dims) == lead:  # only leading dims (a bias's gradient): the sum has the shape itself, and
+        return grad.sum(dim=dims)  # no view of it keeps .grad from taking it as is (_unshared)
     if dims:
         grad = grad.sum(dim=dims, keepdim=True)
     if lead:
