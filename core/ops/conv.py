@@ -48,10 +48,12 @@ def _geometry(x_hw, k_hw, stride, padding, dilation):
 # -- numpy kernels -----------------------------------------------------------------
 def padded_images(x, padding, fill=0):
     """x (N, C, H, W) with ``padding`` (top, bottom, left, right) rows and columns of ``fill``
-    around it: np.pad's result without its cost per call (about 40 us, a tenth of a small CNN's step)."""
+    around it: np.pad's result without most of its cost per call (22-32 us of np.pad's 26-54 for
+    the digits CNN's images, a few percent of its step)."""
     top, bottom, left, right = padding
     n, c, h, w = x.shape
-    out = np.full((n, c, top + h + bottom, left + w + right), fill, x.dtype)
+    shape = (n, c, top + h + bottom, left + w + right)
+    out = np.zeros(shape, x.dtype) if fill == 0 else np.full(shape, fill, x.dtype)
     out[:, :, top:top + h, left:left + w] = x
     return out
 
