@@ -1,5 +1,5 @@
 """webgrad.profiler inside Pyodide on the browser's WebGPU device: events, the table,
-the Chrome trace, and _repr_html_ for a notebook-style page."""
+the Chrome trace, and _repr_html_ for a notebook-style page; webgpu.synchronize's wait there."""
 from __future__ import annotations
 
 import json
@@ -36,8 +36,11 @@ for timing in ("auto", "sync"):
         "table": prof.key_averages().table(sort_by="self_device_time_total", row_limit=10),
     }
 prof.export_chrome_trace("/tmp/trace.json")
+pending = x * 2  # recorded, not submitted
+recorded = device._encoder is not None
+webgrad.webgpu.synchronize()  # torch.cuda.synchronize's contract: submitted and waited for (JSPI)
 {"results": results, "timestamps": device.timestamps, "trace": json.load(open("/tmp/trace.json")),
- "html": prof.key_averages()._repr_html_()[:200]}
+ "html": prof.key_averages()._repr_html_()[:200], "synchronized": recorded and device._encoder is None}
 """, timeout_s=240)["result"]
     auto, sync = out["results"]["auto"], out["results"]["sync"]
     for r in (auto, sync):
@@ -52,3 +55,4 @@ prof.export_chrome_trace("/tmp/trace.json")
     assert any(e["name"] == "matmul" and e["args"]["Input Dims"] for e in complete)
     json.dumps(out["trace"])
     assert out["html"].startswith("<table")
+    assert out["synchronized"]
