@@ -185,9 +185,6 @@ def boot(requested_device: str, hooks: Any, base_url: str, adapter: Any = None) 
     module.progress = progress  # type: ignore[attr-defined]
     sys.modules["webgrad_runtime"] = module
     builtins.input = _input
-    from ..backend.webgpu import browser
-
-    browser.RECORD_DISPATCH = getattr(hooks, "record_dispatch", None)
     requested_device = str(requested_device)
     device, reason = choose_device(requested_device, adapter)
     mark("choose")

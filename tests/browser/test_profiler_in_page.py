@@ -1,6 +1,6 @@
 """webgrad.profiler inside Pyodide on the browser's WebGPU device: events, the table,
 the Chrome trace, and _repr_html_ for a notebook-style page; webgpu.synchronize's wait there,
-and dispatches recorded through the worker's one-call hook."""
+and dispatches recorded through the worker's one-call function."""
 from __future__ import annotations
 
 import json
@@ -40,10 +40,9 @@ prof.export_chrome_trace("/tmp/trace.json")
 pending = x * 2  # recorded, not submitted
 recorded = device._encoder is not None
 webgrad.webgpu.synchronize()  # torch.cuda.synchronize's contract: submitted and waited for (JSPI)
-from webgrad.backend.webgpu import browser
 {"results": results, "timestamps": device.timestamps, "trace": json.load(open("/tmp/trace.json")),
  "html": prof.key_averages()._repr_html_()[:200], "synchronized": recorded and device._encoder is None,
- "one_call_dispatches": browser.RECORD_DISPATCH is not None}
+ "one_call_dispatches": device._record_dispatch is not None}
 """, timeout_s=240)["result"]
     auto, sync = out["results"]["auto"], out["results"]["sync"]
     for r in (auto, sync):
@@ -59,4 +58,4 @@ from webgrad.backend.webgpu import browser
     json.dumps(out["trace"])
     assert out["html"].startswith("<table")
     assert out["synchronized"]
-    assert out["one_call_dispatches"]  # the worker's record_dispatch hook recorded every dispatch above
+    assert out["one_call_dispatches"]  # the worker's webgradRecordDispatch recorded every dispatch above

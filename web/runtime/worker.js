@@ -28,6 +28,14 @@ const decoders = {stdout: new TextDecoder(), stderr: new TextDecoder()};
 
 const post = (message, transfer = []) => self.postMessage(message, {transfer});
 
+// A WebGPU dispatch's three pass calls in one call from Python, which finds it as
+// js.webgradRecordDispatch (webgrad/backend/webgpu/browser.py): each call across the FFI costs.
+/** @type {any} */ (globalThis).webgradRecordDispatch = (pass, pipeline, group, x, y, z) => {
+  pass.setPipeline(pipeline);
+  pass.setBindGroup(0, group);
+  pass.dispatchWorkgroups(x, y, z);
+};
+
 /** A boot failure that knows its cause and fix (see protocol.js BOOT_CAUSES). */
 class BootFailure extends Error {
   constructor(cause, message, fix) {
@@ -429,12 +437,6 @@ async function boot({baseUrl, device, control: controlBlock, input, keepFiles = 
     post_progress: (data) => post({type: MSG.PROGRESS, id: current ? current.id : null, data}),
     ask_input: askInput,
     input_mode: inputBuffer ? "prompt" : "none",
-    // A WebGPU dispatch's three pass calls in one call from Python (webgrad/backend/webgpu/browser.py).
-    record_dispatch: (pass, pipeline, group, x, y, z) => {
-      pass.setPipeline(pipeline);
-      pass.setBindGroup(0, group);
-      pass.dispatchWorkgroups(x, y, z);
-    },
     rearm_interrupt: () => {  // a signal that landed outside a run's code, kept while its run may still start
       if (control && Atomics.load(control, CONTROL.TARGET) > ended) Atomics.store(control, CONTROL.SIGNAL, CONTROL.SIGINT);
     },

@@ -26,12 +26,6 @@ from .geometry import OPTIONAL_FEATURES, PACKED_DOT_FEATURE, is_cpu_adapter, use
 from .recorder import ARENA_SLOTS, UNIFORM_SLOT, DeviceError, DispatchTimer, Recorder, Window
 
 
-# The worker's ``record_dispatch(pass, pipeline, group, x, y, z)`` (web/runtime/worker.js, handed
-# over by webgrad.web.worker.boot): a dispatch's three pass calls in one crossing of the FFI, about
-# 2.4 us in Chromium against 21 for three calls from Python. None elsewhere: three calls.
-RECORD_DISPATCH = None
-
-
 def _js():
     """The Pyodide modules, imported late so this file imports natively too (for docs and linting)."""
     import js
@@ -89,6 +83,10 @@ class BrowserDevice(Recorder):
         self._usage = usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
         self._staging_usage = usage.MAP_READ | usage.COPY_DST
         self._map_read = js.GPUMapMode.READ
+        # webgrad's worker defines webgradRecordDispatch(pass, pipeline, group, x, y, z)
+        # (web/runtime/worker.js): a dispatch's three pass calls in one crossing of the FFI, about
+        # 2.4 us in Chromium against 21 for three calls from here. Elsewhere, three calls.
+        self._record_dispatch = getattr(js, "webgradRecordDispatch", None)
         self._arena = self._create_uniforms(UNIFORM_SLOT * ARENA_SLOTS, "uniform arena")
         # Asynchronous errors arrive through callbacks. The error handler's proxy lives as long as
         # the device (close() destroys it); the lost handler runs once and then destroys itself.
@@ -231,9 +229,9 @@ class BrowserDevice(Recorder):
         return encoder.beginComputePass(self._obj(desc))
 
     def _record(self, pass_, pipe, group, grid) -> None:
-        if RECORD_DISPATCH is not None:
+        if self._record_dispatch is not None:
             x, y, z = (*grid, 1, 1)[:3]
-            RECORD_DISPATCH(pass_, pipe, group, x, y, z)
+            self._record_dispatch(pass_, pipe, group, x, y, z)
             return
         pass_.setPipeline(pipe)
         pass_.setBindGroup(0, group)
