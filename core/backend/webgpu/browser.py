@@ -229,9 +229,8 @@ class BrowserDevice(Recorder):
         return encoder.beginComputePass(self._obj(desc))
 
     def _record(self, pass_, pipe, group, grid) -> None:
-        if self._record_dispatch is not None:
-            x, y, z = (*grid, 1, 1)[:3]
-            self._record_dispatch(pass_, pipe, group, x, y, z)
+        if self._record_dispatch is not None:  # (a grid's missing dims arrive undefined: WebGPU's default 1)
+            self._record_dispatch(pass_, pipe, group, *grid)
             return
         pass_.setPipeline(pipe)
         pass_.setBindGroup(0, group)
