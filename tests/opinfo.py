@@ -868,30 +868,40 @@ def stale_reason(live: list, recorded: list[Case]) -> str | None:
             return f"sample {a.index}: live ({a.describe()}) != recorded ({b.describe()})"
         if [g is None for g in a.grads] != [g is None for g in b.grads]:
             return f"sample {a.index}: torch's gradients now exist for other inputs"
-        left = _named_values(a)
-        right = _named_values(b)
+        (left, left_twins, inputs), (right, right_twins, _) = _named_values(a), _named_values(b)
         if len(left) != len(right):
-            return f"sample {a.index}: torch's float32 answers are now off from float64 elsewhere"
-        for (x, y) in zip(left, right):
+            return f"sample {a.index}: torch now gives {len(left)} values, {len(right)} recorded"
+        # A float64 twin is kept where torch's float32 answer is off by half the tolerance or more:
+        # another CPU's rounding can put a borderline answer on the other side, so only the twins
+        # both have are compared (webgrad is checked against the recorded ones)
+        twins = [(left_twins[i], right_twins[i]) for i in left_twins if i in right_twins]
+        for k, (x, y) in enumerate([*zip(left, right), *twins]):
             # float32 sums come out in another order on another CPU (oneDNN picks kernels by the ISA:
-            # on an AMD EPYC conv_transpose3d is 2e-5 off the recording); a stale recording (another
-            # torch, another sample) moves by far more
-            rtol, atol = (1e-5, 1e-6) if x.dtype == np.float64 else (1e-4, 1e-5)
+            # on an AMD EPYC conv_transpose3d is 2e-5 off the recording); its float16 convolutions
+            # accumulate differently, several percent (of the largest sum) off on an Intel Xeon. A stale
+            # recording (another torch, another sample) has other inputs, compared as tightly as ever
+            if b.dtype == "float16" and k >= inputs:
+                rtol, atol = 0.1, 0.01 * max(1.0, float(np.nanmax(np.abs(_to_float64(y)), initial=0.0)))
+            else:
+                rtol, atol = (1e-5, 1e-6) if x.dtype == np.float64 else (1e-4, 1e-5)
             if x.shape != y.shape or not np.allclose(_to_float64(x), _to_float64(y), rtol=rtol, atol=atol,
                                                      equal_nan=True):
                 return f"sample {a.index}: recorded values differ from torch's live ones"
     return None
 
 
-def _named_values(case: Case) -> list:
+def _named_values(case: Case) -> tuple[list, dict, int]:
+    """The case's arrays in order (inputs, outputs, gradients), their float64 twins by the
+    position of the value each twins, and how many inputs lead."""
     names: list = []
     for part in ("input", "args", "kwargs"):
         _collect_ordered(case.sample[part], names)
+    inputs = len(names)
     if not case.random:
         _collect_ordered(case.out, names)
         names.extend(g for g in case.grads if g is not None)
-        names.extend([n + TRUTH for n in names if n + TRUTH in case.arrays])
-    return [case.arrays[n] for n in names]
+    twins = {i: case.arrays[n + TRUTH] for i, n in enumerate(names) if n + TRUTH in case.arrays}
+    return [case.arrays[n] for n in names], twins, inputs
 
 
 def _collect_ordered(obj, names: list) -> None:
