@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import math
+
 import numpy as np
 
 from . import large
@@ -134,7 +136,7 @@ def strided_runs(backend) -> tuple:
 def _plan(op_name, arrays, shape, out_kind, out_geometry, runs=()):
     """(file, entry, types, constants, params, workgroups, label) of one launch, or None when empty.
     ``runs``: the elements a thread may take in a strided launch (STRIDED_RUNS), largest first."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if n == 0:
         return None
     arity = len(arrays)

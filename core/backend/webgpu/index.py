@@ -21,6 +21,8 @@ raised as an IndexError at the next read.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import large
@@ -93,7 +95,7 @@ def _with_rank(array, rank):
 
 
 def _numel(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 def _dispatch(backend, entry, op_name, kind, index, values, out, params, threads, rank):

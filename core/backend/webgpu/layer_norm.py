@@ -104,7 +104,7 @@ def _launch(backend, record, x, extra, attrs, shape, constants, trips):
     if len(row) > 1:  # the shader walks one strided row dim; other rows are made contiguous once
         x = backend.contiguous(x)
         kept, row = split_rows(x, ndims)
-    rows = int(np.prod([n for n, _ in kept], dtype=np.int64))
+    rows = math.prod([n for n, _ in kept])
     inner, row_stride = row[0] if row else (1, 0)
 
     workgroup = min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"])

@@ -3,6 +3,8 @@ slicing), cat, flip, the in-place copy/setitem and index_put (setitem on a
 copy). All are strided copies through unary.wgsl into views of the destination."""
 from __future__ import annotations
 
+import math
+
 from ...kernels import View
 from . import elementwise, index, views
 from .geometry import broadcast_strides
@@ -10,10 +12,8 @@ from .views import reshaped_strides
 
 
 def _zeros(backend, shape, kind, label):
-    import numpy as np
-
     out = backend.empty(shape, kind, label)
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if n:
         backend.fill(out, 0)
     return out

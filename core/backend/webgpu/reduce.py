@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import math
+
 import numpy as np
 
 from ...kernels import Program
@@ -127,8 +129,8 @@ def run(backend, entry, x, reduced, out_shape, out_kind, hooks=PLAIN):
         raise ValueError(f"{entry}: webgpu reductions handle at most {MAX_RANK} kept and {MAX_RANK} reduced dims "
                          f"that cannot be merged; got shape {tuple(x.shape)} reducing dims {tuple(sorted(reduced))}; "
                          f"reduce in two steps or move the tensor to 'cpu'")
-    outer = int(np.prod([n for n, _ in kept], dtype=np.int64))
-    inner = int(np.prod([n for n, _ in red], dtype=np.int64))
+    outer = math.prod([n for n, _ in kept])
+    inner = math.prod([n for n, _ in red])
     if outer == 0:
         return out
     chunks = choose_chunks(outer, inner, entry)

@@ -66,7 +66,7 @@ def plan_rows(backend, op_name, x, dim):
         raise ValueError(f"{op_name}: webgpu handles at most {MAX_RANK} other dims that cannot be merged; got "
                          f"shape {tuple(x.shape)} with strides {tuple(x.strides)} along dim {dim}; "
                          f"reshape to fewer dims or move the tensor to 'cpu'")
-    rows = int(np.prod([n for n, _, _ in kept], dtype=np.int64))
+    rows = math.prod([n for n, _, _ in kept])
     inner = x.shape[dim]
 
     workgroup = min(WORKGROUP, backend.limits["max_compute_invocations_per_workgroup"])
