@@ -33,7 +33,7 @@ DEFAULT_TOLERANCE = (1e-5, 1e-6)
 TOLERANCES: dict[str, tuple[float, float]] = {
     "sum": (1e-5, 1e-5), "mean": (1e-5, 1e-5), "var": (1e-5, 1e-5), "std": (1e-5, 1e-5),
     "prod": (1e-5, 1e-5), "norm": (1e-5, 1e-5), "logsumexp": (1e-5, 1e-5),
-    "softmax": (1e-5, 1e-6), "log_softmax": (1e-5, 1e-5), "matmul": (1e-5, 1e-5),
+    "softmax": (1e-5, 1e-6), "log_softmax": (1e-5, 1e-5), "matmul": (1e-5, 1e-5), "linear": (1e-5, 1e-5),
     "pow": (1e-5, 1e-5), "erf": (1e-5, 1e-6), "scatter_add": (1e-5, 1e-5),
     "remainder": (1e-5, 1e-5), "sigmoid": (1e-5, 1e-6), "layer_norm_core": (1e-5, 1e-5),
     "layer_norm": (1e-5, 1e-5), "batch_norm": (1e-5, 1e-5),
@@ -741,6 +741,12 @@ case("matmul", "function", webgrad.matmul, np.matmul, F(2, 3), F(3, 2))
 case("matmul", "mm", lambda x, y: x.mm(y), np.matmul, F(2, 3), F(3, 2))
 case("matmul", "bmm", webgrad.bmm, np.matmul, F(2, 2, 3), F(2, 3, 2))
 case("matmul", "int", lambda x, y: x @ y, np.matmul, I(2, 3), I(3, 2), grad=False)
+# F.linear's one-op form (ops.linalg.linear): weight (out, in), bias (out,) or none, any batch dims
+for variant, x_shape, bias in [("2d", (4, 5), True), ("batched", (2, 4, 5), True), ("no_bias", (4, 5), False),
+                               ("batched_no_bias", (3, 1, 5), False)]:
+    case("linear", variant, (lambda x, w, b: webgrad.nn.functional.linear(x, w, b)) if bias else
+         (lambda x, w: webgrad.nn.functional.linear(x, w)),
+         (lambda x, w, b: x @ w.T + b) if bias else (lambda x, w: x @ w.T), F(*x_shape), F(3, 5), *[F(3)][:bias])
 
 # ---- shape and movement ---------------------------------------------------------
 X = F(2, 3, 4)

@@ -196,9 +196,10 @@ def _graph_bytes(root) -> int:
 
 
 def test_activations_are_not_kept(device):
-    """16 blocks: the plain graph holds every block's activations, the checkpointed one
-    only each block's input and output."""
-    model = _blocks(device, n=16, width=64)
+    """16 blocks of two Linear+Tanh layers each: the plain graph holds every block's activations
+    (its input and the inner Tanh's output; F.linear keeps no product of its own), the
+    checkpointed one only each block's input and output."""
+    model = _blocks(device, n=32, width=64)
     blocks = _block_list(model, 16)
     x = _input(device, (32, 64))
     plain = _graph_bytes(model(x))

@@ -5,6 +5,7 @@ The torch comparisons run once per (device, dtype) pair the device has: float64
 stays on the cpu (WGSL has no f64), so webgpu runs the float32 rows;
 test_float64_is_refused_on_webgpu checks that refusal.
 """
+import contextlib
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ import webgrad
 import webgrad.nn.functional as F
 from conftest import DEVICES, requires_webgpu, supports_dtype
 from torch_reference import lazy_torch, torch_value
+from webgrad.ops import registry
 from webgrad.ops.registry import OpError
 
 torch = lazy_torch()  # torch's side runs live, or comes recorded where torch is missing (Pyodide)
@@ -193,6 +195,42 @@ def test_linear_matches_torch(device, dtype, bias):
 def test_linear_error_names_shapes():
     with pytest.raises(OpError, match=r"linear: input \(2, 3\) float32 .* weight \(5, 4\) float32"):
         F.linear(webgrad.ones(2, 3), webgrad.ones(5, 4))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_linear_is_one_op_eagerly_and_composes_in_a_trace(device):
+    """Eagerly F.linear is one op (one autograd node: x @ w.T + b in one kernel); while a graph is
+    traced (webgrad.compile, the exporters) it is the product and the add the graph passes know.
+    Both give the same values and gradients; a bias of another shape takes the composed path."""
+    rng = _rng()
+    x0, w0, b0 = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 4), (5, 4), (5,)))
+    results = []
+    tracer = type("Tracer", (registry.Observer,), {"traces_graph": True})()
+    for observer in (None, tracer):
+        x, w, b = (webgrad.tensor(a, device=device, requires_grad=True) for a in (x0, w0, b0))
+        with registry.observing(observer) if observer else contextlib.nullcontext():
+            y = F.linear(x, w, b)
+            (y * y).sum().backward()
+        assert y._node.name() == ("AddBackward" if observer else "LinearBackward")
+        results.append([_np(t) for t in (y.detach(), x.grad, w.grad, b.grad)])
+    for fused, composed in zip(*results):
+        np.testing.assert_allclose(fused, composed, rtol=1e-6, atol=1e-6)
+    broadcast_bias = webgrad.ones(3, 1, device=device, requires_grad=True)
+    assert F.linear(webgrad.ones(3, 4, device=device), webgrad.ones(5, 4, device=device),
+                    broadcast_bias)._node.name() == "AddBackward"
+
+
+@requires_webgpu
+def test_linear_adds_its_bias_in_the_products_stores_on_webgpu():
+    layer = webgrad.nn.Linear(4, 5).to("webgpu")
+    x = webgrad.randn(2, 3, 4, device="webgpu")
+    device = webgrad.backend.get_backend("webgpu").device
+    before = device.dispatches
+    y = layer(x)
+    assert device.dispatches - before == 1
+    expected = x.numpy() @ layer.weight.detach().numpy().T + layer.bias.detach().numpy()
+    np.testing.assert_allclose(y.detach().numpy(), expected, rtol=1e-5, atol=1e-6)
+
 
 
 # -- convolution -----------------------------------------------------------------------

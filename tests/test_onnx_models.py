@@ -294,6 +294,7 @@ NOT_EXPORTED = {
     "layer_norm_backward": "a gradient", "batch_norm_grad_sums": "a gradient", "batch_norm_backward": "a gradient",
     "cumprod": "no ONNX op computes a running product",
     "quantized_linear": "int8 tensors have no ONNX mapping here (webgrad.export keeps them)",
+    "linear": "a trace runs F.linear as its matmul and add (Observer.traces_graph): no graph holds it",
 }
 
 

@@ -89,6 +89,8 @@ def tracing():
 class Tracer(registry.Observer):
     """Records ops while the traced function runs eagerly."""
 
+    traces_graph = True
+
     def __init__(self, flat_args):
         self.graph: Graph | None = None
         self.by_data: dict[int, Value] = {}  # id(data) -> Value

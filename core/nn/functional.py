@@ -189,6 +189,9 @@ def linear(input, weight, bias=None):
     if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
         raise OpError(f"linear: input {describe(input)} does not match weight {describe(weight)}: "
                       f"the input's last dimension must be in_features = {weight.shape[-1]}")
+    fused = ops.linear(input, weight, bias)
+    if fused is not None:
+        return fused
     out = ops.matmul(input, weight.mT if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 

@@ -28,7 +28,7 @@ from .movement import (  # noqa: F401
     permute, repeat, reshape, split, squeeze, stack, transpose, unbind, unflatten, unslice,
     unsqueeze, view,
 )
-from .linalg import bmm, matmul, mm  # noqa: F401
+from .linalg import bmm, linear, matmul, mm  # noqa: F401
 from .normalization import batch_norm, batch_norm_stats, layer_norm, layer_norm_core  # noqa: F401
 from .conv import conv2d_core  # noqa: F401
 from .pooling import max_pool2d_backward, max_pool2d_select  # noqa: F401

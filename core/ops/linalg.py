@@ -7,8 +7,10 @@ import math
 
 import numpy as np
 
+from ..backend.numpy.backend import product_kernel
 from ..kernels import Kernel
 from ._helpers import broadcast_shapes, describe
+from . import registry
 from .registry import OpError, apply, defop
 from ..creation import arange
 from ..tensor import Tensor
@@ -89,6 +91,50 @@ def matmul(x, y):
     if x.ndim == 1:
         out = out.squeeze(-2 if y.ndim > 1 else -1)
     return out
+
+
+def _linear_infer(x, w, b=None):
+    return x.shape[:-1] + (w.shape[0],), x.dtype
+
+
+def _linear_vjp(g, x, w, b=None, *, out, needs):
+    gx = g @ w if needs[0] else None
+    gw = None
+    if needs[1]:  # one product over every row of x's batch, as torch folds
+        rows = math.prod(x.shape[:-1])
+        g2, x2 = (g, x) if x.ndim == 2 else (g.reshape(rows, g.shape[-1]), x.reshape(rows, x.shape[-1]))
+        gw = g2.mT @ x2
+    return gx, gw, g if len(needs) > 2 and needs[2] else None  # autograd sums g to the bias's shape
+
+
+def _linear_numpy(x, w, b=None):
+    """x @ w.T + b, the product as the numpy backend runs matmul's (threads, or wasm GEMM in Pyodide)."""
+    wt = w.T
+    out = product_kernel(x, wt)(x, wt)
+    if b is not None:
+        np.add(out, b, out=out)
+    return out
+
+
+LINEAR = defop("linear", infer=_linear_infer, vjp=_linear_vjp, numpy=_linear_numpy, kind="matmul",
+               flops=lambda shapes, out, **_: 2 * math.prod(out) * shapes[0][-1], reads_for_others=True,
+               wgsl=Kernel("matmul.wgsl", "matmul", "matmul.linear"))
+
+
+def linear(x, w, b=None):
+    """``F.linear`` as one op (x @ w.T + b in one kernel, one autograd node) where it can be:
+    a 2-D weight, one floating dtype and device, a bias of shape (out_features,) or none, and
+    no graph being traced (``Observer.traces_graph``); else None, and F.linear composes the ops."""
+    if registry.OBSERVERS and any(o.traces_graph for o in registry.OBSERVERS):
+        return None
+    if w.ndim != 2 or x.ndim < 2 or not x.dtype.is_floating_point or w.dtype is not x.dtype \
+            or w.device != x.device or x.shape[-1] != w.shape[1]:
+        return None
+    if b is None:
+        return apply(LINEAR, x, w)
+    if b.ndim != 1 or b.shape[0] != w.shape[0] or b.dtype is not x.dtype or b.device != x.device:
+        return None
+    return apply(LINEAR, x, w, b)
 
 
 @autocast_op("mm")

@@ -152,6 +152,11 @@ class Observer:
     """Base of everything on the observer stack: every event does nothing (see the module
     docstring for when each is called)."""
 
+    # Whether it records a graph (webgrad.compile's and the exporters' trace): then composites
+    # that eager mode runs as one op of their own (F.linear's linear) run as the ops they are
+    # made of, the vocabulary the graph passes and exporters know.
+    traces_graph = False
+
     def op_begin(self, op: Op, inputs) -> Any:
         return None
 

@@ -52,7 +52,7 @@ def launcher_of(op, record):
 # Launchers that read and write the narrow kinds (geometry.COMPUTE: 2-byte floats, packed small
 # ints) themselves, and which: the elementwise shaders load any of them as f32 or i32 and store
 # them rounded or wrapped (so do cat, flip and unslice, made of copies); reductions read any
-# (summing in f32 or i32); matmul, conv2d, max pooling, softmax, cross entropy and layer norm read
+# (summing in f32 or i32); matmul (F.linear's too), conv2d, max pooling, softmax, cross entropy and layer norm read
 # the 16-bit floats (HALVES) and write f16, or f32 rounded after into a packed kind; the optimizers
 # update them in place; the quantized Linear multiplies int8 as stored; take and gather move any
 # element's bits, index_add and scatter_add sum into any (index.wgsl); views only re-describe a
@@ -60,8 +60,8 @@ def launcher_of(op, record):
 _NARROW_AWARE = {"elementwise.run": tuple(COMPUTE), "views.run": tuple(COMPUTE), "movement.copy_into": tuple(COMPUTE),
                  "movement.unslice": tuple(COMPUTE), "movement.cat": tuple(COMPUTE), "movement.flip": tuple(COMPUTE),
                  "reduce.reduce": tuple(COMPUTE), "reduce.arg_reduce": tuple(COMPUTE), "matmul.matmul": HALVES,
-                 "softmax.softmax": HALVES, "softmax.cross_entropy": HALVES, "layer_norm.layer_norm": HALVES,
-                 "layer_norm.layer_norm_backward": HALVES,
+                 "matmul.linear": HALVES, "softmax.softmax": HALVES, "softmax.cross_entropy": HALVES,
+                 "layer_norm.layer_norm": HALVES, "layer_norm.layer_norm_backward": HALVES,
                  "conv.conv2d": HALVES, "pooling.max_pool2d": HALVES, "qlinear.quantized_linear": ("i8",),
                  "optim.optim_step": HALVES, "optim_group.optim_group": HALVES, "index.take": tuple(COMPUTE),
                  "index.gather": tuple(COMPUTE), "index.index_add": tuple(COMPUTE), "index.scatter_add": tuple(COMPUTE)}

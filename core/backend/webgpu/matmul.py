@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...kernels import Elementwise, Program
+from ...kernels import Elementwise, Fused, Program
 from .array import contiguous_strides
 from . import elementwise, fused, geometry, large
 from .geometry import (FLOATS, broadcast_strides, coalesce, dtype_of, is_cpu_adapter, is_swiftshader, kind_of,
@@ -32,6 +32,8 @@ VARIANT: str | None = None  # None: chosen per adapter; "register" or "tiled" to
 
 
 ADD = Elementwise("a + b")  # the partial products of a product split along its inner dimension
+# F.linear's bias add, as a matmul epilogue chain (kernels.Fused): the product plus input 1.
+BIAS = Fused((("add", (("in", 0), ("in", 1)), ("float32", "float32"), "float32", ()),), 2, (ADD,))
 # What the kernels read (source.matmul_readers): i32, and the floats, the packed ones never stored.
 KINDS = ("i32", *FLOATS)
 
@@ -273,6 +275,19 @@ def matmul_epilogue(backend, op, record, arrays, attrs, shape, dtype):
     return fused.launch_fused(backend, op, record.chain, [product, *ext], attrs, shape, dtype)
 
 
+def linear(backend, op, record, arrays, attrs, shape, dtype):
+    """F.linear's one op: x @ w.T, plus the bias in the product's stores where the kernel can
+    add it (float32, one binding each), else as a second dispatch."""
+    x, w, *bias = arrays
+    wt = w.view((w.shape[1], w.shape[0]), (w.strides[1], w.strides[0]))
+    if not bias:
+        return matmul(backend, op, record, [x, wt], attrs, shape, dtype)
+    if not _past_one_binding(backend, x, wt, shape, dtype) and kind_of(dtype) == bias[0].kind == "f32":
+        return _product(backend, x, wt, shape, dtype, (BIAS, bias, [epilogue_strides(bias[0], tuple(shape))]))
+    product = matmul(backend, op, record, [x, wt], attrs, shape, dtype)
+    return elementwise.launch(backend, "linear", ADD, [product, bias[0]], shape, product.kind)
+
+
 def _product(backend, a, b, shape, dtype, epilogue=None):
     kind = kind_of(dtype)
     if stored_kind(kind) != kind:  # read as stored; the sums are stored as f32, then rounded into the packed kind
@@ -282,7 +297,7 @@ def _product(backend, a, b, shape, dtype, epilogue=None):
     out = backend.empty(shape, kind, "matmul")
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     batch = tuple(shape[:-2])
-    count = int(np.prod(batch, dtype=np.int64))
+    count = math.prod(batch)
     if m == 0 or n == 0 or count == 0:
         return out
     a_batch, b_batch = batch_strides(a, batch), batch_strides(b, batch)
