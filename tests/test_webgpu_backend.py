@@ -283,6 +283,11 @@ def test_every_wgsl_entry_point_compiles_and_runs():
     x.cumsum(1), x.cumprod(0), webgrad.ones(2, 9000, device=dev).cumsum(1)  # scan.wgsl, all passes
     x.sort(1), webgrad.arange(1500.0, device=dev).sort()  # sort.wgsl: rank sort and bitonic network
     webgrad.ops.layer_norm_core(x, ndims=1)
+    rows = webgrad.randn(4, 5, device=dev, requires_grad=True)
+    webgrad.nn.functional.layer_norm(rows, (5,)).sum().backward()  # layer_norm.wgsl: its backward
+    planes = webgrad.randn(2, 3, 4, 4, device=dev, requires_grad=True)
+    scale, shift = webgrad.ones(3, device=dev, requires_grad=True), webgrad.zeros(3, device=dev, requires_grad=True)
+    (webgrad.nn.functional.batch_norm(planes, None, None, scale, shift, training=True) ** 2).sum().backward()
     image = webgrad.randn(1, 2, 5, 5, device=dev, requires_grad=True)
     kernel = webgrad.randn(3, 2, 3, 3, device=dev, requires_grad=True)
     webgrad.nn.functional.conv2d(image, kernel, padding=1).sum().backward()  # conv.wgsl: all three passes
@@ -298,7 +303,9 @@ def test_every_wgsl_entry_point_compiles_and_runs():
             matmul_module.VARIANT = None
     x[idx].numpy()
     x.gather(1, webgrad.zeros(4, 2, dtype=webgrad.int64, device=dev))
-    webgrad.zeros(5, 5, device=dev).scatter_add(0, idx.reshape(3, 1).expand(3, 5), x[:3])
+    webgrad.zeros(5, 5, device=dev).scatter_add(0, idx.reshape(3, 1).expand(3, 5), x[:3])  # a thread per column
+    webgrad.zeros(5, 5, dtype=webgrad.int8, device=dev).scatter_add(  # packed: a thread per word of out
+        0, idx.reshape(3, 1).expand(3, 5), webgrad.ones(3, 5, dtype=webgrad.int8, device=dev))
     big = webgrad.zeros(70000, 2, device=dev)  # many duplicates: the atomic scatter path
     big.index_select(0, webgrad.zeros(70000, dtype=webgrad.int64, device=dev)).sum().numpy()
     w = webgrad.zeros(70000, 2, device=dev, requires_grad=True)
