@@ -117,8 +117,7 @@ def _linear_numpy(x, w, b=None):
 
 
 LINEAR = defop("linear", infer=_linear_infer, vjp=_linear_vjp, numpy=_linear_numpy, kind="matmul",
-               flops=lambda shapes, out, **_: 2 * math.prod(out) * shapes[0][-1], reads_for_others=True,
-               wgsl=Kernel("matmul.wgsl", "matmul", "matmul.linear"))
+               flops=product_flops, reads_for_others=True, wgsl=Kernel("matmul.wgsl", "matmul", "matmul.linear"))
 
 
 def linear(x, w, b=None):

@@ -1,10 +1,9 @@
 """Launching elementwise kernels (unary/binary/ternary.wgsl) over strided views."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
-
-import math
 
 import numpy as np
 

@@ -16,10 +16,9 @@ passes with generated hooks: its prologue chain in the first, its epilogue in th
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
-
-import math
 
 import numpy as np
 
