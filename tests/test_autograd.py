@@ -25,6 +25,43 @@ def test_grad_accumulates_across_backward_calls():
     assert_close(x.grad, [5.0, 7.0])
 
 
+def test_existing_grad_accumulates_in_place_as_torch():
+    """As torch's AccumulateGrad outside grad mode: the new gradient is added into the existing
+    .grad (the same tensor, its memory reused); create_graph builds a new, differentiable one."""
+    x = leaf([1.0, 2.0])
+    (x * x).sum().backward()
+    kept = x.grad
+    (x * 3).sum().backward()
+    assert x.grad is kept
+    assert_close(kept, [5.0, 7.0])
+    (x * x).sum().backward(create_graph=True)
+    assert x.grad is not kept and x.grad.requires_grad
+    assert_close(x.grad, [7.0, 11.0])
+
+
+def test_a_leafs_grad_is_set_once_its_last_user_has_run():
+    """A weight used only near the output has its .grad while backward still works on the
+    layers before it (torch's order): its gradient is not held to the end."""
+    near_output, near_input = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    seen = []
+
+    class Probe(webgrad.autograd.Function):  # notes, on the way back, whether near_output has its .grad
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(near_output.grad is not None)
+            return g
+
+    h = Probe.apply(near_input * 2)
+    (h * near_output).sum().backward()
+    assert seen == [True]
+    assert_close(near_output.grad, [6.0, 8.0])
+    assert_close(near_input.grad, [2.0, 4.0])
+
+
 def test_leaf_used_twice_accumulates():
     x = leaf([1.0, -2.0, 3.0])
     (x * x + x.exp() * x).sum().backward()

@@ -439,9 +439,10 @@ def run_backward(roots, root_grads, *, retain_graph=False, create_graph=False, i
         for t, g in zip(roots, root_grads):
             deliver(t, t._node or LEAF, g)
         order = _topological_order([t._node for t in roots])
-        # Leaves with post-accumulate hooks (DDP's) get their .grad as soon as the last
-        # node feeding them has run, so the hook can start work while backward goes on.
-        pending = {} if wanted is not None else _hooked_leaf_uses(order)
+        # A leaf gets its .grad as soon as the last node feeding it has run, as torch's
+        # AccumulateGrad: its gradient is not held to the end beside an existing .grad, and a
+        # post-accumulate hook (DDP's) starts its work while backward goes on.
+        pending = {} if wanted is not None else _leaf_uses(order)
         def run(node, g) -> None:
             """``node``'s vjp on its output's gradient ``g``, the results delivered to its inputs.
             (A function, so no local outlives it: leftover references would keep _unshared false.)"""
@@ -488,24 +489,26 @@ def _accumulate(t, g, create_graph) -> None:
         g = g if create_graph else g.detach()
         with set_grad_enabled(create_graph):
             t.grad = _owned(g)
-    else:
+    elif create_graph or t.grad.requires_grad or t.grad.shape != g.shape or t.grad.dtype is not g.dtype:
         t.grad = t.grad + (g if create_graph else g.detach())
+    else:  # in place, as torch's AccumulateGrad outside grad mode: no second .grad-sized buffer
+        t.grad.add_(g.detach())
     for hook in list(t.__dict__.get("_post_accumulate_grad_hooks", {}).values()):
         hook(t)
 
 
-def _hooked_leaf_uses(order) -> dict:
-    """id(leaf) -> how many edges of ``order``'s nodes lead to it, for leaves with hooks."""
+def _leaf_uses(order) -> dict:
+    """id(leaf) -> how many edges of ``order``'s nodes lead to it."""
     uses: dict = {}
     for node in order:
         for t, edge in zip(node.inputs or (), node.edges):
-            if edge is LEAF and t.__dict__.get("_post_accumulate_grad_hooks"):
+            if edge is LEAF:
                 uses[id(t)] = uses.get(id(t), 0) + 1
     return uses
 
 
 def _release(node, pending, leaf_grads, create_graph) -> None:
-    """``node`` has run (or was skipped): a hooked leaf fed by no later node is final."""
+    """``node`` has run (or was skipped): a leaf fed by no later node has its final gradient."""
     if not pending:
         return
     for t, edge in zip(node.inputs or (), node.edges):
