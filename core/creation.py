@@ -173,6 +173,13 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -
     return _creation("randn", size, dtype, device, requires_grad, make)
 
 
+def scaled_bernoulli(size, p, scale, dtype, device) -> Tensor:
+    """``scale`` with probability ``p``, else 0, drawn in one pass on ``device`` from the global
+    stream (``webgrad.manual_seed``): dropout's mask, already divided by the keep probability."""
+    return _creation("bernoulli", tuple(size), dtype, device, False,
+                     lambda b, s, d: allocate(b, "bernoulli", s, p, scale, d, draw=True))
+
+
 def randint(low, high=None, size=None, dtype=None, device=None, *, generator=None) -> Tensor:
     """Integers in [low, high), like ``torch.randint(low, high, size)``."""
     if size is None and isinstance(high, (tuple, list)):  # randint(high, size)

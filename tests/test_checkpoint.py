@@ -3,6 +3,8 @@ inputs, dropout replayed, kwargs, tuple outputs, autograd.grad, checkpoint_seque
 the activations are really dropped, and bad input gets a clear error."""
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -218,6 +220,7 @@ def test_peak_device_memory_is_lower_on_webgpu():
 
     def peak(forward):
         model.zero_grad(set_to_none=True)
+        gc.collect()  # earlier tests' cycles freed now, not during this step, below its baseline
         webgrad.webgpu.synchronize()
         webgrad.webgpu.reset_peak_memory_stats()
         base = webgrad.webgpu.memory_allocated()

@@ -171,6 +171,20 @@ def test_dropout_scales_kept_values_and_is_reproducible(device):
     np.testing.assert_array_equal(x.grad.numpy(), values)  # d(x * mask / (1-p)) / dx
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_dropout_masks_keep_one_minus_p_in_every_float_dtype(device, dtype):
+    """The mask is drawn in one pass in the input's dtype (a compare of the generator's words
+    on numpy, of Philox draws on WebGPU): kept values are exactly 1 / (1 - p), at rate 1 - p."""
+    x = webgrad.ones(100_000, dtype=getattr(webgrad, dtype), device=device)
+    for p, scale in ((0.2, 1.25), (0.75, 4.0)):
+        webgrad.manual_seed(0)
+        y = F.dropout(x, p=p)
+        assert y.dtype is x.dtype
+        values = _np(y.float())
+        assert set(np.unique(values)) == {0.0, scale}
+        assert abs((values == 0).mean() - p) < 0.006  # 4 standard deviations at most
+
+
 def test_dropout_off_and_edge_probabilities(device):
     x = _wg(_rng().standard_normal((4, 4)).astype(np.float32), device)
     assert F.dropout(x, 0.5, training=False) is x
@@ -218,6 +232,24 @@ def test_linear_is_one_op_eagerly_and_composes_in_a_trace(device):
     broadcast_bias = webgrad.ones(3, 1, device=device, requires_grad=True)
     assert F.linear(webgrad.ones(3, 4, device=device), webgrad.ones(5, 4, device=device),
                     broadcast_bias)._node.name() == "AddBackward"
+
+
+def test_a_batch_of_rows_times_a_matrix_is_one_blas_product(monkeypatch):
+    """numpy's matmul of (..., m, k) by (k, n) runs one small product per leading index (4x
+    slower for MultiheadAttention's (seq, batch, features) layout): cpu folds the rows into
+    one product, copying a layout that does not fold as it is."""
+    from webgrad.backend.numpy.blas import cpu_threads
+
+    products = []
+    matmul = cpu_threads.matmul
+    monkeypatch.setattr(cpu_threads, "matmul", lambda x, y, out=None: products.append(x.shape) or matmul(x, y, out))
+    rng = _rng()
+    x0, w0, b0 = (rng.standard_normal(s).astype(np.float32) for s in ((6, 4, 8), (5, 8), (5,)))
+    x = webgrad.tensor(x0).transpose(0, 1)  # (4, 6, 8), not contiguous
+    np.testing.assert_allclose(_np(F.linear(x, webgrad.tensor(w0), webgrad.tensor(b0))),
+                               x0.transpose(1, 0, 2) @ w0.T + b0, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_np(x @ webgrad.tensor(w0.T)), x0.transpose(1, 0, 2) @ w0.T, rtol=1e-5, atol=1e-5)
+    assert products == [(24, 8), (24, 8)]
 
 
 @requires_webgpu

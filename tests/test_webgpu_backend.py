@@ -313,6 +313,7 @@ def test_every_wgsl_entry_point_compiles_and_runs():
     y = x.clone()
     y[x > 0] = 0.0
     webgrad.rand(3, device=dev), webgrad.randn(3, device=dev), webgrad.randint(0, 5, (3,), device=dev)
+    webgrad.nn.functional.dropout(webgrad.ones(3, device=dev), 0.5)  # random.wgsl: bernoulli
     for optimizer in (lambda p: webgrad.optim.SGD(p, lr=0.1), lambda p: webgrad.optim.SGD(p, lr=0.1, momentum=0.9),
                       lambda p: webgrad.optim.Adam(p), lambda p: webgrad.optim.Adam(p, amsgrad=True),
                       lambda p: webgrad.optim.RMSprop(p), lambda p: webgrad.optim.RMSprop(p, centered=True),

@@ -11,6 +11,7 @@
 //   randn    normal: out = mean + std * z,  z from Box-Muller on two words:
 //            sqrt(-2 ln u1) * (cos, sin)(2 pi u2),  u1 = ((bits >> 8) + 1) * 2^-24 in (0, 1]
 //   randint  out = low + mulhi(bits, range)  (Lemire's multiply-shift: unbiased to 2^-32)
+//   bernoulli  out = scale where u < low (the probability), else 0: dropout's scaled mask
 //
 // Bindings: 0 Params, 1 out (O). Grid: ceil(ceil(n / 4) / WG) workgroups, folded
 // into (x, y) past the per-dimension limit.
@@ -20,8 +21,8 @@ struct Params {
   seed: u32,
   offset: u32,
   range: u32,   // randint: high - low
-  low: f32,     // uniform: low; normal: mean
-  scale: f32,   // uniform: high - low; normal: std
+  low: f32,     // uniform: low; normal: mean; bernoulli: probability
+  scale: f32,   // uniform: high - low; normal: std; bernoulli: value drawn with that probability
   int_low: i32, // randint: low
   first_block: u32, // block of the whole draw that thread 0 writes (a window of a large tensor)
 }
@@ -84,6 +85,14 @@ fn rand(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (t * 4u >= p.n) { return; }
   let u = vec4<f32>(block(t) >> vec4<u32>(8u)) * INV_2_24;
   store(t * 4u, p.low + p.scale * u);
+}
+
+@compute @workgroup_size(WG)
+fn bernoulli(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let t = thread_index(gid, nwg);
+  if (t * 4u >= p.n) { return; }
+  let u = vec4<f32>(block(t) >> vec4<u32>(8u)) * INV_2_24;
+  store(t * 4u, select(vec4<f32>(0.0), vec4<f32>(p.scale), u < vec4<f32>(p.low)));
 }
 
 @compute @workgroup_size(WG)

@@ -158,7 +158,7 @@ def log_softmax(input, dim=None, dtype=None):
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p) (only when training).
 
-    The mask comes from ``webgrad.rand_like``, so ``webgrad.manual_seed`` reproduces it.
+    The mask is drawn from the global stream, so ``webgrad.manual_seed`` reproduces it.
 
     Example:
         >>> webgrad.manual_seed(0); F.dropout(webgrad.ones(4), p=0.5)
@@ -171,7 +171,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return in_place("dropout", input, inplace, lambda x: x * 0.0)
     # torch's formula, input * (mask / (1 - p)) in the input's dtype: a multiply also costs less
     # than a where on numpy, whose per-element branch mispredicts on a random mask.
-    noise = (creation.rand_like(input.detach()) >= p).to(input.dtype) / (1.0 - p)
+    dtype = input.dtype if input.dtype.is_floating_point else dtypes.get_default_dtype()
+    noise = creation.scaled_bernoulli(input.shape, 1.0 - p, 1.0 / (1.0 - p), dtype, input.device)
     return in_place("dropout", input, inplace, lambda x: x * noise)
 
 

@@ -1,6 +1,6 @@
 """Channel-wise and alpha dropouts (re-exported by ``nn.functional``), with PyTorch's shape rules.
 
-Masks come from ``webgrad.rand``, so ``webgrad.manual_seed`` reproduces them. A
+Masks are drawn from the global stream, so ``webgrad.manual_seed`` reproduces them. A
 "feature" dropout draws one keep/drop per (batch, channel) and broadcasts it over
 the remaining dims; the alpha dropouts keep SELU's mean and variance by setting
 dropped units to SELU's negative saturation value and rescaling (PyTorch's a, b).
@@ -31,7 +31,7 @@ def _keep_mask(input, p, feature):
         shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
     else:
         shape = tuple(input.shape)
-    return (creation.rand(*shape, dtype=input.dtype, device=input.device) >= p).type(input.dtype)
+    return creation.scaled_bernoulli(shape, 1.0 - p, 1.0, input.dtype, input.device)
 
 
 def _dropout(input, p, training, inplace, feature, alpha):

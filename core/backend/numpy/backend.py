@@ -6,6 +6,7 @@ PyTorch). Each op's numpy kernel is declared beside the op in ``webgrad.ops``.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -29,10 +30,21 @@ def product_kernel(x, y):
     """The function that computes ``x @ y`` here: the wasm GEMM in Pyodide, else numpy's BLAS on
     one thread, a large product split over the cpu threads (matmul, and kernels made of products)."""
     if not wasm_gemm.IN_PYODIDE:
-        return cpu_threads.matmul  # (see blas.py)
-    if wasm_gemm.wants(x, y, matmul_size(x, y)):  # float32 products in wasm (see wasm/)
-        return wasm_gemm.matmul
-    return wasm_gemm.numpy_matmul  # numpy's own loop there: y goes k-major first (see wasm/)
+        kernel = cpu_threads.matmul  # (see blas.py)
+    elif wasm_gemm.wants(x, y, matmul_size(x, y)):  # float32 products in wasm (see wasm/)
+        kernel = wasm_gemm.matmul
+    else:
+        kernel = wasm_gemm.numpy_matmul  # numpy's own loop there: y goes k-major first (see wasm/)
+    if y.ndim == 2 and x.ndim > 2:
+        return functools.partial(_rows_folded, kernel)
+    return kernel
+
+
+def _rows_folded(kernel, x, y):
+    """``x`` (..., m, k) @ ``y`` (k, n) as one (... * m, k) product, ``x`` copied first where its
+    rows do not fold as they are: numpy would run one small product per leading index (a Linear
+    on (batch, seq, features) 1.6x slower; on MultiheadAttention's (seq, batch, features) 4x)."""
+    return kernel(x.reshape(-1, x.shape[-1]), y).reshape(*x.shape[:-1], y.shape[-1])
 
 
 class NumpyBackend:
@@ -126,6 +138,18 @@ class NumpyBackend:
         if dtype.np == np.float32 and (low, high) == (0.0, 1.0):  # rand, dropout: float32 draws, half the cost
             return stored_result(rng.random(shape, dtype=np.float32), dtype)
         return stored_result(rng.uniform(low, high, size=shape), dtype)
+
+    def bernoulli(self, shape, p, scale, dtype):
+        """``scale`` with probability ``p``, else 0 (dropout's mask): each a 32-bit word of the
+        generator compared with p * 2**32, a third of the cost of ``rand`` then compare (no float per draw)."""
+        count = math.prod(shape)
+        threshold = round(p * 2**32)
+        if threshold >= 2**32:
+            kept = np.ones(shape, bool)
+        else:
+            words = wg_random.numpy_generator().bit_generator.random_raw(-(-count // 2)).view(np.uint32)
+            kept = (words[:count] < np.uint32(threshold)).reshape(shape)
+        return stored_result(np.multiply(kept, scale, dtype=dtype.np), dtype)
 
     def normal(self, shape, mean, std, dtype):
         return stored_result(wg_random.numpy_generator().standard_normal(size=shape) * std + mean, dtype)

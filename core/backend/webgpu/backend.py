@@ -289,6 +289,9 @@ class WebGPUBackend(Lowering):
     def normal(self, shape, mean, std, dtype):
         return self._drawn(device_random.normal, shape, mean, std, dtype)
 
+    def bernoulli(self, shape, p, scale, dtype):
+        return self._drawn(device_random.bernoulli, shape, p, scale, dtype)
+
     def _drawn(self, draw, shape, a, b, dtype):
         """Samples drawn in f32 (random.wgsl), stored as ``dtype``."""
         kind = kind_of(dtype)

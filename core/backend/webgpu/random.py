@@ -2,7 +2,7 @@
 
 Each call takes a fresh 32-bit key from ``webgrad.random.next_device_seed()``,
 so ``webgrad.manual_seed(s)`` reproduces every draw on webgpu, and nothing is
-uploaded from the host: dropout masks (``rand_like``) stay on the GPU. The
+uploaded from the host: dropout masks stay on the GPU. The
 numbers differ from the cpu backend's (numpy's generator) for the same seed.
 """
 from __future__ import annotations
@@ -53,6 +53,11 @@ def uniform(backend, shape, low, high, dtype):
 def normal(backend, shape, mean, std, dtype):
     """Samples of N(mean, std**2)."""
     return _draw(backend, "randn", shape, dtype, low=float(mean), scale=float(std))
+
+
+def bernoulli(backend, shape, p, scale, dtype):
+    """``scale`` with probability ``p``, else 0 (dropout's mask, one pass)."""
+    return _draw(backend, "bernoulli", shape, dtype, low=float(p), scale=float(scale))
 
 
 def randint(backend, shape, low, high, dtype):
