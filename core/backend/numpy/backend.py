@@ -44,7 +44,7 @@ def _rows_folded(kernel, x, y):
     """``x`` (..., m, k) @ ``y`` (k, n) as one (... * m, k) product, ``x`` copied first where its
     rows do not fold as they are: numpy would run one small product per leading index (a Linear
     on (batch, seq, features) 1.6x slower; on MultiheadAttention's (seq, batch, features) 4x)."""
-    return kernel(x.reshape(-1, x.shape[-1]), y).reshape(*x.shape[:-1], y.shape[-1])
+    return kernel(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), y).reshape(*x.shape[:-1], y.shape[-1])
 
 
 class NumpyBackend:
