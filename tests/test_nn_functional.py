@@ -234,6 +234,45 @@ def test_linear_is_one_op_eagerly_and_composes_in_a_trace(device):
                     broadcast_bias)._node.name() == "AddBackward"
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_reduced_cross_entropy_is_one_op_each_way_eagerly_and_composes_in_a_trace(device, reduction):
+    """Eagerly a mean (or sum) cross entropy is one op forward and one backward (the count of
+    positions not ignored taken inside); a trace holds the per-position loss, the sums and the
+    division its passes and exporters know. Both give the same loss and gradients (the op
+    table checks them against torch's formula)."""
+    rng = _rng()
+    x0, labels = rng.standard_normal((6, 5)).astype(np.float32), np.array([0, 4, -100, 2, 1, -100])
+    results = []
+    tracer = type("Tracer", (registry.Observer,), {"traces_graph": True})()
+    for observer in (None, tracer):
+        x = webgrad.tensor(x0, device=device, requires_grad=True)
+        ops: list = []
+        counter = type("Counter", (registry.Observer,),
+                       {"op_end": lambda self, t, op, *a, ops=ops: ops.append(op.name)})()
+        with registry.observing(observer) if observer else contextlib.nullcontext(), registry.observing(counter):
+            target = webgrad.tensor(labels, device=device)
+            loss = F.cross_entropy(x, target, reduction=reduction, label_smoothing=0.1)
+            (loss * 3).backward()
+        if observer is None:
+            assert ops == ["cross_entropy_total", "mul", "mul", "cross_entropy_backward"], ops
+        else:
+            assert "cross_entropy_total" not in ops and "cross_entropy" in ops, ops
+        results.append((_np(loss.detach()), _np(x.grad)))
+    for fused, composed in zip(*results):
+        np.testing.assert_allclose(fused, composed, rtol=1e-6, atol=1e-7)
+
+
+def test_cross_entropy_over_more_positions_than_one_workgroup_sums_composes(monkeypatch):
+    from webgrad.ops import reduce
+
+    monkeypatch.setattr(reduce, "TOTAL_MAX_POSITIONS", 4)  # WebGPU's one-workgroup total: 2**22 positions
+    x = webgrad.randn(6, 5, requires_grad=True)
+    labels = webgrad.tensor([0, 1, 2, 3, 4, 0])
+    assert F.cross_entropy(x, labels)._node.name() == "DivBackward"
+    assert F.cross_entropy(x[:4], labels[:4])._node.name() == "CrossEntropyTotalBackward"
+
+
 def test_a_batch_of_rows_times_a_matrix_is_one_blas_product(monkeypatch):
     """numpy's matmul of (..., m, k) by (k, n) runs one small product per leading index (4x
     slower for MultiheadAttention's (seq, batch, features) layout): cpu folds the rows into

@@ -295,6 +295,7 @@ NOT_EXPORTED = {
     "cumprod": "no ONNX op computes a running product",
     "quantized_linear": "int8 tensors have no ONNX mapping here (webgrad.export keeps them)",
     "linear": "a trace runs F.linear as its matmul and add (Observer.traces_graph): no graph holds it",
+    "cross_entropy_total": "a trace runs a mean or sum cross entropy as the per-position loss and its reductions",
 }
 
 

@@ -136,11 +136,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
     input, target, squeeze = _unbatch(input, target, reduction)
     _class_targets("cross_entropy", input, target, weight, ignore_index)
-    if weight is None:  # the common case: one fused kernel forward, one backward
-        loss = ops.cross_entropy(input, target, ignore_index, label_smoothing)
-        counted = target != ignore_index
-    else:
-        loss, counted = _weighted_cross_entropy(input, target, weight, ignore_index, label_smoothing)
+    if weight is None:  # the common case: one fused kernel forward (reduction included), one backward
+        loss = ops.cross_entropy(input, target, ignore_index, label_smoothing, reduction)
+        return loss.squeeze(0) if squeeze else loss
+    loss, counted = _weighted_cross_entropy(input, target, weight, ignore_index, label_smoothing)
     if reduction == "mean":  # the count summed in the loss's dtype: no int64 sum cast for the division
         return loss.sum() / counted.sum(dtype=loss.dtype)
     if reduction == "sum":

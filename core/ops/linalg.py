@@ -124,7 +124,7 @@ def linear(x, w, b=None):
     """``F.linear`` as one op (x @ w.T + b in one kernel, one autograd node) where it can be:
     a 2-D weight, one floating dtype and device, a bias of shape (out_features,) or none, and
     no graph being traced (``Observer.traces_graph``); else None, and F.linear composes the ops."""
-    if registry.OBSERVERS and any(o.traces_graph for o in registry.OBSERVERS):
+    if registry.tracing_graph():
         return None
     if w.ndim != 2 or x.ndim < 2 or not x.dtype.is_floating_point or w.dtype is not x.dtype \
             or w.device != x.device or x.shape[-1] != w.shape[1]:

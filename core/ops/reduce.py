@@ -14,7 +14,7 @@ from .. import dtypes
 from ..kernels import Kernel
 from ._helpers import normalize_dim, normalize_dims, reduce_dims, require_float
 from .elementwise import cast, exp, log, sqrt, where
-from .registry import Op, OpError, apply, defop
+from .registry import Op, OpError, apply, defop, tracing_graph
 from ..creation import full
 from ..tensor import Tensor
 from .elementwise import maximum, minimum
@@ -329,30 +329,56 @@ def _cross_entropy_numpy(x, labels, *, ignore_index, smoothing):
     return np.where(valid, loss, 0).astype(x.dtype)
 
 
-def _cross_entropy_backward_numpy(x, labels, g, *, ignore_index, smoothing):
+def _cross_entropy_total_numpy(x, labels, *, ignore_index, smoothing, mean):
+    total = _cross_entropy_numpy(x, labels, ignore_index=ignore_index, smoothing=smoothing).sum()
+    if mean:
+        with np.errstate(invalid="ignore", divide="ignore"):  # every position ignored: nan, as torch
+            total = total / np.count_nonzero(labels != ignore_index)
+    return np.asarray(total, dtype=x.dtype)
+
+
+def _cross_entropy_backward_numpy(x, labels, g, *, ignore_index, smoothing, mean=False):
     valid, safe = _class_labels(x, labels, ignore_index)
     classes = np.arange(x.shape[1]).reshape((1, -1) + (1,) * (x.ndim - 2))
     hit = (classes == safe).astype(x.dtype)
     grad = _softmax_numpy(x, dim=1) - (1.0 - smoothing) * hit - smoothing / x.shape[1]
+    if mean:  # g is the mean's gradient: each counted position gets g / count
+        g = g / builtins.max(np.count_nonzero(valid), 1)
     return (grad * np.expand_dims(np.where(valid, g, 0), 1)).astype(x.dtype)
 
 
-def _cross_entropy_backward_vjp(u, x, labels, g, *, out, ignore_index, smoothing):
-    """Second derivatives: out = g * valid * (softmax(x) - (1 - s) * onehot - s / C)."""
+def _cross_entropy_backward_vjp(u, x, labels, g, *, out, ignore_index, smoothing, mean=False):
+    """Second derivatives: out = g * valid * (softmax(x) - (1 - s) * onehot - s / C), with g
+    per position, or one value for a total (divided by the count for a mean)."""
     prob = softmax(x, 1)
     valid = labels != ignore_index
+    scale = 1.0 / _sum(valid, tuple(range(valid.ndim)), False).clamp(min=1).to(x.dtype) if mean else 1.0
     u_prob = _sum(u * prob, (1,), False)
-    grad_x = where(valid, g, 0.0).unsqueeze(1) * prob * (u - u_prob.unsqueeze(1))
+    grad_x = where(valid, g * scale, 0.0).unsqueeze(1) * prob * (u - u_prob.unsqueeze(1))
     picked = u.gather(1, where(valid, labels, 0).unsqueeze(1)).squeeze(1)
     grad_g = u_prob - (1.0 - smoothing) * picked - (smoothing / x.shape[1]) * _sum(u, (1,), False)
-    return grad_x, None, where(valid, grad_g, 0.0)
+    return grad_x, None, where(valid, grad_g, 0.0) * scale  # (summed to g's shape by the engine)
+
+
+def _cross_entropy_total_vjp(g, x, labels, *, out, ignore_index, smoothing, mean):
+    return apply(CROSS_ENTROPY_BACKWARD, x, labels, g, ignore_index=ignore_index, smoothing=smoothing,
+                 mean=mean), None
 
 
 CROSS_ENTROPY = defop("cross_entropy", kind="reduce", infer=lambda x, labels, **_: (labels.shape, x.dtype),
                       numpy=_cross_entropy_numpy, wgsl=Kernel("softmax.wgsl", "cross_entropy", "softmax.cross_entropy"),
                       vjp=lambda g, x, labels, *, out, **attrs: (apply(CROSS_ENTROPY_BACKWARD, x, labels, g, **attrs),
                                                                 None))
-# Typed (Op): CROSS_ENTROPY's vjp above names it before it is defined.
+# The loss summed, or averaged over the counted positions, in one op each way (eager mode: a
+# trace holds the per-position loss and the reductions its passes and exporters know). WebGPU
+# adds the positions up in one workgroup: 2 * 2**22 / 256 loop trips at most, under llvmpipe's
+# ~65535 per invocation; more positions take the composed path.
+TOTAL_MAX_POSITIONS = 2**22
+CROSS_ENTROPY_TOTAL = defop("cross_entropy_total", kind="reduce", infer=lambda x, labels, **_: ((), x.dtype),
+                            numpy=_cross_entropy_total_numpy, vjp=_cross_entropy_total_vjp,
+                            wgsl=Kernel("softmax.wgsl", "cross_entropy", "softmax.cross_entropy"))
+# Typed (Op): CROSS_ENTROPY's vjp above names it before it is defined. ``g``: one per position, or
+# one value (a total's gradient; with ``mean``, divided by the count of positions not ignored).
 CROSS_ENTROPY_BACKWARD: Op = defop("cross_entropy_backward", infer=lambda x, labels, g, **_: (x.shape, x.dtype),
                                    kind="reduce", numpy=_cross_entropy_backward_numpy,
                                    wgsl=Kernel("softmax.wgsl", "cross_entropy_backward", "softmax.cross_entropy"),
@@ -360,12 +386,22 @@ CROSS_ENTROPY_BACKWARD: Op = defop("cross_entropy_backward", infer=lambda x, lab
 
 
 @autocast_op("cross_entropy")
-def cross_entropy(x, labels, ignore_index=-100, smoothing=0.0):
-    """Unweighted cross entropy per position of logits ``x`` (N, C, d1, ...) against
-    class indices ``labels`` (N, d1, ...), 0 where ``labels == ignore_index``:
-    logsumexp(x) - (1 - s) * x[label] - s * mean(x) along dim 1. Callers validate
-    shapes (``nn.functional.cross_entropy``); one fused kernel each way."""
-    return apply(CROSS_ENTROPY, x, labels, ignore_index=int(ignore_index), smoothing=float(smoothing))
+def cross_entropy(x, labels, ignore_index=-100, smoothing=0.0, reduction="none"):
+    """Unweighted cross entropy of logits ``x`` (N, C, d1, ...) against class indices
+    ``labels`` (N, d1, ...), per position (0 where ``labels == ignore_index``), or its
+    ``"sum"`` or ``"mean"`` over the positions not ignored: logsumexp(x) - (1 - s) * x[label]
+    - s * mean(x) along dim 1. Callers validate shapes (``nn.functional.cross_entropy``); one
+    fused kernel each way."""
+    attrs = {"ignore_index": int(ignore_index), "smoothing": float(smoothing)}
+    if reduction != "none" and 0 < labels.numel() <= TOTAL_MAX_POSITIONS and not tracing_graph():
+        return apply(CROSS_ENTROPY_TOTAL, x, labels, mean=reduction == "mean", **attrs)
+    loss = apply(CROSS_ENTROPY, x, labels, **attrs)
+    if reduction == "sum":
+        return _sum(loss, tuple(range(loss.ndim)), False)
+    if reduction == "mean":  # the count summed in the loss's dtype: no int64 sum cast for the division
+        counted = apply(SUM, cast(labels != ignore_index, loss.dtype), dims=tuple(range(labels.ndim)), keepdim=False)
+        return _sum(loss, tuple(range(loss.ndim)), False) / counted
+    return loss
 
 
 @autocast_op("norm")

@@ -218,6 +218,12 @@ class observing:  # noqa: N801  (a context manager, read as a phrase)
         return False
 
 
+def tracing_graph() -> bool:
+    """Whether an observer records a graph (``Observer.traces_graph``): eager-only fused ops
+    (F.linear's linear, a reduced cross entropy) then run as the ops they are made of."""
+    return bool(OBSERVERS) and any(o.traces_graph for o in OBSERVERS)
+
+
 def observer_of(cls):
     """The innermost observer that is a ``cls``, or None."""
     for o in reversed(OBSERVERS):

@@ -23,6 +23,7 @@ from .array import contiguous_strides
 from .geometry import FLOATS, MAX_RANK, coalesce_dims, stored_kind
 
 FILE = "softmax.wgsl"
+TOTAL_FILE = "cross_entropy_total.wgsl"
 WORKGROUP = 128                              # threads per workgroup (capped by the device limit)
 MAX_LANE_ELEMENTS = gpu_reduce.MAX_LANE_ELEMENTS  # elements one thread may walk in each pass
 LOOP_TRIP_LIMIT = gpu_reduce.LOOP_TRIP_LIMIT      # loop trips per invocation on a CPU adapter
@@ -106,32 +107,54 @@ def softmax(backend, op, record, arrays, attrs, shape, dtype):
 
 
 def cross_entropy(backend, op, record, arrays, attrs, shape, dtype):
-    """cross_entropy (per-position loss) or cross_entropy_backward (its gradient, given
-    ``g`` per position) of logits ``arrays[0]`` (N, C, ...) and labels ``arrays[1]``. f16
-    logits are read as they are; the loss is computed and stored in f32 (then rounded by a
-    cast when its dtype is float16), the gradient stored as the logits are."""
+    """cross_entropy (per-position loss), cross_entropy_total (its sum, or mean over the
+    positions counted) or cross_entropy_backward (the gradient, given ``g`` per position or
+    one value) of logits ``arrays[0]`` (N, C, ...) and labels ``arrays[1]``. f16 logits are
+    read as they are; the loss is computed and stored in f32 (then rounded by a cast when its
+    dtype is float16), the gradient stored as the logits are."""
     x, labels = arrays[:2]
     _require_float(op.name, x)
-    backward = len(arrays) == 3
-    if not backward and geometry.kind_of(dtype) != "f32":  # the loss in f32, then rounded
-        loss = cross_entropy(backend, op, record, arrays, attrs, shape, geometry.dtype_of("f32"))
-        return elementwise.converted(backend, loss, geometry.kind_of(dtype))
-    if math.prod(shape) == 0:
-        return backend.empty(shape, x.kind if backward else "f32", op.name)
-    out = backend.empty(shape, stored_kind(x.kind) if backward else "f32", op.name)
-    if not labels.is_contiguous():  # the kernel reads labels[offset + o]: rows run row-major over (N, d1, ...)
+    if not labels.is_contiguous():  # the kernels read labels[offset + o]: rows run row-major over (N, d1, ...)
         labels = backend.contiguous(labels)
-    buffers = [x.buffer, out.buffer, labels.buffer, backend.index_errors.buffer_for(op.name)]
-    extra = {}
-    if backward:  # the upstream gradient, one per position: contiguous, or one value broadcast
+    if op.name == "cross_entropy_backward":
         g = elementwise.converted(backend, arrays[2], "f32")  # (read as f32)
+        if attrs.get("mean"):  # a mean's gradient: g / count, which every position reads
+            g = _total(backend, g, labels, attrs, op.name)
+        return elementwise.converted(backend, _rows(backend, record, op.name, x, labels, attrs, shape, g), x.kind)
+    loss = _rows(backend, record, op.name, x, labels, attrs, labels.shape)
+    if op.name == "cross_entropy_total":
+        loss = _total(backend, loss, labels, attrs, op.name)
+    return elementwise.converted(backend, loss, geometry.kind_of(dtype))
+
+
+def _rows(backend, record, name, x, labels, attrs, shape, g=None):
+    """softmax.wgsl's cross_entropy (``g`` None: the loss per position, in f32) or
+    cross_entropy_backward (the gradient, stored as ``x``; ``g`` one per position, contiguous,
+    or one value broadcast) of logits ``x`` and contiguous ``labels``."""
+    out = backend.empty(shape, "f32" if g is None else stored_kind(x.kind), name)
+    if math.prod(shape) == 0:
+        return out
+    buffers = [x.buffer, out.buffer, labels.buffer, backend.index_errors.buffer_for(name)]
+    extra = {}
+    if g is not None:
         if any(g.strides) and not g.is_contiguous():
             g = backend.contiguous(g)
         extra = {"g_offset": g.offset, "g_step": int(any(g.strides))}
         buffers.append(g.buffer)
-    kind = x.kind
-    x, constants, launch, rows = plan_rows(backend, op.name, x, 1)
+    x, constants, launch, rows = plan_rows(backend, name, x, 1)
     params = pack_params(*rows, labels_offset=labels.offset, ignore_index=attrs["ignore_index"],
                          smoothing=attrs["smoothing"], **extra)
     _dispatch(backend, record, x, out, constants, buffers, params, launch)
-    return elementwise.converted(backend, out, kind) if backward else out
+    return out
+
+
+def _total(backend, values, labels, attrs, name):
+    """cross_entropy_total.wgsl: one f32, the sum of the f32 ``values`` (divided by the count
+    of labels not ignored where ``attrs["mean"]``), in one workgroup."""
+    out = backend.empty((), "f32", name)
+    words = np.zeros(8, dtype=np.int32)  # Params, padded to 16 bytes
+    words[:6] = (values.numel(), labels.numel(), values.offset, labels.offset, attrs["ignore_index"],
+                 int(attrs["mean"]))
+    backend.dispatch(TOTAL_FILE, "total", (), None, {}, [values.buffer, labels.buffer, out.buffer],
+                     words.tobytes(), (1,), f"{TOTAL_FILE}:total {tuple(labels.shape)}")
+    return out
