@@ -153,8 +153,8 @@ class Observer:
     docstring for when each is called)."""
 
     # Whether it records a graph (webgrad.compile's and the exporters' trace): then composites
-    # that eager mode runs as one op of their own (F.linear's linear) run as the ops they are
-    # made of, the vocabulary the graph passes and exporters know.
+    # that eager mode runs as one op of their own (F.linear's linear, a mean or sum cross entropy)
+    # run as the ops they are made of, the vocabulary the graph passes and exporters know.
     traces_graph = False
 
     def op_begin(self, op: Op, inputs) -> Any:
