@@ -121,3 +121,29 @@ def test_getitem_matches_torch(variant, key):
     np.testing.assert_array_equal(torch_getitem(x, key), expected)
     wg_key = tuple(webgrad.tensor(i) if isinstance(i, np.ndarray) else i for i in items)
     assert_close(webgrad.tensor(x)[wg_key], expected, 0, 0)
+
+
+def test_an_embeddings_gradient_sums_each_rows_repeats_by_sorting(monkeypatch, device):
+    """Take's backward scatters onto a broadcast 0 (an embedding's gradient): on numpy the rows
+    of each index are summed after a stable sort (np.add.at costs ~4x more), to np.add.at's
+    values; onto a real base np.add.at still runs."""
+    from webgrad.ops import indexing
+
+    sorted_calls = []
+    rows_summed = indexing._rows_summed
+    monkeypatch.setattr(indexing, "_rows_summed", lambda *a: sorted_calls.append(1) or rows_summed(*a))
+    rng = np.random.default_rng(0)
+    table, ids = rng.standard_normal((7, 3)).astype(np.float32), rng.integers(0, 7, (5, 40))
+    g = rng.standard_normal((5, 40, 3)).astype(np.float32)
+    weight = webgrad.tensor(table, device=device, requires_grad=True)
+    (weight[webgrad.tensor(ids, device=device)] * webgrad.tensor(g, device=device)).sum().backward()
+    want = np.zeros_like(table)
+    np.add.at(want, ids, g)
+    np.testing.assert_allclose(weight.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert len(sorted_calls) == (device == "cpu")
+    added = np.ones((7, 3), np.float32)
+    np.add.at(added, ids[0], g[0])
+    base = webgrad.ones(7, 3, device=device)
+    got = base.index_add(0, webgrad.tensor(ids[0], device=device), webgrad.tensor(g[0], device=device))
+    np.testing.assert_allclose(got.numpy(), added, rtol=1e-5, atol=1e-6)
+    assert len(sorted_calls) == (device == "cpu")
