@@ -147,3 +147,19 @@ def test_an_embeddings_gradient_sums_each_rows_repeats_by_sorting(monkeypatch, d
     got = base.index_add(0, webgrad.tensor(ids[0], device=device), webgrad.tensor(g[0], device=device))
     np.testing.assert_allclose(got.numpy(), added, rtol=1e-5, atol=1e-6)
     assert len(sorted_calls) == (device == "cpu")
+
+
+@pytest.mark.parametrize("shape, axis", [((16, 4, 32, 32), 3), ((16, 4, 32, 32), -1), ((2048, 10), 1), ((3, 64), 1),
+                                         ((3, 65), 1), ((4, 32), 0), ((3, 1), 1), ((5,), 0), ((), None)])
+def test_softmaxs_row_max_is_numpys(shape, axis):
+    """softmax/log_softmax (and cross entropy) on numpy take a short last axis's max down the
+    transposed rows: the same values, NaN propagated, any layout."""
+    from webgrad.ops.reduce import _row_max
+
+    x = np.asarray(np.random.default_rng(0).standard_normal(shape), dtype=np.float32)
+    if x.ndim:
+        x.flat[min(5, x.size - 1)] = np.nan
+    for array in (x, x.T.copy().T):
+        got = _row_max(array, axis)
+        np.testing.assert_array_equal(got, np.max(array, axis=axis, keepdims=True))
+        assert got.shape == np.max(array, axis=axis, keepdims=True).shape
