@@ -149,8 +149,9 @@ def test_an_embeddings_gradient_sums_each_rows_repeats_by_sorting(monkeypatch, d
     assert len(sorted_calls) == (device == "cpu")
 
 
-@pytest.mark.parametrize("shape, axis", [((16, 4, 32, 32), 3), ((16, 4, 32, 32), -1), ((2048, 10), 1), ((3, 64), 1),
-                                         ((3, 65), 1), ((4, 32), 0), ((3, 1), 1), ((5,), 0), ((), None)])
+@pytest.mark.parametrize("shape, axis", [((16, 4, 32, 32), 3), ((16, 4, 32, 32), -1), ((2048, 10), 1),
+                                         ((256, 64), 1), ((3, 64), 1), ((256, 65), 1), ((4, 32), 0), ((3, 1), 1),
+                                         ((5,), 0), ((), None)])
 def test_softmaxs_row_max_is_numpys(shape, axis):
     """softmax/log_softmax (and cross entropy) on numpy take a short last axis's max down the
     transposed rows: the same values, NaN propagated, any layout."""

@@ -258,11 +258,12 @@ def logsumexp(x, dim, keepdim=False, *, keepdims=None):
 
 def _row_max(x, axis):
     """``np.max(x, axis, keepdims=True)``. Along a short last axis numpy pays ~100 ns a row
-    (0.24 ms for attention's (16, 4, 32, 32) scores, 0.18 ms for 2048 rows of 10 logits): up to
-    64 elements a row, the rows are transposed and the max taken down the columns in one
-    vectorized pass (3-15x less; past 64 the copy costs more than it saves)."""
+    (0.24 ms for attention's (16, 4, 32, 32) scores, 0.18 ms for 2048 rows of 10 logits): for
+    256 rows or more of up to 64 elements, the rows are transposed and the max taken down the
+    columns in one vectorized pass (3-15x less natively, 2-3x in Pyodide; past 64 elements the
+    copy costs more than it saves, and under 256 rows Pyodide's per-call cost does)."""
     n = x.shape[-1] if x.ndim else 0
-    if axis is None or axis % x.ndim != x.ndim - 1 or not 1 < n <= 64:
+    if axis is None or axis % x.ndim != x.ndim - 1 or not 1 < n <= 64 or x.size < 256 * n:
         return np.max(x, axis=axis, keepdims=True)
     return np.ascontiguousarray(x.reshape(-1, n).T).max(0).reshape(x.shape[:-1] + (1,))
 
