@@ -411,8 +411,7 @@ def cross_entropy(x, labels, ignore_index=-100, smoothing=0.0, reduction="none")
     if reduction == "sum":
         return _sum(loss, tuple(range(loss.ndim)), False)
     if reduction == "mean":  # the count summed in the loss's dtype: no int64 sum cast for the division
-        counted = apply(SUM, cast(labels != ignore_index, loss.dtype), dims=tuple(range(labels.ndim)), keepdim=False)
-        return _sum(loss, tuple(range(loss.ndim)), False) / counted
+        return _sum(loss, tuple(range(loss.ndim)), False) / sum(labels != ignore_index, dtype=loss.dtype)
     return loss
 
 
