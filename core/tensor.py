@@ -406,16 +406,16 @@ class Tensor:
         return ops.copy_(self, 0)
 
     def add_(self, other, alpha=1) -> "Tensor":
-        return ops.update_("add_", self, lambda t, o: ops.add(t, o, alpha=alpha), other)
+        return ops.update_("add_", self, lambda t, o: ops.add(t, o, alpha=alpha), other, direct=True)
 
     def sub_(self, other, alpha=1) -> "Tensor":
-        return ops.update_("sub_", self, lambda t, o: ops.sub(t, o, alpha=alpha), other)
+        return ops.update_("sub_", self, lambda t, o: ops.sub(t, o, alpha=alpha), other, direct=True)
 
     def mul_(self, other) -> "Tensor":
-        return ops.update_("mul_", self, ops.mul, other)
+        return ops.update_("mul_", self, ops.mul, other, direct=True)
 
     def div_(self, other) -> "Tensor":
-        return ops.update_("div_", self, ops.div, other)
+        return ops.update_("div_", self, ops.div, other, direct=True)
 
     def clamp_(self, min=None, max=None) -> "Tensor":
         return ops.update_("clamp_", self, ops.clamp, min, max)
@@ -872,17 +872,19 @@ class Tensor:
             and view[2][:-2] == tuple(range(self.ndim - 2))
 
 
-def _inplace_unary(name):
+def _inplace_unary(name, direct=False):
     def method(self):
-        return ops.update_(name + "_", self, getattr(ops, name))
+        return ops.update_(name + "_", self, getattr(ops, name), direct=direct)
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"``{name}`` in place (differentiable, as in PyTorch)."
     return method
 
 
+# One op each (ops.round's decimals: a chain on its first op's result), so they may write
+# straight into the tensor (update_'s direct).
 for _name in ("neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "erf",
               "reciprocal", "floor", "ceil", "round", "sign"):
-    setattr(Tensor, _name + "_", _inplace_unary(_name))
+    setattr(Tensor, _name + "_", _inplace_unary(_name, direct=True))
 
 
 for _name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "erfc", "erfinv",

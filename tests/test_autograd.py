@@ -614,6 +614,79 @@ def test_inplace_change_of_a_value_saved_for_backward_still_raises(on):
         z.sum().backward()
 
 
+class _OpNames(webgrad.ops.registry.Observer):
+    def __init__(self):
+        self.names = []
+
+    def op_begin(self, op, inputs):
+        self.names.append(op.name)
+
+
+def _ops_run(fn) -> list:
+    with webgrad.ops.registry.observing(_OpNames()) as seen:
+        fn()
+    return seen.names
+
+
+def test_inplace_change_copies_the_old_value_only_where_backward_reads_it(on):
+    x, w = on([1.0, -2.0, 3.0]), on([2.0, 1.0, -1.0])
+    # ReLU(inplace=True) after a product: no vjp reads the product, so nothing is copied.
+    h = x * w
+    assert _ops_run(lambda: webgrad.nn.functional.relu(h, inplace=True)) == ["relu", "copy_into"]
+    # exp keeps its output for its vjp: that value is copied before relu_ overwrites it.
+    e = x.exp()
+    assert _ops_run(e.relu_) == ["copy", "relu", "copy_into"]
+    # mul keeps the plain tensor it multiplies w by: copied once, after the product is recorded.
+    plain = webgrad.tensor([0.5, 4.0, -1.0], device=x.device)
+    assert _ops_run(lambda: plain.mul_(w)) == ["mul", "copy", "copy_into"]
+    (h.sum() + e.sum() + (plain * plain).sum()).backward()
+    xv, wv, pv = np.array([1.0, -2.0, 3.0]), np.array([2.0, 1.0, -1.0]), np.array([0.5, 4.0, -1.0])
+    relu_mask = xv * wv > 0
+    assert_close(x.grad, wv * relu_mask + np.exp(xv), rtol=1e-5)
+    assert_close(w.grad, xv * relu_mask + 2 * pv * pv * wv, rtol=1e-5)
+    assert_close(h.detach(), np.maximum(xv * wv, 0))
+
+
+def test_inplace_methods_without_autograd_write_straight_into_the_tensor(on, monkeypatch):
+    device = on([0.0]).device
+    copies: list = []  # in-place kernels run on cpu: COPY_INTO is the copy of a result computed apart
+    backend = type(webgrad.backend.get_backend("cpu"))
+    run_inplace = backend.run_inplace
+    monkeypatch.setattr(backend, "run_inplace", lambda self, op, *rest: (copies.append(op.name),
+                                                                          run_inplace(self, op, *rest)))
+    rng = np.random.default_rng(0)
+    rows = (1 << 20) // 8  # the large case passes blas.ELEMENTWISE_SPLIT_FROM: split over the cpu threads
+    cases = [  # name, method(target, other), numpy's result, the tensor's rows, other's shape
+        ("add_", lambda t, o: t.add_(o), lambda a, b: a + b, 4, (8,)),
+        ("sub_ alpha", lambda t, o: t.sub_(o, alpha=2), lambda a, b: a - 2 * b, 4, (4, 8)),
+        ("mul_ scalar", lambda t, o: t.mul_(2.5), lambda a, b: a * 2.5, 4, ()),
+        ("div_", lambda t, o: t.div_(o), lambda a, b: a / b, 4, (4, 1)),
+        ("exp_", lambda t, o: t.exp_(), lambda a, b: np.exp(a), 4, ()),
+        ("relu inplace", lambda t, o: webgrad.nn.functional.relu(t, inplace=True), lambda a, b: np.maximum(a, 0),
+         4, ()),
+        ("add_ itself", lambda t, o: t.add_(t), lambda a, b: 2 * a, 4, ()),
+        ("add_ large", lambda t, o: t.add_(o), lambda a, b: a + b, rows, (8,)),
+    ]
+    for name, method, expected, n, other_shape in cases:
+        a = rng.standard_normal((n, 8)).astype(np.float32)
+        b = (rng.random(other_shape) + 0.5).astype(np.float32)
+        for strided in (False, True):  # the tensor itself, or every other column of it
+            x = webgrad.tensor(a, device=device)
+            target = x[:, ::2] if strided else x
+            bv = b[..., ::2] if strided and b.ndim and b.shape[-1] == 8 else b
+            version, copies[:] = target._version, []
+            with webgrad.no_grad():
+                out = method(target, webgrad.tensor(bv, device=device))
+            want = a.copy()
+            (want[:, ::2] if strided else want)[...] = expected(a[:, ::2] if strided else a, bv)
+            assert out is target and target._version == version + 1, name
+            assert_close(x, want, rtol=1e-6, atol=1e-6)
+            if device == "cpu":  # computed into the tensor's own memory, with no copy after
+                assert copies == [], (name, copies)
+    x = webgrad.ones(3, device=device)
+    assert _ops_run(lambda: x.add_(1)) == ["add", "copy_into"]  # a trace sees the copy it replays
+
+
 def test_setitem_of_values_that_require_grad_into_a_plain_buffer(on):
     x = on([1.0, 2.0, 3.0])
     buffer = webgrad.zeros(3, 2, device=x.device)

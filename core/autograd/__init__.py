@@ -280,6 +280,39 @@ def snapshot(x):
     return old
 
 
+def output_is_saved(x) -> bool:
+    """Whether x's own node keeps x's value for its vjp (exp, tanh, sqrt...): an in-place
+    change of x then needs ``snapshot``."""
+    node = x._node
+    return node is not None and not isinstance(node.out, _Meta) and node.out_ref() is x
+
+
+def recording_mark() -> int:
+    """A mark before recording some ops: the nodes they make come at or after it (``Node.seq``)."""
+    return next(Node._sequence)
+
+
+def keep_saved_values(x, result, since: int) -> None:
+    """Before an in-place write of ``result`` into ``x`` computed from x itself (no
+    ``snapshot``): the nodes recorded since ``since`` that keep x's value for their vjp get
+    a copy of it instead, the value they were recorded with."""
+    old = None
+    nodes, seen = [result._node], set()
+    while nodes:
+        node = nodes.pop()
+        if not isinstance(node, Node) or node.seq < since or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if any(t is x for t in node.inputs):
+            if old is None:
+                with set_grad_enabled(False):
+                    old = x.clone()
+            node.versions = tuple([old._version_counter[0] if t is x else version
+                                   for t, version in zip(node.inputs, node.versions)])
+            node.inputs = tuple([old if t is x else t for t in node.inputs])
+        nodes.extend(node.edges)
+
+
 def take_place(x, result) -> None:
     """After ``result`` was written into x's memory: x stands for result in the graph
     (PyTorch's rebase of an in-place op's output onto its new node)."""

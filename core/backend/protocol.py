@@ -42,6 +42,10 @@ class Backend(Protocol):
     def run_inplace(self, op, tensors, attrs) -> None:
         """Run the in-place ``op``: it writes into its leading ``op.mutates`` inputs."""
 
+    def run_into(self, op, inputs, attrs, out) -> bool:
+        """Write ``op``'s result straight into ``out``'s memory (``out`` is one of ``inputs``, of
+        the result's shape and dtype: an in-place method's op); False where this backend can't."""
+
     def contiguous(self, data) -> Any:
         """A fresh contiguous copy of ``data`` (a compiled step's written constants)."""
 

@@ -30,7 +30,7 @@ def in_place(name, input, inplace, compute):
     """``compute(input)``, or with ``inplace`` that result written into ``input`` (returned)."""
     if not inplace:
         return compute(input)
-    return ops.update_(name + "_", input, compute)
+    return ops.update_(name + "_", input, compute, direct=compute is ops.relu)
 
 
 def _negative_part(x):

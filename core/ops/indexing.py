@@ -17,7 +17,7 @@ from .. import autograd, dtypes
 from ..kernels import Kernel
 from ._helpers import broadcast_shapes, describe, normalize_dim
 from ..backend import get_backend
-from .registry import OpError, apply, apply_inplace, defop, input_check
+from .registry import OpError, apply, apply_inplace, defop, input_check, writing_into
 from ..creation import arange, scalar_tensor, tensor, zeros
 from ..tensor import Tensor
 from .elementwise import cast, logical_or, where
@@ -445,12 +445,14 @@ def _value_tensor(dst, value):
     return scalar_tensor(value, dst.dtype, dst.device)
 
 
-def update_(op_name, x, compute, *inputs, write=None, cast=False):
+def update_(op_name, x, compute, *inputs, write=None, cast=False, direct=False):
     """``x.<op_name>(...)``, an op's in-place form: store ``compute(x, *inputs)``,
     its out-of-place result, in x's memory (or, where no gradient is tracked, let
     ``write(*inputs)`` store it directly). An input that is a view of x is copied
     first: the write would change it under its own feet. As in PyTorch, a result of
     a higher dtype category than x (int += 1.5) is an error, unless ``cast``.
+    ``direct``: compute is one op on x (or a chain on its result), which may then write
+    straight into x's memory where no gradient is tracked (``registry.writing_into``).
 
     With gradients tracked (x or an input requires grad), the result is computed
     from a snapshot of x that keeps x's history, then x takes the result's place in
@@ -464,18 +466,29 @@ def update_(op_name, x, compute, *inputs, write=None, cast=False):
         if write is not None:
             write(*inputs)
             return x
-        return _store(op_name, x, compute(x, *inputs), cast)
+        if not direct:
+            return _store(op_name, x, compute(x, *inputs), cast)
+        with writing_into(x):
+            result = compute(x, *inputs)
+        return x if result is x else _store(op_name, x, result, cast)
     if x._node is None:
         autograd.check_inplace_allowed(op_name, x)  # a leaf that requires grad: refused
     view = _view_of_base(op_name, x)
     if view is not None and view[0]._node is None:
         autograd.check_inplace_allowed(op_name, view[0])  # a view of such a leaf: refused too
-    old = autograd.snapshot(x)
+    # The value before the write is copied only where the graph needs it: x's own node keeps
+    # its output (snapshot, now), or the new ops keep their input (keep_saved_values, after).
+    old = autograd.snapshot(x) if view is not None or autograd.output_is_saved(x) else x
+    mark = autograd.recording_mark()
     result = compute(old, *inputs)
     if old.requires_grad and not result.requires_grad:
         # Overwritten with constants (fill_, zero_, copy_ of plain data): as in PyTorch,
         # x stays in the graph and passes a zero gradient back.
         result = where(scalar_tensor(True, dtypes.bool_, x.device), result, old)
+    if result is x:  # nothing changed (floor_ of an integral value's tensor...)
+        return x
+    if old is x:
+        autograd.keep_saved_values(x, result, mark)
     if view is not None:
         # x shares its base's memory: write the new value into base, whose history
         # must see it, then x is re-derived from base (PyTorch rebases views the same way).

@@ -246,6 +246,10 @@ def _apply(op: Op, inputs, attrs):
         if t.device != device:
             common_device(op.name, inputs)
     shape, dtype = op.infer(*inputs, **attrs)
+    if _INTO is not None:
+        written = _write_into(op, inputs, attrs, shape, dtype)
+        if written is not None:
+            return written
     data = get_backend(device).run(op, inputs, attrs, shape, dtype)
     out = Tensor._make(data, shape, dtype, device)
     if op.vjp is not None and autograd.is_grad_enabled():
@@ -254,6 +258,45 @@ def _apply(op: Op, inputs, attrs):
                 autograd.record(op, inputs, attrs, out)
                 break
     return out
+
+
+# The tensor an in-place method's one op may write its result into (``writing_into``), or None.
+_INTO: Any = None
+
+
+class writing_into:  # noqa: N801  (a context manager, read as a phrase)
+    """``with writing_into(x):`` lets the first op of the block that reads ``x`` and gives a
+    result of x's shape, dtype and device write that result straight into x's memory, where its
+    backend can (``run_into``), and return x: ``x.add_(y)`` without a temporary and a copy. Only
+    for a block whose later ops never read x's old value again (one op, or a chain on its
+    result), outside autograd and with no observer (a trace must see the copy it replays)."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __enter__(self):
+        global _INTO
+        _INTO = None if OBSERVERS else self.x
+        return self
+
+    def __exit__(self, *exc):
+        global _INTO
+        _INTO = None
+        return False
+
+
+def _write_into(op: Op, inputs, attrs, shape, dtype):
+    """``writing_into``'s tensor, now holding ``op``'s result, where this op may and can write
+    it there; else None (the op then runs as usual)."""
+    global _INTO
+    x = _INTO
+    if dtype is not x.dtype or tuple(shape) != tuple(x.shape) or not any(t is x for t in inputs):
+        return None
+    _INTO = None  # one op at most: the ones after it read x's new value
+    if not get_backend(x.device).run_into(op, inputs, attrs, x):
+        return None
+    x._bump_version()
+    return x
 
 
 def apply_inplace(op: Op, *tensors, **attrs):

@@ -82,6 +82,20 @@ class NumpyBackend:
     def run_inplace(self, op, tensors, attrs):
         op.impls["numpy"](*[t._data for t in tensors], **attrs)
 
+    def run_into(self, op, inputs, attrs, out) -> bool:
+        target = out._data
+        arrays = [t._data for t in inputs]
+        if (op.kind != "elementwise" or out.dtype.rounding is not None or not target.flags.writeable
+                or any(a.dtype != target.dtype for a in arrays)  # (float16 computes in float32)
+                or any(s == 0 and n > 1 for s, n in zip(target.strides, target.shape))):
+            return False
+        kernel = self.kernel(op, arrays)
+        if not writes_out(kernel, attrs):
+            return False
+        if not (target.size >= blas.ELEMENTWISE_SPLIT_FROM and cpu_threads.elementwise(kernel, arrays, attrs, target)):
+            kernel(*arrays, out=target, **attrs)  # (an input that is out is read where it is written)
+        return True
+
     # -- compile (backend/protocol.py) ----------------------------------------
     def can_fuse(self, node) -> bool:
         # The rule WebGPU's generated kernels follow (attrs only through the output type), kept

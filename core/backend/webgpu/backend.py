@@ -155,6 +155,9 @@ class WebGPUBackend(Lowering):
             out = elementwise.narrowed(self, out, dtype)  # elementwise kernels narrow as they write
         return out
 
+    def run_into(self, op, inputs, attrs, out) -> bool:
+        return False  # one dispatch can't read and write a buffer: the result is copied in after
+
     def run_inplace(self, op, tensors, attrs):
         record = op.impls.get("wgsl")
         arrays = [t._data for t in tensors]
