@@ -455,9 +455,10 @@ def update_(op_name, x, compute, *inputs, write=None, cast=False, direct=False):
     straight into x's memory where no gradient is tracked (``registry.writing_into``).
 
     With gradients tracked (x or an input requires grad), the result is computed
-    from a snapshot of x that keeps x's history, then x takes the result's place in
-    the graph, so ``h[:, t] = f(h[:, t - 1])`` or ``out += identity`` differentiate
-    as in PyTorch. A leaf that requires grad can't change in place."""
+    from x's value and history, then x takes the result's place in the graph, so
+    ``h[:, t] = f(h[:, t - 1])`` or ``out += identity`` differentiate as in PyTorch; the
+    value before the write is copied (a snapshot) only where a vjp reads it. A leaf that
+    requires grad can't change in place."""
     inputs = tuple(clone(t) if isinstance(t, Tensor) and t._version_counter is x._version_counter else t
                    for t in inputs)
     tracked = autograd.is_grad_enabled() and (

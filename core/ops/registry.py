@@ -272,16 +272,16 @@ class writing_into:  # noqa: N801  (a context manager, read as a phrase)
     result), outside autograd and with no observer (a trace must see the copy it replays)."""
 
     def __init__(self, x):
-        self.x = x
+        self.x, self.outer = x, None
 
     def __enter__(self):
         global _INTO
-        _INTO = None if OBSERVERS else self.x
+        self.outer, _INTO = _INTO, None if OBSERVERS else self.x
         return self
 
     def __exit__(self, *exc):
         global _INTO
-        _INTO = None
+        _INTO = self.outer
         return False
 
 
