@@ -132,6 +132,45 @@ def test_gradients_match_torch(name, fn, torch_ref):
     assert_close(x.grad, torch_ref(torch_grad), 1e-8, 1e-9, msg=name)
 
 
+HOLOMORPHIC = ["exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "sinh", "cosh",
+               "tanh", "sigmoid", "asin", "acos", "atan", "asinh", "acosh", "atanh"]
+
+
+@pytest.mark.parametrize("name", HOLOMORPHIC)
+def test_holomorphic_functions_of_complex_tensors_match_torch(name, torch_ref):
+    """exp, log, sqrt, the trigonometric functions... of a complex tensor are complex, as torch's
+    (they once cast it to a real one, dropping the imaginary part)."""
+    z = _spectrum(3, 5) * 1.5
+    for dtype, tolerance in (("complex128", (1e-10, 1e-12)), ("complex64", (1e-5, 1e-6))):
+        ours = getattr(webgrad, name)(webgrad.tensor(z.astype(dtype)))
+        expected = torch_ref(lambda torch: getattr(torch, name)(torch.tensor(z.astype(dtype))).numpy())
+        assert_close(ours, expected, *tolerance, dtype=dtype, msg=name)
+
+    def program(lib, x):  # real input, real loss: the gradient is the same in both conventions
+        out = getattr(lib, name)(lib.complex(x, x.flip(-1) * 0.5 + 0.3))
+        return (out.abs() ** 2 + out.real * 0.5 + out.imag).sum()
+    x = webgrad.tensor(_signal(3, 5), requires_grad=True)
+    program(webgrad, x).backward()
+
+    def torch_grad(torch):
+        t = torch.tensor(_signal(3, 5), requires_grad=True)
+        program(torch, t).backward()
+        return t.grad.numpy()
+    assert_close(x.grad, torch_ref(torch_grad), 1e-8, 1e-10, msg=name)
+    gradcheck(lambda t: program(webgrad, t), [webgrad.tensor(_signal(3, 5), requires_grad=True)], elementwise_limit=0)
+
+
+def test_a_complex_tensor_is_refused_by_float_functions_that_are_not_holomorphic():
+    z = webgrad.tensor(_spectrum(4))
+    for call, name in ((webgrad.erf, "erf"), (webgrad.log2, "log2"), (webgrad.lgamma, "lgamma")):
+        with pytest.raises(webgrad.OpError, match=rf"{name}: not defined for complex tensors here, got \(4,\) "
+                                                  r"complex128; apply it to \.real and \.imag"):
+            call(z)
+    with webgrad.no_grad():
+        z.exp_()  # in place, into the complex tensor itself
+    assert_close(z, np.exp(_spectrum(4)), 1e-12, 1e-12, dtype="complex128")
+
+
 def test_fft_of_a_device_tensor_reads_it_back_once_and_its_gradient_returns(device):
     x = webgrad.tensor(_signal(2, 16).astype(np.float32), device=device, requires_grad=True)
     spectrum = webgrad.fft.rfft(x)

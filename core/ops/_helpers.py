@@ -75,6 +75,13 @@ def compare_infer(op_name: str):
     return infer
 
 
+def reject_complex(op_name: str, x) -> None:
+    """A float function that is not holomorphic (or not built for complex) given a complex tensor."""
+    if x.dtype.is_complex:
+        raise OpError(f"{op_name}: not defined for complex tensors here, got {describe(x)}; apply it to .real "
+                      f"and .imag, or .abs(), as the formula needs")
+
+
 def require_float(op_name: str, *tensors) -> None:
     for t in tensors:
         if not t.dtype.is_floating_point:

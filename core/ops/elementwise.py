@@ -14,7 +14,7 @@ from ..backend import default_device
 from ..backend.numpy.arrays import takes_out
 from ..kernels import Elementwise as E
 from ..tensor import Tensor
-from ._helpers import broadcast_infer, compare_infer, describe, require_float, same_dtype_infer
+from ._helpers import broadcast_infer, compare_infer, describe, reject_complex, require_float, same_dtype_infer
 from .registry import OpError, apply, defop
 from ..creation import scalar_tensor, zeros
 from ._helpers import broadcast_shapes
@@ -24,15 +24,20 @@ from .autocasting import autocast_op
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
-def _float_unary_infer(name):
+def _float_unary_infer(name, complex_too):
     def infer(x, **attrs):
+        if x.dtype.is_complex and complex_too:
+            return x.shape, x.dtype
+        reject_complex(name, x)
         require_float(name, x)
         return x.shape, x.dtype
     return infer
 
 
-def _unary(name, wgsl, numpy_kernel, vjp=None, float_only=True):
-    op = defop(name, infer=_float_unary_infer(name) if float_only else same_dtype_infer,
+def _unary(name, wgsl, numpy_kernel, vjp=None, float_only=True, complex_too=False):
+    """A unary op; ``complex_too``: holomorphic, so numpy's complex kernel and the real vjp
+    (complex_ops.py's convention needs no conjugation) serve complex tensors as they are."""
+    op = defop(name, infer=_float_unary_infer(name, complex_too) if float_only else same_dtype_infer,
                vjp=vjp, numpy=numpy_kernel, wgsl=wgsl)
     return op
 
@@ -40,16 +45,17 @@ def _unary(name, wgsl, numpy_kernel, vjp=None, float_only=True):
 NEG = _unary("neg", E({"f32": "-a", "i32": "-a"}), np.negative, lambda g, x, *, out: -g, float_only=False)
 ABS = _unary("abs", E({"f32": "abs(a)", "i32": "abs(a)"}), np.abs, lambda g, x, *, out: g * sign(x),
              float_only=False)  # sign(NaN) = 0: no gradient at NaN, as in PyTorch
-EXP = _unary("exp", E("wg_exp(a)"), np.exp, lambda g, x, *, out: g * out)
-LOG = _unary("log", E("wg_log(a)"), np.log, lambda g, x, *, out: g / x)
-LOG1P = _unary("log1p", E("wg_log1p(a)"), np.log1p, lambda g, x, *, out: g / (x + 1))
-SQRT = _unary("sqrt", E("sqrt(a)"), np.sqrt, lambda g, x, *, out: g * 0.5 / out)
-RSQRT = _unary("rsqrt", E("inverseSqrt(a)"), lambda x: 1 / np.sqrt(x), lambda g, x, *, out: g * -0.5 * out * out * out)
-SIN = _unary("sin", E("wg_sin(a)"), np.sin, lambda g, x, *, out: g * cos(x))
-COS = _unary("cos", E("wg_cos(a)"), np.cos, lambda g, x, *, out: -g * sin(x))
-TANH = _unary("tanh", E("wg_tanh(a)"), np.tanh, lambda g, x, *, out: g * (1 - out * out))
+EXP = _unary("exp", E("wg_exp(a)"), np.exp, lambda g, x, *, out: g * out, complex_too=True)
+LOG = _unary("log", E("wg_log(a)"), np.log, lambda g, x, *, out: g / x, complex_too=True)
+LOG1P = _unary("log1p", E("wg_log1p(a)"), np.log1p, lambda g, x, *, out: g / (x + 1), complex_too=True)
+SQRT = _unary("sqrt", E("sqrt(a)"), np.sqrt, lambda g, x, *, out: g * 0.5 / out, complex_too=True)
+RSQRT = _unary("rsqrt", E("inverseSqrt(a)"), lambda x: 1 / np.sqrt(x),
+               lambda g, x, *, out: g * -0.5 * out * out * out, complex_too=True)
+SIN = _unary("sin", E("wg_sin(a)"), np.sin, lambda g, x, *, out: g * cos(x), complex_too=True)
+COS = _unary("cos", E("wg_cos(a)"), np.cos, lambda g, x, *, out: -g * sin(x), complex_too=True)
+TANH = _unary("tanh", E("wg_tanh(a)"), np.tanh, lambda g, x, *, out: g * (1 - out * out), complex_too=True)
 SIGMOID = _unary("sigmoid", E("wg_sigmoid(a)"), lambda x: 0.5 * (1 + np.tanh(0.5 * x)),  # no overflow for large |x|
-                 lambda g, x, *, out: g * out * (1 - out))
+                 lambda g, x, *, out: g * out * (1 - out), complex_too=True)
 ERF = _unary("erf", E("wg_erf(a)"), lambda x: np.asarray(_erf(x), dtype=x.dtype),  # 0-d gives a bare float
              lambda g, x, *, out: g * (2 / math.sqrt(math.pi)) * exp(-x * x))
 @takes_out
@@ -77,7 +83,8 @@ RELU_BACKWARD = defop("relu_backward", wgsl=E("select(a, A(0), b <= A(0))"), inf
                       vjp=lambda gg, g, result, *, out: (relu_backward(gg, result), None))
 RELU = _unary("relu", E({"f32": "wg_max(a, 0.0)", "i32": "max(a, 0)"}),
               _relu_numpy, lambda g, x, *, out: relu_backward(g, out), float_only=False)
-RECIPROCAL = _unary("reciprocal", E("1.0 / a"), np.reciprocal, lambda g, x, *, out: -g * out * out)
+RECIPROCAL = _unary("reciprocal", E("1.0 / a"), np.reciprocal, lambda g, x, *, out: -g * out * out,
+                    complex_too=True)
 def _zero_vjp(g, *inputs, out):
     """Step functions (floor, sign, ...): the gradient is zero everywhere, as in PyTorch
     (an explicit zero tensor, so an inf or NaN upstream gradient does not leak in)."""
@@ -138,16 +145,17 @@ def _erfinv_numpy(y):
     return np.asarray(x, dtype=np.result_type(y))
 
 
-TAN = _unary("tan", E("wg_tan(a)"), np.tan, lambda g, x, *, out: g * (1 + out * out))
-ASIN = _unary("asin", E("wg_asin(a)"), np.arcsin, lambda g, x, *, out: g * rsqrt(1 - x * x))
-ACOS = _unary("acos", E("wg_acos(a)"), np.arccos, lambda g, x, *, out: -g * rsqrt(1 - x * x))
-ATAN = _unary("atan", E("wg_atan(a)"), np.arctan, lambda g, x, *, out: g / (1 + x * x))
-SINH = _unary("sinh", E("wg_sinh(a)"), np.sinh, lambda g, x, *, out: g * cosh(x))
-COSH = _unary("cosh", E("wg_cosh(a)"), np.cosh, lambda g, x, *, out: g * sinh(x))
-ASINH = _unary("asinh", E("wg_asinh(a)"), np.arcsinh, lambda g, x, *, out: g * rsqrt(x * x + 1))
-ACOSH = _unary("acosh", E("wg_acosh(a)"), np.arccosh, lambda g, x, *, out: g * rsqrt(x * x - 1))
-ATANH = _unary("atanh", E("wg_atanh(a)"), np.arctanh, lambda g, x, *, out: g / (1 - x * x))
-EXPM1 = _unary("expm1", E("wg_expm1(a)"), np.expm1, lambda g, x, *, out: g * (out + 1))
+TAN = _unary("tan", E("wg_tan(a)"), np.tan, lambda g, x, *, out: g * (1 + out * out), complex_too=True)
+ASIN = _unary("asin", E("wg_asin(a)"), np.arcsin, lambda g, x, *, out: g * rsqrt(1 - x * x), complex_too=True)
+ACOS = _unary("acos", E("wg_acos(a)"), np.arccos, lambda g, x, *, out: -g * rsqrt(1 - x * x), complex_too=True)
+ATAN = _unary("atan", E("wg_atan(a)"), np.arctan, lambda g, x, *, out: g / (1 + x * x), complex_too=True)
+SINH = _unary("sinh", E("wg_sinh(a)"), np.sinh, lambda g, x, *, out: g * cosh(x), complex_too=True)
+COSH = _unary("cosh", E("wg_cosh(a)"), np.cosh, lambda g, x, *, out: g * sinh(x), complex_too=True)
+ASINH = _unary("asinh", E("wg_asinh(a)"), np.arcsinh, lambda g, x, *, out: g * rsqrt(x * x + 1), complex_too=True)
+ACOSH = _unary("acosh", E("wg_acosh(a)"), np.arccosh,  # (x - 1)(x + 1) in two roots: acosh's branch for complex x
+               lambda g, x, *, out: g * rsqrt(x - 1) * rsqrt(x + 1), complex_too=True)
+ATANH = _unary("atanh", E("wg_atanh(a)"), np.arctanh, lambda g, x, *, out: g / (1 - x * x), complex_too=True)
+EXPM1 = _unary("expm1", E("wg_expm1(a)"), np.expm1, lambda g, x, *, out: g * (out + 1), complex_too=True)
 ERFC = _unary("erfc", E("wg_erfc(a)"), lambda x: np.asarray(_erfc(x), dtype=x.dtype),
               lambda g, x, *, out: -g * _TWO_OVER_SQRT_PI * exp(-x * x))
 ERFINV = _unary("erfinv", E("wg_erfinv(a)"), _erfinv_numpy,
@@ -233,8 +241,9 @@ def _check_numeric(name, x):
 
 
 def _floatify(x):
-    """Integer inputs of float functions (exp, log, ...) compute in the default float dtype."""
-    return x if x.dtype.is_floating_point else cast(x, dtypes.get_default_dtype())
+    """Integer inputs of float functions (exp, log, ...) compute in the default float dtype
+    (complex ones stay complex: the op computes them or says it can't)."""
+    return x if x.dtype.is_floating_point or x.dtype.is_complex else cast(x, dtypes.get_default_dtype())
 
 
 # -- cast -------------------------------------------------------------------------

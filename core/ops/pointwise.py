@@ -23,7 +23,7 @@ from .. import dtypes
 from ..tensor import Tensor
 from . import elementwise as ew
 from .registry import OpError
-from ._helpers import describe
+from ._helpers import describe, reject_complex
 from .autocasting import autocast_op
 
 _LN2 = math.log(2.0)
@@ -36,6 +36,7 @@ def _float(x, name):
     """A float tensor for a float function (ints compute in the default float dtype)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
+    reject_complex(name, x)
     return ew._floatify(x)
 
 
