@@ -143,7 +143,7 @@ def test_holomorphic_functions_of_complex_tensors_match_torch(name, torch_ref):
     z = _spectrum(3, 5) * 1.5
     for dtype, tolerance in (("complex128", (1e-10, 1e-12)), ("complex64", (1e-5, 1e-6))):
         ours = getattr(webgrad, name)(webgrad.tensor(z.astype(dtype)))
-        expected = torch_ref(lambda torch: getattr(torch, name)(torch.tensor(z.astype(dtype))).numpy())
+        expected = torch_ref(lambda torch, dtype=dtype: getattr(torch, name)(torch.tensor(z.astype(dtype))).numpy())
         assert_close(ours, expected, *tolerance, dtype=dtype, msg=name)
 
     def program(lib, x):  # real input, real loss: the gradient is the same in both conventions
