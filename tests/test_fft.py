@@ -160,9 +160,12 @@ def test_holomorphic_functions_of_complex_tensors_match_torch(name, torch_ref):
     gradcheck(lambda t: program(webgrad, t), [webgrad.tensor(_signal(3, 5), requires_grad=True)], elementwise_limit=0)
 
 
-def test_a_complex_tensor_is_refused_by_float_functions_that_are_not_holomorphic():
+def test_a_complex_tensor_is_refused_by_float_functions_that_are_not_holomorphic_and_by_orderings():
     z = webgrad.tensor(_spectrum(4))
-    for call, name in ((webgrad.erf, "erf"), (webgrad.log2, "log2"), (webgrad.lgamma, "lgamma")):
+    for call, name in ((webgrad.erf, "erf"), (webgrad.log2, "log2"), (webgrad.lgamma, "lgamma"),
+                       (webgrad.floor, "floor"), (webgrad.round, "round"), (webgrad.nn.functional.relu, "relu"),
+                       (lambda t: t.clamp(0, 1), "lt"), (lambda t: webgrad.maximum(t, t), "maximum"),
+                       (lambda t: t > 0, "gt")):
         with pytest.raises(webgrad.OpError, match=rf"{name}: not defined for complex tensors here, got \(4,\) "
                                                   r"complex128; apply it to \.real and \.imag"):
             call(z)

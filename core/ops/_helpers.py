@@ -82,6 +82,16 @@ def reject_complex(op_name: str, x) -> None:
                       f"and .imag, or .abs(), as the formula needs")
 
 
+def real_only(op_name: str, infer):
+    """``infer``, refusing complex operands: orderings (<, max, relu, floor...) have no meaning
+    for them, as in torch."""
+    def checked(*tensors, **attrs):
+        for t in tensors:
+            reject_complex(op_name, t)
+        return infer(*tensors, **attrs)
+    return checked
+
+
 def require_float(op_name: str, *tensors) -> None:
     for t in tensors:
         if not t.dtype.is_floating_point:

@@ -14,7 +14,8 @@ from ..backend import default_device
 from ..backend.numpy.arrays import takes_out
 from ..kernels import Elementwise as E
 from ..tensor import Tensor
-from ._helpers import broadcast_infer, compare_infer, describe, reject_complex, require_float, same_dtype_infer
+from ._helpers import (broadcast_infer, compare_infer, describe, real_only, reject_complex, require_float,
+                       same_dtype_infer)
 from .registry import OpError, apply, defop
 from ..creation import scalar_tensor, zeros
 from ._helpers import broadcast_shapes
@@ -81,8 +82,8 @@ def _relu_backward_numpy(g, result, out=None):
 RELU_BACKWARD = defop("relu_backward", wgsl=E("select(a, A(0), b <= A(0))"), infer=broadcast_infer("relu_backward"),
                       numpy=_relu_backward_numpy,
                       vjp=lambda gg, g, result, *, out: (relu_backward(gg, result), None))
-RELU = _unary("relu", E({"f32": "wg_max(a, 0.0)", "i32": "max(a, 0)"}),
-              _relu_numpy, lambda g, x, *, out: relu_backward(g, out), float_only=False)
+RELU = defop("relu", wgsl=E({"f32": "wg_max(a, 0.0)", "i32": "max(a, 0)"}), infer=real_only("relu", same_dtype_infer),
+             numpy=_relu_numpy, vjp=lambda g, x, *, out: relu_backward(g, out))
 RECIPROCAL = _unary("reciprocal", E("1.0 / a"), np.reciprocal, lambda g, x, *, out: -g * out * out,
                     complex_too=True)
 def _zero_vjp(g, *inputs, out):
@@ -174,7 +175,9 @@ def atanh(x): return apply(ATANH, _floatify(x))
 def expm1(x): return apply(EXPM1, _floatify(x))
 def erfc(x): return apply(ERFC, _floatify(x))
 def erfinv(x): return apply(ERFINV, _floatify(x))
-def trunc(x): return x.clone() if x.dtype.category != "float" else apply(TRUNC, x)
+def trunc(x):
+    reject_complex("trunc", x)
+    return x.clone() if x.dtype.category != "float" else apply(TRUNC, x)
 
 
 def neg(x): return apply(NEG, _check_numeric("neg", x))
@@ -192,10 +195,15 @@ def erf(x): return apply(ERF, _floatify(x))
 def relu(x): return apply(RELU, x)
 def relu_backward(g, out): return apply(RELU_BACKWARD, g, out)
 def reciprocal(x): return apply(RECIPROCAL, _floatify(x))
-def floor(x): return x if x.dtype.category != "float" else apply(FLOOR, x)
-def ceil(x): return x if x.dtype.category != "float" else apply(CEIL, x)
+def floor(x):
+    reject_complex("floor", x)
+    return x if x.dtype.category != "float" else apply(FLOOR, x)
+def ceil(x):
+    reject_complex("ceil", x)
+    return x if x.dtype.category != "float" else apply(CEIL, x)
 def round(x, *, decimals=0):  # noqa: A001
     """Round half to even; with ``decimals``, round(x * 10**decimals) / 10**decimals, as PyTorch."""
+    reject_complex("round", x)
     if x.dtype.category != "float":
         return x
     if decimals == 0:
@@ -322,9 +330,11 @@ DIV = defop("div", wgsl=E("a / b"), infer=broadcast_infer("div"), numpy=np.divid
             vjp=_div_vjp)
 POW = defop("pow", wgsl=E({"f32": "wg_pow(a, b)", "i32": "wg_ipow(a, b)"}),
             infer=broadcast_infer("pow"), numpy=np.power, vjp=_pow_vjp)
-MAXIMUM = defop("maximum", wgsl=E({"f32": "wg_max(a, b)", "*": "max(a, b)"}), infer=broadcast_infer("maximum"),
+MAXIMUM = defop("maximum", wgsl=E({"f32": "wg_max(a, b)", "*": "max(a, b)"}),
+                infer=real_only("maximum", broadcast_infer("maximum")),
                 numpy=np.maximum, vjp=_max_vjp)
-MINIMUM = defop("minimum", wgsl=E({"f32": "wg_min(a, b)", "*": "min(a, b)"}), infer=broadcast_infer("minimum"),
+MINIMUM = defop("minimum", wgsl=E({"f32": "wg_min(a, b)", "*": "min(a, b)"}),
+                infer=real_only("minimum", broadcast_infer("minimum")),
                 numpy=np.minimum, vjp=_min_vjp)
 REMAINDER = defop("remainder", wgsl=E({"f32": "a - b * floor(a / b)", "i32": "wg_imod(a, wg_check_divisor(b))"}),
                   infer=broadcast_infer("remainder"), numpy=_remainder,
@@ -357,10 +367,10 @@ EQ = defop("eq", wgsl=E("u32(a == b)"), infer=compare_infer("eq"), numpy=np.equa
 # compare that says false, so float ne tests NaN through the bits (math.wgsl).
 NE = defop("ne", wgsl=E({"f32": "u32(wg_isnan(a) || wg_isnan(b) || a != b)", "*": "u32(a != b)"}),
            infer=compare_infer("ne"), numpy=np.not_equal)
-LT = defop("lt", wgsl=E("u32(a < b)"), infer=compare_infer("lt"), numpy=np.less)
-LE = defop("le", wgsl=E("u32(a <= b)"), infer=compare_infer("le"), numpy=np.less_equal)
-GT = defop("gt", wgsl=E("u32(a > b)"), infer=compare_infer("gt"), numpy=np.greater)
-GE = defop("ge", wgsl=E("u32(a >= b)"), infer=compare_infer("ge"), numpy=np.greater_equal)
+LT = defop("lt", wgsl=E("u32(a < b)"), infer=real_only("lt", compare_infer("lt")), numpy=np.less)
+LE = defop("le", wgsl=E("u32(a <= b)"), infer=real_only("le", compare_infer("le")), numpy=np.less_equal)
+GT = defop("gt", wgsl=E("u32(a > b)"), infer=real_only("gt", compare_infer("gt")), numpy=np.greater)
+GE = defop("ge", wgsl=E("u32(a >= b)"), infer=real_only("ge", compare_infer("ge")), numpy=np.greater_equal)
 LOGICAL_AND = defop("logical_and", wgsl=E({"f32": "u32(wg_truthy(a) && wg_truthy(b))",
                                             "*": "u32((a != A(0)) && (b != A(0)))"}),
                     infer=compare_infer("logical_and"), numpy=np.logical_and)
