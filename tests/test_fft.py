@@ -165,13 +165,22 @@ def test_a_complex_tensor_is_refused_by_float_functions_that_are_not_holomorphic
     for call, name in ((webgrad.erf, "erf"), (webgrad.log2, "log2"), (webgrad.lgamma, "lgamma"),
                        (webgrad.floor, "floor"), (webgrad.round, "round"), (webgrad.nn.functional.relu, "relu"),
                        (lambda t: t.clamp(0, 1), "lt"), (lambda t: webgrad.maximum(t, t), "maximum"),
-                       (lambda t: t > 0, "gt")):
+                       (lambda t: t > 0, "gt"), (lambda t: t.max(), "amax"), (lambda t: t.argmin(), "argmin"),
+                       (lambda t: webgrad.sort(t), "argsort"), (lambda t: t.topk(2), "argsort")):
         with pytest.raises(webgrad.OpError, match=rf"{name}: not defined for complex tensors here, got \(4,\) "
                                                   r"complex128; apply it to \.real and \.imag"):
             call(z)
     with webgrad.no_grad():
         z.exp_()  # in place, into the complex tensor itself
     assert_close(z, np.exp(_spectrum(4)), 1e-12, 1e-12, dtype="complex128")
+
+
+def test_running_sums_and_products_of_complex_tensors_stay_complex():
+    z = _spectrum(2, 6)
+    assert_close(webgrad.tensor(z).cumsum(1), np.cumsum(z, 1), 1e-12, 1e-12, dtype="complex128")
+    assert_close(webgrad.tensor(z).cumprod(1), np.cumprod(z, 1), 1e-12, 1e-12, dtype="complex128")
+    gradcheck(lambda t: (webgrad.complex(t, t * t).cumprod(1).cumsum(0).abs() ** 2).sum(),
+              [webgrad.tensor(_signal(2, 6), requires_grad=True)], elementwise_limit=0)
 
 
 def test_fft_of_a_device_tensor_reads_it_back_once_and_its_gradient_returns(device):

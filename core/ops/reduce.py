@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..kernels import Kernel
-from ._helpers import normalize_dim, normalize_dims, reduce_dims, require_float
+from ._helpers import normalize_dim, normalize_dims, real_only, reduce_dims, reject_complex, require_float
 from .elementwise import cast, exp, log, sqrt, where
 from .registry import Op, OpError, apply, defop, tracing_graph
 from ..creation import full
@@ -31,8 +31,10 @@ def _reduced_shape(shape, dims, keepdim):
 
 def _reduce_infer(name, result_dtype=None):
     def infer(x, *, dims, keepdim):
-        if name in ("amax", "amin") and builtins.any(x.shape[d] == 0 for d in dims):
-            raise OpError(f"{name}: cannot reduce over a zero-size dimension of shape {tuple(x.shape)}")
+        if name in ("amax", "amin"):
+            reject_complex(name, x)  # no order, as in torch
+            if builtins.any(x.shape[d] == 0 for d in dims):
+                raise OpError(f"{name}: cannot reduce over a zero-size dimension of shape {tuple(x.shape)}")
         return _reduced_shape(x.shape, dims, keepdim), result_dtype or x.dtype
     return infer
 
@@ -95,9 +97,9 @@ AMIN = defop("amin", wgsl=Kernel("reduce.wgsl", "amin", "reduce.reduce"), infer=
 PROD = defop("prod", wgsl=Kernel("reduce.wgsl", "prod", "reduce.reduce"), infer=_reduce_infer("prod"), vjp=_prod_vjp,
              kind="reduce", numpy=lambda x, *, dims, keepdim: np.prod(x, axis=dims, keepdims=keepdim))
 ARGMAX = defop("argmax", kind="reduce", wgsl=Kernel("reduce.wgsl", "argmax", "reduce.arg_reduce"),
-                infer=_arg_infer("argmax"), numpy=_arg_kernel(np.argmax))
+                infer=real_only("argmax", _arg_infer("argmax")), numpy=_arg_kernel(np.argmax))
 ARGMIN = defop("argmin", kind="reduce", wgsl=Kernel("reduce.wgsl", "argmin", "reduce.arg_reduce"),
-                infer=_arg_infer("argmin"), numpy=_arg_kernel(np.argmin))
+                infer=real_only("argmin", _arg_infer("argmin")), numpy=_arg_kernel(np.argmin))
 
 
 def _sum(x, dims, keepdim):

@@ -57,7 +57,7 @@ def _scan(op, x, dim, dtype):
     d = normalize_dim(op.name, dim, x.ndim)
     if dtype is not None:
         x = cast(x, dtypes.to_dtype(dtype))
-    elif not x.dtype.is_floating_point:
+    elif not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = cast(x, dtypes.int64)  # bools and ints accumulate in int64, as in PyTorch
     if x.ndim == 0:
         return apply(op, x)

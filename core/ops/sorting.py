@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes
 from ..kernels import Kernel
-from ._helpers import describe, normalize_dim
+from ._helpers import describe, normalize_dim, real_only
 from .movement import movedim, narrow
 from .reduce import ValuesIndices
 from .registry import OpError, apply, defop
@@ -32,7 +32,8 @@ def _argsort_numpy(x, *, descending):
     return np.flip(n - 1 - np.argsort(np.flip(x, -1), axis=-1, kind="stable"), -1)
 
 
-ARGSORT = defop("argsort", kind="other", infer=lambda x, *, descending: (x.shape, dtypes.int64), numpy=_argsort_numpy,
+ARGSORT = defop("argsort", kind="other", infer=real_only("argsort", lambda x, *, descending: (x.shape, dtypes.int64)),
+                numpy=_argsort_numpy,
                 wgsl=Kernel("sort.wgsl", "argsort", "scan.argsort"))
 
 
