@@ -183,6 +183,16 @@ def test_running_sums_and_products_of_complex_tensors_stay_complex():
               [webgrad.tensor(_signal(2, 6), requires_grad=True)], elementwise_limit=0)
 
 
+def test_norms_of_complex_tensors_are_their_moduli_norms():
+    z = _spectrum(3, 4)
+    m = np.abs(z)
+    for kwargs, expected in (({}, np.sqrt((m ** 2).sum())), ({"p": 1}, m.sum()), ({"p": float("inf")}, m.max()),
+                             ({"p": 3, "dim": 1}, (m ** 3).sum(1) ** (1 / 3)), ({"p": 0}, np.count_nonzero(z))):
+        assert_close(webgrad.tensor(z).norm(**kwargs), expected, 1e-12, 1e-12, dtype="float64", msg=str(kwargs))
+    gradcheck(lambda t: webgrad.complex(t, t.flip(0) - 0.5).norm(), [webgrad.tensor(_signal(6), requires_grad=True)],
+              elementwise_limit=0)
+
+
 def test_fft_of_a_device_tensor_reads_it_back_once_and_its_gradient_returns(device):
     x = webgrad.tensor(_signal(2, 16).astype(np.float32), device=device, requires_grad=True)
     spectrum = webgrad.fft.rfft(x)

@@ -426,6 +426,8 @@ def norm(x, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         raise TypeError("norm: out= is not supported; use the returned tensor")
     if dtype is not None:
         x = cast(x, dtypes.to_dtype(dtype))
+    if x.dtype.is_complex and p != "nuc":  # every other norm is its moduli's (the nuclear one is the SVD's)
+        x = x.abs()
     require_float("norm", x)
     if p == "nuc":
         # webgrad.linalg (its SVD) is built on ops, so ops reaches it by name at call time, the way
