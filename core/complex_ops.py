@@ -1,7 +1,9 @@
 """Complex tensors (``webgrad.complex64``/``cfloat``, ``complex128``/``cdouble``): what a user
 needs around ``webgrad.fft``: ``real``, ``imag``, ``abs``, ``angle``, ``conj``,
 ``view_as_real``, ``view_as_complex``, ``complex``, ``polar``, ``is_complex``, and through the
-ordinary ops ``+ - * /``, ``sum``, ``mean``, printing and ``.numpy()``.
+ordinary ops ``+ - * /``, ``sum``, ``mean``, ``cumsum``, ``cumprod``, ``norm``, the holomorphic
+functions (exp, log, sqrt, sin... ops/elementwise.py's ``complex_too``), printing and ``.numpy()``.
+Orderings (<, max, sort, relu, floor...) refuse complex tensors, as torch's do.
 
 Where they live: complex tensors are cpu tensors (numpy complex arrays); WGSL has no complex
 type. An op here given a tensor on another device (a WebGPU tensor into ``webgrad.fft.rfft``)
