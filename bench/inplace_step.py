@@ -13,16 +13,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
 import webgrad
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cnn_step import COOL_DOWN  # noqa: E402
+from cnn_step import alternated  # noqa: E402
 
 
 def manual_sgd(lib, device):
@@ -79,23 +77,6 @@ def relu_inplace_block(lib, device):
     return step
 
 
-def alternated(steps: dict, rounds: int = 5, number: int = 5) -> dict:
-    """Median seconds per step of each candidate, taking turns each round."""
-    for step in steps.values():
-        for _ in range(3):
-            step()
-    runs: dict = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            time.sleep(COOL_DOWN)
-            step()
-            start = time.perf_counter()
-            for _ in range(number):
-                step()
-            runs[name].append((time.perf_counter() - start) / number)
-    return {name: statistics.median(t) for name, t in runs.items()}
-
-
 def main() -> None:
     import torch
 
@@ -114,7 +95,8 @@ def main() -> None:
         for name, make in (("manual SGD (MLP 784-512-10, batch 64)", manual_sgd),
                            ("ReLU(inplace=True) (ResNet basic block, 16x64x32x32)", relu_inplace_block)):
             ours, theirs = make(webgrad, args.device), make(torch, "cpu")
-            times = alternated({"torch cpu": theirs, f"webgrad {args.device}": lambda ours=ours: read(ours())})
+            times = alternated({"torch cpu": theirs, f"webgrad {args.device}": lambda ours=ours: read(ours())},
+                               rounds=5)
             peer = times["torch cpu"]
             print(f"{name}: ms per step")
             for label, t in times.items():
