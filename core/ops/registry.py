@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -246,7 +247,7 @@ def _apply(op: Op, inputs, attrs):
         if t.device != device:
             common_device(op.name, inputs)
     shape, dtype = op.infer(*inputs, **attrs)
-    if _INTO is not None:
+    if _INTO_BLOCKS and _INTO.tensor is not None:
         written = _write_into(op, inputs, attrs, shape, dtype)
         if written is not None:
             return written
@@ -260,39 +261,47 @@ def _apply(op: Op, inputs, attrs):
     return out
 
 
-# The tensor an in-place method's one op may write its result into (``writing_into``), or None.
-_INTO: Any = None
+class _Into(threading.local):
+    tensor: Any = None  # the tensor an in-place method's one op may write its result into, on this thread
+
+
+_INTO = _Into()
+_INTO_BLOCKS = 0  # writing_into blocks open on any thread: _apply looks at _INTO only while there are some
+_INTO_LOCK = threading.Lock()
 
 
 class writing_into:  # noqa: N801  (a context manager, read as a phrase)
-    """``with writing_into(x):`` lets the first op of the block that reads ``x`` and gives a
-    result of x's shape, dtype and device write that result straight into x's memory, where its
-    backend can (``run_into``), and return x: ``x.add_(y)`` without a temporary and a copy. Only
-    for a block whose later ops never read x's old value again (one op, or a chain on its
-    result), outside autograd and with no observer (a trace must see the copy it replays)."""
+    """``with writing_into(x):`` lets the first op of the block (on this thread) that reads ``x``
+    and gives a result of x's shape, dtype and device write that result straight into x's memory,
+    where its backend can (``run_into``), and return x: ``x.add_(y)`` without a temporary and a
+    copy. Only for a block whose later ops never read x's old value again (one op, or a chain on
+    its result), outside autograd and with no observer (a trace must see the copy it replays)."""
 
     def __init__(self, x):
         self.x, self.outer = x, None
 
     def __enter__(self):
-        global _INTO
-        self.outer, _INTO = _INTO, None if OBSERVERS else self.x
+        global _INTO_BLOCKS
+        with _INTO_LOCK:
+            _INTO_BLOCKS += 1
+        self.outer, _INTO.tensor = _INTO.tensor, None if OBSERVERS else self.x
         return self
 
     def __exit__(self, *exc):
-        global _INTO
-        _INTO = self.outer
+        global _INTO_BLOCKS
+        _INTO.tensor = self.outer
+        with _INTO_LOCK:
+            _INTO_BLOCKS -= 1
         return False
 
 
 def _write_into(op: Op, inputs, attrs, shape, dtype):
     """``writing_into``'s tensor, now holding ``op``'s result, where this op may and can write
     it there; else None (the op then runs as usual)."""
-    global _INTO
-    x = _INTO
+    x = _INTO.tensor
     if dtype is not x.dtype or tuple(shape) != tuple(x.shape) or not any(t is x for t in inputs):
         return None
-    _INTO = None  # one op at most: the ones after it read x's new value
+    _INTO.tensor = None  # one op at most: the ones after it read x's new value
     if not get_backend(x.device).run_into(op, inputs, attrs, x):
         return None
     x._bump_version()
