@@ -6,6 +6,8 @@ A case is one function of the library (webgrad or torch: the same names), so the
 lambda runs on both sides."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -189,6 +191,20 @@ def test_norms_of_complex_tensors_are_their_moduli_norms():
         assert_close(webgrad.tensor(z).norm(**kwargs), expected, 1e-12, 1e-12, dtype="float64", msg=str(kwargs))
     gradcheck(lambda t: webgrad.complex(t, t.flip(0) - 0.5).norm(), [webgrad.tensor(_signal(6), requires_grad=True)],
               elementwise_limit=0)
+
+
+def test_variance_of_complex_tensors_is_real():
+    z = _spectrum(3, 4)
+    for kwargs, ddof, axis in (({}, 1, None), ({"dim": 1}, 1, 1), ({"dim": 0, "correction": 0}, 0, 0)):
+        assert_close(webgrad.tensor(z).var(**kwargs), np.var(z, axis=axis, ddof=ddof), 1e-12, 1e-12,
+                     dtype="float64", msg=str(kwargs))
+        assert_close(webgrad.tensor(z).std(**kwargs), np.std(z, axis=axis, ddof=ddof), 1e-12, 1e-12,
+                     dtype="float64", msg=str(kwargs))
+    # (the cast of a real tensor to complex passes back its gradient's real part, with no ComplexWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gradcheck(lambda t: webgrad.complex(t, t.flip(0)).std() + (t.to(webgrad.complex128) * (2 + 3j)).real.sum(),
+                  [webgrad.tensor(_signal(6), requires_grad=True)], elementwise_limit=0)
 
 
 def test_fft_of_a_device_tensor_reads_it_back_once_and_its_gradient_returns(device):

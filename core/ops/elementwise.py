@@ -256,7 +256,9 @@ def _floatify(x):
 
 # -- cast -------------------------------------------------------------------------
 def _cast_vjp(g, x, *, out, dtype):
-    return cast(g, x.dtype) if x.dtype.is_floating_point else None
+    if not x.dtype.is_floating_point:
+        return None
+    return cast(g.real if g.dtype.is_complex else g, x.dtype)  # a real input's share is the real part
 
 
 # To bool, NaN is True (it is not zero); wg_truthy tests it through the bits (math.wgsl).

@@ -229,6 +229,9 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None, keepdims=
     keepdim = _keep(keepdim, keepdims)
     if isinstance(dim, bool):
         dim, unbiased = None, dim
+    if x.dtype.is_complex:  # mean |x - mean|^2, real, as torch: the parts' variances add up
+        return (var(x.real, dim, unbiased, keepdim, correction=correction)
+                + var(x.imag, dim, unbiased, keepdim, correction=correction))
     require_float("var", x)
     if correction is None:
         correction = 0 if unbiased is False else 1
