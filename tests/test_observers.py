@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import threading
 import warnings
 
 import numpy as np
@@ -18,6 +19,7 @@ import webgrad
 import webgrad.nn.functional as F
 from webgrad import nn
 from webgrad.ops import registry
+from conftest import assert_close
 from webgrad.profiler import profile
 
 CORE = pathlib.Path(webgrad.__file__).parent
@@ -281,3 +283,24 @@ def test_an_undeclared_host_read_breaks_the_graph():
     with pytest.warns(UserWarning, match="graph break"):
         f(webgrad.ones(3))
     assert f.breaks and "all_positive_undeclared" in f.breaks[0]
+
+
+def test_writing_into_a_tensor_is_for_the_thread_that_opened_the_block():
+    """(Natively only: Pyodide, which runs test_autograd.py and test_ops.py, has no threads.)"""
+    x = webgrad.ones(4)
+    opened, done = threading.Event(), threading.Event()
+    sums: list = []
+
+    def other_thread():  # reads x while the main thread's block is open: its op computes apart
+        opened.wait()
+        sums.append(x + 1)
+        done.set()
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    with webgrad.ops.registry.writing_into(x):
+        opened.set()
+        done.wait()
+    worker.join()
+    assert not np.shares_memory(sums[0]._data, x._data)
+    assert_close(x, np.ones(4))
+    assert_close(sums[0], np.full(4, 2.0))

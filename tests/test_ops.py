@@ -2,8 +2,6 @@
 shapes and dtypes. Also the creation ops, which have no inputs."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -166,24 +164,3 @@ def test_softmaxs_row_max_is_numpys(shape, axis):
         got = _row_max(array, axis)
         np.testing.assert_array_equal(got, np.max(array, axis=axis, keepdims=True))
         assert got.shape == np.max(array, axis=axis, keepdims=True).shape
-
-
-def test_writing_into_a_tensor_is_for_the_thread_that_opened_the_block():
-    """(Here, not in test_autograd.py: the Pyodide core suite runs that file, and Pyodide has no threads.)"""
-    x = webgrad.ones(4)
-    opened, done = threading.Event(), threading.Event()
-    sums: list = []
-
-    def other_thread():  # reads x while the main thread's block is open: its op computes apart
-        opened.wait()
-        sums.append(x + 1)
-        done.set()
-    worker = threading.Thread(target=other_thread)
-    worker.start()
-    with webgrad.ops.registry.writing_into(x):
-        opened.set()
-        done.wait()
-    worker.join()
-    assert not np.shares_memory(sums[0]._data, x._data)
-    assert_close(x, np.ones(4))
-    assert_close(sums[0], np.full(4, 2.0))
